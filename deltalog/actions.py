@@ -1,0 +1,346 @@
+"""The Delta log actions, as typed dataclasses, and their JSON form exactly as the protocol gives it.
+
+One commit file holds one JSON object per line, each with a single key naming the action
+(`protocol`, `metaData`, `add`, `remove`, `txn`, `commitInfo`, `cdc`, `domainMetadata`, ...).
+`to_dict()` yields the inner object (absent optional fields left out); `from_dict()` tolerates fields
+it does not know. Paths are kept exactly as they appear in the log (URI-encoded); `paths.decode_path`
+turns them into relative file-system paths.
+"""
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from .errors import CorruptLogError
+
+# Features this engine implements. Anything else in a table's protocol makes it refuse the table.
+SUPPORTED_READER_FEATURES = frozenset({"timestampNtz", "vacuumProtocolCheck", "checkpointProtection"})
+SUPPORTED_WRITER_FEATURES = frozenset({
+    "appendOnly", "invariants", "timestampNtz", "vacuumProtocolCheck", "checkpointProtection",
+    "materializePartitionColumns",
+})
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if v is not None}
+
+
+@dataclass
+class Protocol:
+    min_reader_version: int = 1
+    min_writer_version: int = 2
+    reader_features: list[str] | None = None
+    writer_features: list[str] | None = None
+
+    KEY = "protocol"
+
+    def to_dict(self) -> dict[str, Any]:
+        return _drop_none({
+            "minReaderVersion": self.min_reader_version,
+            "minWriterVersion": self.min_writer_version,
+            "readerFeatures": self.reader_features,
+            "writerFeatures": self.writer_features,
+        })
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Protocol":
+        return cls(int(d["minReaderVersion"]), int(d["minWriterVersion"]),
+                   d.get("readerFeatures"), d.get("writerFeatures"))
+
+    def unsupported_reader_features(self) -> list[str]:
+        """Reader features (or a reader version) that this engine cannot read."""
+        if self.min_reader_version > 3:
+            return [f"minReaderVersion={self.min_reader_version}"]
+        if self.min_reader_version == 2:
+            return ["columnMapping"]  # reader v2 exists only for column mapping
+        if self.min_reader_version == 3:
+            return sorted(set(self.reader_features or []) - SUPPORTED_READER_FEATURES)
+        return []
+
+    def unsupported_writer_features(self) -> list[str]:
+        if self.min_writer_version > 7:
+            return [f"minWriterVersion={self.min_writer_version}"]
+        if self.min_writer_version == 7:
+            return sorted(set(self.writer_features or []) - SUPPORTED_WRITER_FEATURES)
+        legacy = {3: "checkConstraints", 4: "changeDataFeed/generatedColumns",
+                  5: "columnMapping", 6: "identityColumns"}
+        return [legacy[self.min_writer_version]] if self.min_writer_version in legacy else []
+
+    def has_writer_feature(self, name: str) -> bool:
+        return self.min_writer_version == 7 and name in (self.writer_features or [])
+
+
+@dataclass
+class Format:
+    provider: str = "parquet"
+    options: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Metadata:
+    id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    schema_string: str = '{"type":"struct","fields":[]}'
+    partition_columns: list[str] = field(default_factory=list)
+    configuration: dict[str, str] = field(default_factory=dict)
+    format: Format = field(default_factory=Format)
+    name: str | None = None
+    description: str | None = None
+    created_time: int | None = field(default_factory=now_ms)
+
+    KEY = "metaData"
+
+    def to_dict(self) -> dict[str, Any]:
+        return _drop_none({
+            "id": self.id,
+            "name": self.name,
+            "description": self.description,
+            "format": {"provider": self.format.provider, "options": dict(self.format.options)},
+            "schemaString": self.schema_string,
+            "partitionColumns": list(self.partition_columns),
+            "configuration": dict(self.configuration),
+            "createdTime": self.created_time,
+        })
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Metadata":
+        fmt = d.get("format") or {}
+        return cls(
+            id=d["id"],
+            schema_string=d["schemaString"],
+            partition_columns=list(d.get("partitionColumns") or []),
+            configuration=dict(d.get("configuration") or {}),
+            format=Format(fmt.get("provider", "parquet"), dict(fmt.get("options") or {})),
+            name=d.get("name"),
+            description=d.get("description"),
+            created_time=d.get("createdTime"),
+        )
+
+    @property
+    def schema_json(self) -> dict[str, Any]:
+        return json.loads(self.schema_string)
+
+
+@dataclass
+class AddFile:
+    path: str  # as in the log: relative and URI-encoded, or an absolute URI
+    partition_values: dict[str, str | None]
+    size: int
+    modification_time: int
+    data_change: bool = True
+    stats: str | None = None
+    tags: dict[str, str] | None = None
+    deletion_vector: dict[str, Any] | None = None
+    base_row_id: int | None = None
+    default_row_commit_version: int | None = None
+    clustering_provider: str | None = None
+
+    KEY = "add"
+
+    def to_dict(self) -> dict[str, Any]:
+        return _drop_none({
+            "path": self.path,
+            "partitionValues": dict(self.partition_values),
+            "size": self.size,
+            "modificationTime": self.modification_time,
+            "dataChange": self.data_change,
+            "stats": self.stats,
+            "tags": self.tags,
+            "deletionVector": self.deletion_vector,
+            "baseRowId": self.base_row_id,
+            "defaultRowCommitVersion": self.default_row_commit_version,
+            "clusteringProvider": self.clustering_provider,
+        })
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "AddFile":
+        return cls(
+            path=d["path"], partition_values=dict(d.get("partitionValues") or {}),
+            size=int(d.get("size") or 0), modification_time=int(d.get("modificationTime") or 0),
+            data_change=bool(d.get("dataChange", True)), stats=d.get("stats"), tags=d.get("tags"),
+            deletion_vector=d.get("deletionVector"), base_row_id=d.get("baseRowId"),
+            default_row_commit_version=d.get("defaultRowCommitVersion"),
+            clustering_provider=d.get("clusteringProvider"),
+        )
+
+    def remove(self, deletion_timestamp: int | None = None, data_change: bool = True) -> "RemoveFile":
+        """The tombstone for this file, carrying what delta-spark carries."""
+        return RemoveFile(
+            path=self.path, deletion_timestamp=deletion_timestamp or now_ms(), data_change=data_change,
+            extended_file_metadata=True, partition_values=dict(self.partition_values),
+            size=self.size, stats=self.stats, tags=self.tags, deletion_vector=self.deletion_vector,
+        )
+
+    @property
+    def num_records(self) -> int | None:
+        return json.loads(self.stats).get("numRecords") if self.stats else None
+
+
+@dataclass
+class RemoveFile:
+    path: str
+    deletion_timestamp: int | None = None
+    data_change: bool = True
+    extended_file_metadata: bool | None = None
+    partition_values: dict[str, str | None] | None = None
+    size: int | None = None
+    stats: str | None = None
+    tags: dict[str, str] | None = None
+    deletion_vector: dict[str, Any] | None = None
+
+    KEY = "remove"
+
+    def to_dict(self) -> dict[str, Any]:
+        return _drop_none({
+            "path": self.path,
+            "deletionTimestamp": self.deletion_timestamp,
+            "dataChange": self.data_change,
+            "extendedFileMetadata": self.extended_file_metadata,
+            "partitionValues": self.partition_values,
+            "size": self.size,
+            "stats": self.stats,
+            "tags": self.tags,
+            "deletionVector": self.deletion_vector,
+        })
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "RemoveFile":
+        return cls(
+            path=d["path"], deletion_timestamp=d.get("deletionTimestamp"),
+            data_change=bool(d.get("dataChange", True)),
+            extended_file_metadata=d.get("extendedFileMetadata"),
+            partition_values=d.get("partitionValues"), size=d.get("size"), stats=d.get("stats"),
+            tags=d.get("tags"), deletion_vector=d.get("deletionVector"),
+        )
+
+
+@dataclass
+class SetTransaction:
+    app_id: str
+    version: int
+    last_updated: int | None = None
+
+    KEY = "txn"
+
+    def to_dict(self) -> dict[str, Any]:
+        return _drop_none({"appId": self.app_id, "version": self.version, "lastUpdated": self.last_updated})
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "SetTransaction":
+        return cls(d["appId"], int(d["version"]), d.get("lastUpdated"))
+
+
+@dataclass
+class DomainMetadata:
+    domain: str
+    configuration: str
+    removed: bool = False
+
+    KEY = "domainMetadata"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"domain": self.domain, "configuration": self.configuration, "removed": self.removed}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "DomainMetadata":
+        return cls(d["domain"], d.get("configuration", ""), bool(d.get("removed", False)))
+
+
+@dataclass
+class CommitInfo:
+    """Free-form provenance. Known keys are typed; anything else a writer put there is kept in `extra`."""
+    timestamp: int | None = None
+    operation: str | None = None
+    operation_parameters: dict[str, str] = field(default_factory=dict)
+    read_version: int | None = None
+    isolation_level: str | None = None
+    is_blind_append: bool | None = None
+    operation_metrics: dict[str, str] | None = None
+    engine_info: str | None = None
+    txn_id: str | None = None
+    user_metadata: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    KEY = "commitInfo"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = _drop_none({
+            "timestamp": self.timestamp,
+            "operation": self.operation,
+            "operationParameters": self.operation_parameters,
+            "readVersion": self.read_version,
+            "isolationLevel": self.isolation_level,
+            "isBlindAppend": self.is_blind_append,
+            "operationMetrics": self.operation_metrics,
+            "userMetadata": self.user_metadata,
+            "engineInfo": self.engine_info,
+            "txnId": self.txn_id,
+        })
+        d.update(self.extra)
+        return d
+
+    _KNOWN = {"timestamp", "operation", "operationParameters", "readVersion", "isolationLevel",
+              "isBlindAppend", "operationMetrics", "engineInfo", "txnId", "userMetadata"}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "CommitInfo":
+        return cls(
+            timestamp=d.get("timestamp"), operation=d.get("operation"),
+            operation_parameters=d.get("operationParameters") or {},
+            read_version=d.get("readVersion"), isolation_level=d.get("isolationLevel"),
+            is_blind_append=d.get("isBlindAppend"), operation_metrics=d.get("operationMetrics"),
+            engine_info=d.get("engineInfo"), txn_id=d.get("txnId"), user_metadata=d.get("userMetadata"),
+            extra={k: v for k, v in d.items() if k not in cls._KNOWN},
+        )
+
+
+Action = Protocol | Metadata | AddFile | RemoveFile | SetTransaction | DomainMetadata | CommitInfo
+
+_BY_KEY = {c.KEY: c for c in (Protocol, Metadata, AddFile, RemoveFile, SetTransaction, DomainMetadata,
+                              CommitInfo)}
+# Actions a reader must tolerate but that never enter the table state this engine keeps.
+IGNORED_KEYS = frozenset({"cdc", "checkpointMetadata", "sidecar"})
+
+
+def action_to_json(action: Action) -> str:
+    return json.dumps({action.KEY: action.to_dict()}, separators=(",", ":"), ensure_ascii=False)
+
+
+def commit_to_bytes(actions: Iterable[Action]) -> bytes:
+    return ("\n".join(action_to_json(a) for a in actions) + "\n").encode("utf-8")
+
+
+def parse_action(obj: dict[str, Any]) -> Action | None:
+    """One log line, already JSON-decoded, to its action; None for actions kept out of the state."""
+    for key, value in obj.items():
+        cls = _BY_KEY.get(key)
+        if cls is not None:
+            return cls.from_dict(value)
+        if key in IGNORED_KEYS:
+            return None
+    return None  # unknown action kinds are ignored, as the protocol requires of readers
+
+
+def parse_commit(data: bytes, source: str) -> list[Action]:
+    """All actions of one commit file; `source` names the file in errors."""
+    out: list[Action] = []
+    for lineno, line in enumerate(data.decode("utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+            action = parse_action(obj)
+        except (ValueError, KeyError, TypeError) as e:
+            raise CorruptLogError(
+                f"{source}, line {lineno}: not a valid Delta action ({e}). The commit file is corrupt or "
+                f"truncated; restore it from a backup or remove the table's later commits with care."
+            ) from None
+        if action is not None:
+            out.append(action)
+    return out

@@ -1,0 +1,74 @@
+"""Errors raised by the engine, named as Delta Lake names them.
+
+Every message says which table (or file) is concerned, what was wrong, and what the caller can do.
+"""
+
+
+class DeltaError(Exception):
+    """Base of every error the engine raises."""
+
+
+class NotATableError(DeltaError):
+    """The path holds no `_delta_log` with any commit."""
+
+
+class CorruptLogError(DeltaError):
+    """A log file cannot be parsed, or the log is inconsistent (gap in versions, missing metadata)."""
+
+
+class UnsupportedFeatureError(DeltaError):
+    """The table needs a reader or writer feature this engine does not implement."""
+
+
+class InvalidTableError(DeltaError):
+    """A write or config that the table cannot accept (schema mismatch, bad property value...)."""
+
+
+class SchemaMismatchError(InvalidTableError):
+    """Data written does not match the table schema."""
+
+
+class VersionNotFoundError(DeltaError):
+    """Time travel to a version or timestamp the log does not hold."""
+
+
+class ChecksumMismatchError(CorruptLogError):
+    """A `.crc` version checksum disagrees with the replayed state."""
+
+
+class CommitFailedError(DeltaError):
+    """A commit could not land after the allowed number of attempts."""
+
+
+class ConcurrentModificationError(DeltaError):
+    """Base of the conflicts a losing transaction raises. Nothing was committed by the loser."""
+
+    def __init__(self, message: str, *, winning_version: int | None = None,
+                 winning_operation: str | None = None):
+        super().__init__(message)
+        self.winning_version = winning_version
+        self.winning_operation = winning_operation
+
+
+class ProtocolChangedException(ConcurrentModificationError):
+    pass
+
+
+class MetadataChangedException(ConcurrentModificationError):
+    pass
+
+
+class ConcurrentAppendException(ConcurrentModificationError):
+    pass
+
+
+class ConcurrentDeleteReadException(ConcurrentModificationError):
+    pass
+
+
+class ConcurrentDeleteDeleteException(ConcurrentModificationError):
+    pass
+
+
+class ConcurrentTransactionException(ConcurrentModificationError):
+    pass
