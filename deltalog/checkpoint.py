@@ -1,0 +1,283 @@
+"""Checkpoints: the table state at one version as Parquet, one row per action, plus `_last_checkpoint`.
+
+Writing follows the protocol's checkpoint schema (nullable struct columns `txn`, `add`, `remove`,
+`metaData`, `protocol`, `domainMetadata`). Reading projects only the columns the snapshot keeps and
+returns them already in the snapshot's columnar layout (`FILES_SCHEMA`, `TOMBSTONES_SCHEMA`), so a
+checkpoint of 100,000 files never turns into 100,000 Python objects.
+"""
+from __future__ import annotations
+
+import io
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from .errors import CorruptLogError
+from .storage import LAST_CHECKPOINT, LogFile, LogStore
+
+if TYPE_CHECKING:
+    from .snapshot import Snapshot
+
+log = logging.getLogger(__name__)
+
+STRING_MAP = pa.map_(pa.string(), pa.string())
+DELETION_VECTOR = pa.struct([
+    ("storageType", pa.string()), ("pathOrInlineDv", pa.string()), ("offset", pa.int32()),
+    ("sizeInBytes", pa.int32()), ("cardinality", pa.int64()),
+])
+
+# The snapshot's columnar state: live files and unexpired tombstones.
+FILES_SCHEMA = pa.schema([
+    ("path", pa.string()), ("partition_values", STRING_MAP), ("size", pa.int64()),
+    ("modification_time", pa.int64()), ("data_change", pa.bool_()), ("stats", pa.string()),
+    ("tags", STRING_MAP), ("deletion_vector", DELETION_VECTOR),
+])
+TOMBSTONES_SCHEMA = pa.schema([
+    ("path", pa.string()), ("deletion_timestamp", pa.int64()), ("size", pa.int64()),
+    ("data_change", pa.bool_()), ("partition_values", STRING_MAP),
+])
+# log name -> snapshot column name
+_ADD_COLUMNS = {"path": "path", "partitionValues": "partition_values", "size": "size",
+                "modificationTime": "modification_time", "dataChange": "data_change", "stats": "stats",
+                "tags": "tags", "deletionVector": "deletion_vector"}
+_REMOVE_COLUMNS = {"path": "path", "deletionTimestamp": "deletion_timestamp", "size": "size",
+                   "dataChange": "data_change", "partitionValues": "partition_values"}
+
+# The protocol's checkpoint schema, as written here.
+CHECKPOINT_SCHEMA = pa.schema([
+    ("txn", pa.struct([("appId", pa.string()), ("version", pa.int64()), ("lastUpdated", pa.int64())])),
+    ("add", pa.struct([
+        ("path", pa.string()), ("partitionValues", STRING_MAP), ("size", pa.int64()),
+        ("modificationTime", pa.int64()), ("dataChange", pa.bool_()), ("tags", STRING_MAP),
+        ("deletionVector", DELETION_VECTOR), ("stats", pa.string()),
+    ])),
+    ("remove", pa.struct([
+        ("path", pa.string()), ("deletionTimestamp", pa.int64()), ("dataChange", pa.bool_()),
+        ("extendedFileMetadata", pa.bool_()), ("partitionValues", STRING_MAP), ("size", pa.int64()),
+    ])),
+    ("metaData", pa.struct([
+        ("id", pa.string()), ("name", pa.string()), ("description", pa.string()),
+        ("format", pa.struct([("provider", pa.string()), ("options", STRING_MAP)])),
+        ("schemaString", pa.string()), ("partitionColumns", pa.list_(pa.string())),
+        ("configuration", STRING_MAP), ("createdTime", pa.int64()),
+    ])),
+    ("protocol", pa.struct([
+        ("minReaderVersion", pa.int32()), ("minWriterVersion", pa.int32()),
+        ("readerFeatures", pa.list_(pa.string())), ("writerFeatures", pa.list_(pa.string())),
+    ])),
+    ("domainMetadata", pa.struct([("domain", pa.string()), ("configuration", pa.string()),
+                                  ("removed", pa.bool_())])),
+])
+
+DEFAULT_CHECKPOINT_INTERVAL = 10
+
+
+def checkpoint_name(version: int) -> str:
+    return "%020d.checkpoint.parquet" % version
+
+
+def should_checkpoint(version: int, configuration: dict[str, str] | None) -> bool:
+    """True when a checkpoint is due after committing `version` (every `delta.checkpointInterval`)."""
+    raw = (configuration or {}).get("delta.checkpointInterval")
+    try:
+        interval = int(raw) if raw is not None else DEFAULT_CHECKPOINT_INTERVAL
+    except ValueError:
+        interval = DEFAULT_CHECKPOINT_INTERVAL
+    return version > 0 and interval > 0 and version % interval == 0
+
+
+# ---------------------------------------------------------------------------------------------- write
+
+def _file_actions_column(struct_type: pa.StructType, columns: dict[str, pa.Array], n: int) -> pa.Array:
+    arrays = []
+    for f in struct_type:
+        arr = columns.get(f.name)
+        if arr is None:
+            arr = pa.nulls(n, f.type)
+        elif arr.type != f.type:
+            arr = arr.cast(f.type)
+        arrays.append(arr)
+    return pa.StructArray.from_arrays(arrays, fields=list(struct_type))
+
+
+def _rows_table(column: str, struct_array: pa.Array) -> pa.Table:
+    """A checkpoint table whose rows carry only `column`; every other action column is null."""
+    n = len(struct_array)
+    return pa.Table.from_arrays(
+        [struct_array if f.name == column else pa.nulls(n, f.type) for f in CHECKPOINT_SCHEMA],
+        schema=CHECKPOINT_SCHEMA)
+
+
+def _single(column: str, value: dict[str, Any]) -> pa.Table:
+    arr = pa.array([value], type=CHECKPOINT_SCHEMA.field(column).type)
+    return _rows_table(column, arr)
+
+
+def checkpoint_table(snapshot: "Snapshot") -> pa.Table:
+    """The checkpoint rows for a snapshot: protocol, metaData, txns, domain metadata, adds, removes."""
+    md = snapshot.metadata
+    parts = [
+        _single("protocol", snapshot.protocol.to_dict()),
+        _single("metaData", {
+            "id": md.id, "name": md.name, "description": md.description,
+            "format": {"provider": md.format.provider, "options": dict(md.format.options)},
+            "schemaString": md.schema_string, "partitionColumns": list(md.partition_columns),
+            "configuration": dict(md.configuration), "createdTime": md.created_time,
+        }),
+    ]
+    txns = [{"appId": k, "version": v, "lastUpdated": snapshot.app_transaction_updated.get(k)}
+            for k, v in snapshot.app_transactions.items()]
+    if txns:
+        parts.append(_rows_table("txn", pa.array(txns, type=CHECKPOINT_SCHEMA.field("txn").type)))
+    domains = [d.to_dict() for d in snapshot.domain_metadata.values()]
+    if domains:
+        parts.append(_rows_table("domainMetadata",
+                                 pa.array(domains, type=CHECKPOINT_SCHEMA.field("domainMetadata").type)))
+    files = snapshot.files
+    if files.num_rows:
+        cols = {log_name: files.column(col).combine_chunks() for log_name, col in _ADD_COLUMNS.items()}
+        parts.append(_rows_table("add", _file_actions_column(
+            CHECKPOINT_SCHEMA.field("add").type, cols, files.num_rows)))
+    tomb = snapshot.tombstones
+    if tomb.num_rows:
+        cols = {log_name: tomb.column(col).combine_chunks() for log_name, col in _REMOVE_COLUMNS.items()}
+        cols["extendedFileMetadata"] = pa.array([True] * tomb.num_rows, pa.bool_())
+        parts.append(_rows_table("remove", _file_actions_column(
+            CHECKPOINT_SCHEMA.field("remove").type, cols, tomb.num_rows)))
+    return pa.concat_tables(parts)
+
+
+def write_checkpoint(store: LogStore, snapshot: "Snapshot") -> dict[str, Any]:
+    """Write `<version>.checkpoint.parquet` for the snapshot, then `_last_checkpoint`; returns the
+    `_last_checkpoint` content. A checkpoint already present for that version is left as it is."""
+    table = checkpoint_table(snapshot)
+    buf = io.BytesIO()
+    pq.write_table(table, buf, compression="snappy")
+    data = buf.getvalue()
+    name = checkpoint_name(snapshot.version)
+    try:
+        store.write_if_absent(name, data)  # never replace a checkpoint a reader may be reading
+    except FileExistsError:
+        pass
+    last = {"version": snapshot.version, "size": table.num_rows, "sizeInBytes": len(data),
+            "numOfAddFiles": snapshot.num_files}
+    current = read_last_checkpoint(store)
+    if current is None or current.get("version", -1) <= snapshot.version:
+        store.write_atomic(LAST_CHECKPOINT, json.dumps(last).encode())
+    return last
+
+
+def read_last_checkpoint(store: LogStore) -> dict[str, Any] | None:
+    """`_last_checkpoint`, or None when absent, half-written or corrupt (the caller then lists)."""
+    try:
+        data = store.read(LAST_CHECKPOINT)
+        obj = json.loads(data)
+        if not isinstance(obj, dict) or not isinstance(obj.get("version"), int) or obj["version"] < 0:
+            raise ValueError("no version")
+        return obj
+    except FileNotFoundError:
+        return None
+    except (ValueError, UnicodeDecodeError) as e:
+        log.warning("%s/_delta_log/_last_checkpoint is unreadable (%s); listing the log instead",
+                    store.table_uri, e)
+        return None
+
+
+# ----------------------------------------------------------------------------------------------- read
+
+@dataclass
+class CheckpointState:
+    """What one checkpoint holds, in the snapshot's layout."""
+    version: int
+    files: pa.Table
+    tombstones: pa.Table
+    protocol: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    txns: dict[str, tuple[int, int | None]] = field(default_factory=dict)
+    domains: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def _project(pf: pq.ParquetFile, struct: str, wanted: dict[str, str], schema: pa.Schema) -> pa.Table:
+    """Rows of one action column (e.g. `add`) as a flat table in `schema`, reading only the leaves
+    in `wanted` (log name -> our name) that the file has."""
+    top = pf.schema_arrow
+    if struct not in top.names:
+        return schema.empty_table()
+    present = {f.name for f in top.field(struct).type}
+    if "path" not in present:
+        return schema.empty_table()
+    names = [n for n in wanted if n in present]
+    t = pf.read(columns=[f"{struct}.{n}" for n in names])
+    # The projected leaves come back flat and named by their leaf name.
+    by_leaf = dict(zip(names, t.columns))
+    mask = pc.is_valid(by_leaf["path"])
+    arrays = []
+    for f in schema:
+        log_name = next(k for k, v in wanted.items() if v == f.name)
+        col = by_leaf.get(log_name)
+        if col is None:
+            arrays.append(pa.nulls(t.num_rows, f.type))
+        elif f.name == "deletion_vector":
+            arrays.append(_deletion_vectors(col))
+        else:
+            arrays.append(col.cast(f.type) if col.type != f.type else col)
+    return pa.Table.from_arrays(arrays, schema=schema).filter(mask)
+
+
+def _deletion_vectors(col: pa.ChunkedArray) -> pa.ChunkedArray:
+    chunks = []
+    for chunk in col.chunks:
+        fields = [chunk.field(f.name).cast(f.type) if f.name in {x.name for x in chunk.type}
+                  else pa.nulls(len(chunk), f.type) for f in DELETION_VECTOR]
+        chunks.append(pa.StructArray.from_arrays(fields, fields=list(DELETION_VECTOR),
+                                                 mask=pc.invert(chunk.is_valid())))
+    return pa.chunked_array(chunks, type=DELETION_VECTOR)
+
+
+def _non_null_rows(pf: pq.ParquetFile, column: str) -> list[dict[str, Any]]:
+    if column not in pf.schema_arrow.names:
+        return []
+    col = pf.read(columns=[column]).column(0)
+    return [row for row in col.filter(pc.is_valid(col)).to_pylist()]
+
+
+def _map_to_dict(value: Any) -> dict:
+    if value is None:
+        return {}
+    return dict(value) if isinstance(value, list) else value
+
+
+def read_checkpoint(store: LogStore, parts: list[LogFile]) -> CheckpointState:
+    """Read a single- or multi-part checkpoint. Raises CorruptLogError naming the file when a part
+    cannot be read as a checkpoint."""
+    files, tombstones = [], []
+    state = CheckpointState(parts[0].version or 0, FILES_SCHEMA.empty_table(),
+                            TOMBSTONES_SCHEMA.empty_table())
+    for part in parts:
+        source = f"{store.table_uri}/_delta_log/{part.name}"
+        try:
+            pf = pq.ParquetFile(store.file_path(part.name))
+            files.append(_project(pf, "add", _ADD_COLUMNS, FILES_SCHEMA))
+            tombstones.append(_project(pf, "remove", _REMOVE_COLUMNS, TOMBSTONES_SCHEMA))
+            for p in _non_null_rows(pf, "protocol"):
+                state.protocol = p
+            for m in _non_null_rows(pf, "metaData"):
+                m["configuration"] = _map_to_dict(m.get("configuration"))
+                fmt = m.get("format") or {}
+                fmt["options"] = _map_to_dict(fmt.get("options"))
+                m["format"] = fmt
+                state.metadata = m
+            for t in _non_null_rows(pf, "txn"):
+                state.txns[t["appId"]] = (t["version"], t.get("lastUpdated"))
+            for d in _non_null_rows(pf, "domainMetadata"):
+                state.domains[d["domain"]] = d
+        except (OSError, pa.ArrowException, KeyError, TypeError, ValueError) as e:
+            raise CorruptLogError(f"{source}: not a readable checkpoint ({e})") from None
+    state.files = pa.concat_tables(files) if files else state.files
+    state.tombstones = pa.concat_tables(tombstones) if tombstones else state.tombstones
+    return state

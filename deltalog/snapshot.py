@@ -1,0 +1,454 @@
+"""The table state at one version: log segment (checkpoint + contiguous commits) and its replay.
+
+Live files and tombstones are kept as Arrow tables (`checkpoint.FILES_SCHEMA`,
+`checkpoint.TOMBSTONES_SCHEMA`). Reconciliation is columnar: a checkpoint is already reconciled, so
+only the paths the later commits touch need deciding, and among those the action with the highest
+sequence number (last in log order) wins, found with an Arrow group-by.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from datetime import datetime, timezone
+from typing import Any, Iterable
+from urllib.parse import unquote, urlparse
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from . import checkpoint as cp
+from .actions import (AddFile, CommitInfo, DomainMetadata, Metadata, Protocol, RemoveFile,
+                      SetTransaction)
+from .errors import (CorruptLogError, NotATableError, UnsupportedFeatureError,
+                     VersionNotFoundError)
+from .storage import LogFile, LogStore, log_store_for
+
+DEFAULT_TOMBSTONE_RETENTION_MS = 7 * 24 * 3600 * 1000
+
+_UNIT_MS = {"nanosecond": 1e-6, "microsecond": 1e-3, "millisecond": 1, "second": 1000,
+            "minute": 60_000, "hour": 3_600_000, "day": 86_400_000, "week": 604_800_000}
+_INTERVAL_PART = re.compile(r"(-?\d+)\s*([a-z]+?)s?\b")
+
+
+def parse_interval_ms(value: str) -> int:
+    """`interval 1 weeks`, `7 days`, `interval 2 days 12 hours` -> milliseconds."""
+    text = value.strip().lower()
+    if text.startswith("interval"):
+        text = text[len("interval"):]
+    total, matched = 0.0, False
+    for number, unit in _INTERVAL_PART.findall(text):
+        if unit not in _UNIT_MS:
+            raise ValueError(f"unknown interval unit {unit!r} in {value!r}")
+        total += int(number) * _UNIT_MS[unit]
+        matched = True
+    if not matched:
+        raise ValueError(f"not an interval: {value!r} (expected e.g. 'interval 1 weeks')")
+    return int(total)
+
+
+def tombstone_retention_ms(configuration: dict[str, str]) -> int:
+    raw = configuration.get("delta.deletedFileRetentionDuration")
+    if raw is None:
+        return DEFAULT_TOMBSTONE_RETENTION_MS
+    try:
+        return parse_interval_ms(raw)
+    except ValueError:
+        return DEFAULT_TOMBSTONE_RETENTION_MS
+
+
+def _to_ms(ts: datetime | int | float | str) -> int:
+    if isinstance(ts, str):
+        ts = datetime.fromisoformat(ts)
+    if isinstance(ts, datetime):
+        if ts.tzinfo is None:
+            ts = ts.replace(tzinfo=timezone.utc)
+        return int(ts.timestamp() * 1000)
+    return int(ts)
+
+
+def decode_paths(paths: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """URI-decode log paths, vectorised for the common case of paths without any `%`."""
+    arr = paths.combine_chunks() if isinstance(paths, pa.ChunkedArray) else paths
+    has_escape = pc.match_substring(arr, "%")
+    if not pc.any(has_escape).as_py():
+        return arr
+    return pa.array([unquote(p) if e else p for p, e in zip(arr.to_pylist(), has_escape.to_pylist())],
+                    pa.string())
+
+
+# ---------------------------------------------------------------------------------- file actions
+
+def _adds_table(adds: list[dict[str, Any]]) -> pa.Table:
+    if not adds:
+        return cp.FILES_SCHEMA.empty_table()
+    return pa.Table.from_arrays([
+        pa.array([a["path"] for a in adds], pa.string()),
+        pa.array([a.get("partitionValues") or {} for a in adds], cp.STRING_MAP),
+        pa.array([a.get("size") or 0 for a in adds], pa.int64()),
+        pa.array([a.get("modificationTime") or 0 for a in adds], pa.int64()),
+        pa.array([a.get("dataChange", True) for a in adds], pa.bool_()),
+        pa.array([a.get("stats") for a in adds], pa.string()),
+        pa.array([a.get("tags") for a in adds], cp.STRING_MAP),
+        pa.array([_dv(a.get("deletionVector")) for a in adds], cp.DELETION_VECTOR),
+    ], schema=cp.FILES_SCHEMA)
+
+
+def _dv(d: dict[str, Any] | None) -> dict[str, Any] | None:
+    return None if d is None else {f.name: d.get(f.name) for f in cp.DELETION_VECTOR}
+
+
+def _removes_table(removes: list[dict[str, Any]]) -> pa.Table:
+    if not removes:
+        return cp.TOMBSTONES_SCHEMA.empty_table()
+    return pa.Table.from_arrays([
+        pa.array([r["path"] for r in removes], pa.string()),
+        pa.array([r.get("deletionTimestamp") or 0 for r in removes], pa.int64()),
+        pa.array([r.get("size") for r in removes], pa.int64()),
+        pa.array([r.get("dataChange", True) for r in removes], pa.bool_()),
+        pa.array([r.get("partitionValues") for r in removes], cp.STRING_MAP),
+    ], schema=cp.TOMBSTONES_SCHEMA)
+
+
+def reconcile(base_files: pa.Table, base_tombstones: pa.Table,
+              adds: list[dict[str, Any]], removes: list[dict[str, Any]],
+              add_seq: list[int], remove_seq: list[int]) -> tuple[pa.Table, pa.Table]:
+    """Apply later file actions (with their log-order sequence numbers) to a reconciled state."""
+    if not adds and not removes:
+        return base_files, base_tombstones
+    new_adds, new_removes = _adds_table(adds), _removes_table(removes)
+    add_keys, remove_keys = decode_paths(new_adds.column("path")), decode_paths(new_removes.column("path"))
+    keys = pa.table({
+        "key": pa.concat_arrays([add_keys, remove_keys]),
+        "seq": pa.array(add_seq + remove_seq, pa.int64()),
+    })
+    winners = keys.group_by("key").aggregate([("seq", "max")]).column("seq_max")
+    new_adds = new_adds.filter(pc.is_in(pa.array(add_seq, pa.int64()), value_set=winners))
+    new_removes = new_removes.filter(pc.is_in(pa.array(remove_seq, pa.int64()), value_set=winners))
+    touched = keys.column("key")
+    keep_files = pc.invert(pc.is_in(decode_paths(base_files.column("path")), value_set=touched))
+    keep_tombs = pc.invert(pc.is_in(decode_paths(base_tombstones.column("path")), value_set=touched))
+    files = pa.concat_tables([base_files.filter(keep_files), new_adds])
+    tombstones = pa.concat_tables([base_tombstones.filter(keep_tombs), new_removes])
+    return files, tombstones
+
+
+# ------------------------------------------------------------------------------------- snapshot
+
+class Snapshot:
+    """An immutable view of a table at one version. Build it with `Snapshot.load`."""
+
+    def __init__(self, store: LogStore, version: int, timestamp: int, protocol: Protocol,
+                 metadata: Metadata, files: pa.Table, tombstones: pa.Table,
+                 app_transactions: dict[str, int], app_transaction_updated: dict[str, int | None],
+                 domain_metadata: dict[str, DomainMetadata], all_tombstones: pa.Table | None = None):
+        self.store = store
+        self.table_uri = store.table_uri
+        self.version = version
+        self.timestamp = timestamp
+        self.protocol = protocol
+        self.metadata = metadata
+        self.files = files
+        # Expired tombstones are dropped from `tombstones`; `apply` keeps reconciling from all of them
+        # only via the expiry cut, which is monotonic, so nothing expired can come back.
+        self.tombstones = _unexpired(tombstones, metadata.configuration)
+        self.app_transactions = app_transactions
+        self.app_transaction_updated = app_transaction_updated
+        self.domain_metadata = domain_metadata
+
+    def __repr__(self) -> str:
+        return f"Snapshot({self.table_uri!r}, version={self.version}, files={self.num_files})"
+
+    # ---- loading
+
+    @classmethod
+    def load(cls, table_uri: str, version: int | None = None,
+             timestamp: datetime | int | float | str | None = None) -> "Snapshot":
+        """The table at its latest version, at `version`, or at the last commit at or before
+        `timestamp` (datetime, ISO string or ms since the epoch)."""
+        store = log_store_for(table_uri)
+        if version is not None and timestamp is not None:
+            raise ValueError("give either version or timestamp, not both")
+        if timestamp is not None:
+            from .history import version_at_timestamp
+            version = version_at_timestamp(store, _to_ms(timestamp))
+        return _load(store, version)
+
+    # ---- derived views
+
+    @property
+    def schema_json(self) -> dict[str, Any]:
+        return self.metadata.schema_json
+
+    @property
+    def arrow_schema(self) -> pa.Schema:
+        from .schema import to_arrow_schema  # written by the schema module's owner
+        return to_arrow_schema(self.schema_json)
+
+    @property
+    def partition_columns(self) -> list[str]:
+        return list(self.metadata.partition_columns)
+
+    @property
+    def configuration(self) -> dict[str, str]:
+        return dict(self.metadata.configuration)
+
+    @property
+    def num_files(self) -> int:
+        return self.files.num_rows
+
+    @property
+    def size_bytes(self) -> int:
+        return int(pc.sum(self.files.column("size")).as_py() or 0) if self.files.num_rows else 0
+
+    def add_files(self) -> list[AddFile]:
+        out = []
+        for row in self.files.to_pylist():
+            out.append(AddFile(
+                path=row["path"], partition_values=dict(row["partition_values"] or []),
+                size=row["size"], modification_time=row["modification_time"],
+                data_change=row["data_change"], stats=row["stats"],
+                tags=dict(row["tags"]) if row["tags"] is not None else None,
+                deletion_vector=row["deletion_vector"]))
+        return out
+
+    def file_uris(self) -> list[str]:
+        """Absolute, URI-decoded local paths of the live files."""
+        root = self.table_uri
+        out = []
+        for p in decode_paths(self.files.column("path")).to_pylist():
+            parsed = urlparse(p)
+            if parsed.scheme == "file":
+                out.append(parsed.path)
+            elif parsed.scheme and len(parsed.scheme) > 1:
+                out.append(p)  # another store's URI: leave as is
+            elif p.startswith("/"):
+                out.append(p)
+            else:
+                out.append(os.path.join(root, p))
+        return out
+
+    # ---- next version without re-reading the log
+
+    def apply(self, version: int, actions: Iterable[Any], timestamp_ms: int | None = None) -> "Snapshot":
+        """The snapshot at `version` = this one plus one commit's `actions` (dataclasses from actions.py)."""
+        if version != self.version + 1:
+            raise ValueError(f"apply: version {version} does not follow {self.version}")
+        replay = _Replay()
+        replay.protocol, replay.metadata = self.protocol.to_dict(), self.metadata.to_dict()
+        replay.txns = {k: (v, self.app_transaction_updated.get(k)) for k, v in self.app_transactions.items()}
+        replay.domains = {k: d.to_dict() for k, d in self.domain_metadata.items()}
+        replay.add_action_dicts(((a.KEY, a.to_dict()) for a in actions), version)
+        return replay.build(self.store, version, timestamp_ms if timestamp_ms is not None else
+                            int(time.time() * 1000), self.files, self.tombstones)
+
+
+def _unexpired(tombstones: pa.Table, configuration: dict[str, str]) -> pa.Table:
+    if not tombstones.num_rows:
+        return tombstones
+    cutoff = int(time.time() * 1000) - tombstone_retention_ms(configuration)
+    return tombstones.filter(pc.greater(tombstones.column("deletion_timestamp"), cutoff))
+
+
+class _Replay:
+    """Accumulates commits after the checkpoint, in log order."""
+
+    def __init__(self):
+        self.protocol: dict[str, Any] | None = None
+        self.metadata: dict[str, Any] | None = None
+        self.txns: dict[str, tuple[int, int | None]] = {}
+        self.domains: dict[str, dict[str, Any]] = {}
+        self.adds: list[dict[str, Any]] = []
+        self.removes: list[dict[str, Any]] = []
+        self.add_seq: list[int] = []
+        self.remove_seq: list[int] = []
+        self.seq = 0
+        self.commit_info: dict[str, Any] | None = None  # of the last commit read
+
+    def add_action_dicts(self, pairs: Iterable[tuple[str, dict[str, Any]]], version: int) -> None:
+        self.commit_info = None
+        for key, value in pairs:
+            self.seq += 1
+            if key == "add":
+                self.adds.append(value)
+                self.add_seq.append(self.seq)
+            elif key == "remove":
+                self.removes.append(value)
+                self.remove_seq.append(self.seq)
+            elif key == "metaData":
+                self.metadata = value
+            elif key == "protocol":
+                self.protocol = value
+            elif key == "txn":
+                self.txns[value["appId"]] = (int(value["version"]), value.get("lastUpdated"))
+            elif key == "domainMetadata":
+                if value.get("removed"):
+                    self.domains.pop(value["domain"], None)
+                else:
+                    self.domains[value["domain"]] = value
+            elif key == "commitInfo":
+                self.commit_info = value
+
+    def add_commit(self, data: bytes, source: str, version: int) -> None:
+        pairs = []
+        for lineno, line in enumerate(data.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+                key, value = next(iter(obj.items()))
+                if key in ("add", "remove") and not isinstance(value.get("path"), str):
+                    raise ValueError(f"{key} without a path")
+            except (ValueError, TypeError, AttributeError) as e:
+                raise CorruptLogError(
+                    f"{source}, line {lineno}: not a valid Delta action ({e}). The commit file is corrupt "
+                    f"or truncated.") from None
+            pairs.append((key, value))
+        self.add_action_dicts(pairs, version)
+
+    def build(self, store: LogStore, version: int, timestamp: int, base_files: pa.Table,
+              base_tombstones: pa.Table) -> Snapshot:
+        where = f"{store.table_uri} at version {version}"
+        if self.protocol is None:
+            raise CorruptLogError(f"{where}: the log holds no protocol action; the table is corrupt.")
+        if self.metadata is None:
+            raise CorruptLogError(f"{where}: the log holds no metaData action; the table is corrupt.")
+        try:
+            protocol = Protocol.from_dict(self.protocol)
+        except (KeyError, TypeError, ValueError) as e:
+            raise CorruptLogError(f"{where}: invalid protocol action {self.protocol} ({e})") from None
+        unsupported = protocol.unsupported_reader_features()
+        if unsupported:
+            raise UnsupportedFeatureError(
+                f"{store.table_uri} needs reader feature(s) {', '.join(unsupported)} (protocol "
+                f"minReaderVersion={protocol.min_reader_version}, readerFeatures="
+                f"{protocol.reader_features or []}), which this engine does not support. Supported reader "
+                f"features: reader versions 1 and 3 with timestampNtz, vacuumProtocolCheck, "
+                f"checkpointProtection. Read it with an engine that supports them.")
+        if not self.metadata.get("schemaString"):
+            raise CorruptLogError(f"{where}: the metaData action has no schemaString; the table is corrupt.")
+        metadata = Metadata.from_dict(self.metadata)
+        files, tombstones = reconcile(base_files, base_tombstones, self.adds, self.removes,
+                                      self.add_seq, self.remove_seq)
+        return Snapshot(
+            store, version, timestamp, protocol, metadata, files, tombstones,
+            {k: v for k, (v, _) in self.txns.items()}, {k: u for k, (_, u) in self.txns.items()},
+            {k: DomainMetadata.from_dict(d) for k, d in self.domains.items()})
+
+
+# ----------------------------------------------------------------------------------- log segment
+
+class _Listing:
+    def __init__(self, files: list[LogFile]):
+        self.commits: dict[int, LogFile] = {}
+        self.checkpoints: dict[int, list[LogFile]] = {}
+        self.crcs: dict[int, LogFile] = {}
+        for f in files:
+            if f.kind == "commit":
+                self.commits[f.version] = f
+            elif f.kind == "checkpoint":
+                self.checkpoints.setdefault(f.version, []).append(f)
+            elif f.kind == "crc":
+                self.crcs[f.version] = f
+
+    def latest(self) -> int | None:
+        versions = list(self.commits) + list(self.checkpoints)
+        return max(versions) if versions else None
+
+    def complete_checkpoints(self, upto: int) -> list[tuple[int, list[LogFile]]]:
+        """Usable checkpoints <= upto, newest first; classic single-part before multi-part sets."""
+        out = []
+        for v in sorted((v for v in self.checkpoints if v <= upto), reverse=True):
+            group = self.checkpoints[v]
+            single = [f for f in group if f.num_parts is None and not f.v2]
+            if single:
+                out.append((v, single[:1]))
+                continue
+            by_count: dict[int, dict[int, LogFile]] = {}
+            for f in group:
+                if f.num_parts is not None:
+                    by_count.setdefault(f.num_parts, {})[f.part] = f
+            complete = [parts for n, parts in by_count.items() if set(parts) == set(range(1, n + 1))]
+            if complete:
+                parts = complete[0]
+                out.append((v, [parts[i] for i in sorted(parts)]))
+            elif any(f.v2 for f in group):
+                out.append((v, [f for f in group if f.v2][:1]))
+        return out
+
+
+def _load(store: LogStore, version: int | None) -> Snapshot:
+    if version is not None and version < 0:
+        raise VersionNotFoundError(f"{store.table_uri}: version {version} does not exist (versions "
+                                   f"start at 0)")
+    last = cp.read_last_checkpoint(store)
+    start = last["version"] if last and (version is None or last["version"] <= version) else 0
+    listing = _Listing(store.list_from(start))
+    if start > 0 and (start not in listing.checkpoints or listing.latest() is None):
+        # `_last_checkpoint` points at a checkpoint that is gone: list the whole log.
+        listing, start = _Listing(store.list_from(0)), 0
+    try:
+        return _load_from(store, listing, version)
+    except CorruptLogError:
+        if start == 0:
+            raise
+        # A corrupt checkpoint may need an earlier one (or commits from 0) outside this listing.
+        return _load_from(store, _Listing(store.list_from(0)), version)
+
+
+def _load_from(store: LogStore, listing: _Listing, version: int | None) -> Snapshot:
+    latest = listing.latest()
+    if latest is None:
+        raise NotATableError(
+            f"{store.table_uri} is not a Delta table: {store.table_uri}/_delta_log holds no commit "
+            f"(no NNN.json file). Check the path, or create the table by writing to it first.")
+    target = latest if version is None else version
+    if target > latest:
+        raise VersionNotFoundError(
+            f"{store.table_uri}: version {target} does not exist; the latest version is {latest}.")
+
+    state, errors = None, []
+    for cp_version, parts in listing.complete_checkpoints(target):
+        if any(p.v2 for p in parts):
+            raise UnsupportedFeatureError(
+                f"{store.table_uri}: the checkpoint at version {cp_version} is a v2 checkpoint "
+                f"({parts[0].name}), which needs reader feature v2Checkpoint; this engine does not "
+                f"support it.")
+        try:
+            state = cp.read_checkpoint(store, parts)
+            break
+        except CorruptLogError as e:
+            errors.append(str(e))  # fall back to an earlier checkpoint or to the commits from 0
+    start = state.version + 1 if state else 0
+    first_commit = min(listing.commits) if listing.commits else None
+    if state is None and first_commit != 0:
+        if not errors and (version is not None or listing.checkpoints):
+            raise VersionNotFoundError(
+                f"{store.table_uri}: version {target} cannot be reconstructed: commits before "
+                f"{first_commit} were cleaned up and no checkpoint at or before {target} exists.")
+        raise CorruptLogError(
+            f"{store.table_uri}: commit 0 ({'%020d' % 0}.json) is missing and no usable checkpoint "
+            f"exists" + (f" ({'; '.join(errors)})" if errors else "") + ".")
+
+    replay = _Replay()
+    if state is not None:
+        replay.protocol, replay.metadata = state.protocol, state.metadata
+        replay.txns, replay.domains = dict(state.txns), dict(state.domains)
+    for v in range(start, target + 1):
+        f = listing.commits.get(v)
+        if f is None:
+            raise CorruptLogError(
+                f"{store.table_uri}: the log is missing version {v} ({'%020d' % v}.json) between "
+                f"{start} and {target}; versions must be contiguous. The table is corrupt.")
+        replay.add_commit(store.read(f.name), f"{store.table_uri}/_delta_log/{f.name}", v)
+
+    from .history import commit_timestamp
+    timestamp = commit_timestamp(listing, target, replay.commit_info)
+    base_files = state.files if state else cp.FILES_SCHEMA.empty_table()
+    base_tombs = state.tombstones if state else cp.TOMBSTONES_SCHEMA.empty_table()
+    snap = replay.build(store, target, timestamp, base_files, base_tombs)
+    if target in listing.crcs:
+        from .checksum import verify_checksum
+        verify_checksum(store, snap)
+    return snap

@@ -1,0 +1,208 @@
+"""The log store: list, read and atomically create the files of a table's `_delta_log`.
+
+Everything the engine does with the log goes through `LogStore`, which speaks only in file *names*
+relative to `_delta_log/`. Object stores fit behind the same five calls: `list_from` maps to a
+prefix listing that starts after `%020d` (S3 `ListObjectsV2(StartAfter=...)`, GCS/Azure likewise),
+`read` to GET, `write_if_absent` to a conditional create (S3 `PUT If-None-Match: *`, GCS
+`ifGenerationMatch=0`, Azure rename-without-overwrite, HDFS rename) and `write_atomic` to a plain
+PUT (object stores publish whole objects). A new store subclasses `LogStore` and is returned by
+`log_store_for` for its URI scheme.
+"""
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from urllib.parse import unquote, urlparse
+
+from .errors import NotATableError
+
+LOG_DIR = "_delta_log"
+LAST_CHECKPOINT = "_last_checkpoint"
+
+_COMMIT = re.compile(r"^(\d{20})\.json$")
+_CRC = re.compile(r"^(\d{20})\.crc$")
+_CHECKPOINT_SINGLE = re.compile(r"^(\d{20})\.checkpoint\.parquet$")
+_CHECKPOINT_MULTI = re.compile(r"^(\d{20})\.checkpoint\.(\d{10})\.(\d{10})\.parquet$")
+_CHECKPOINT_V2 = re.compile(r"^(\d{20})\.checkpoint\.[0-9a-fA-F-]{36}\.(json|parquet)$")
+
+
+@dataclass(frozen=True)
+class LogFile:
+    """One file of `_delta_log`. `kind` is commit, checkpoint, crc, last_checkpoint or other."""
+    name: str
+    version: int | None
+    kind: str
+    size: int = 0
+    modification_time: int = 0  # ms since the epoch
+    part: int | None = None       # multi-part checkpoints: this part (1-based) ...
+    num_parts: int | None = None  # ... of how many
+    v2: bool = False              # a v2 checkpoint (`<version>.checkpoint.<uuid>.json|parquet`)
+
+
+def classify(name: str) -> tuple[int | None, str, int | None, int | None, bool]:
+    """(version, kind, part, num_parts, v2) for a log file name."""
+    if m := _COMMIT.match(name):
+        return int(m.group(1)), "commit", None, None, False
+    if m := _CHECKPOINT_SINGLE.match(name):
+        return int(m.group(1)), "checkpoint", None, None, False
+    if m := _CHECKPOINT_MULTI.match(name):
+        return int(m.group(1)), "checkpoint", int(m.group(2)), int(m.group(3)), False
+    if m := _CHECKPOINT_V2.match(name):
+        return int(m.group(1)), "checkpoint", None, None, True
+    if m := _CRC.match(name):
+        return int(m.group(1)), "crc", None, None, False
+    if name == LAST_CHECKPOINT:
+        return None, "last_checkpoint", None, None, False
+    return None, "other", None, None, False
+
+
+class LogStore(ABC):
+    """Access to one table's `_delta_log`. Names are relative to that folder."""
+
+    table_uri: str
+
+    @abstractmethod
+    def list_from(self, version: int = 0) -> list[LogFile]:
+        """Versioned log files with version >= `version`, sorted by (version, name); then
+        `_last_checkpoint` if present. Raises NotATableError when `_delta_log` does not exist."""
+
+    @abstractmethod
+    def read(self, name: str) -> bytes:
+        """The whole file; FileNotFoundError if absent."""
+
+    @abstractmethod
+    def write_if_absent(self, name: str, data: bytes) -> None:
+        """Create `name` with `data` only if it does not exist, atomically and durably; otherwise raise
+        FileExistsError and leave the existing file untouched. Safe when several processes race."""
+
+    @abstractmethod
+    def write_atomic(self, name: str, data: bytes) -> None:
+        """Create or replace `name` so that readers see either the old or the whole new content."""
+
+    @abstractmethod
+    def delete(self, name: str) -> None:
+        """Remove `name`; no error when it is already gone."""
+
+    @abstractmethod
+    def exists(self) -> bool:
+        """Whether `_delta_log` exists."""
+
+    def file_path(self, name: str) -> str:
+        """A path or URI of the log file that pyarrow can open (used for Parquet checkpoints)."""
+        raise NotImplementedError
+
+
+class LocalLogStore(LogStore):
+    """The local file system. Atomic create = write a temp file, fsync, `os.link` to the final name
+    (link fails if the name exists, so exactly one racing writer wins), fsync the folder."""
+
+    def __init__(self, table_path: str):
+        self.table_uri = os.path.abspath(table_path)
+        self.log_path = os.path.join(self.table_uri, LOG_DIR)
+
+    def __repr__(self) -> str:
+        return f"LocalLogStore({self.table_uri!r})"
+
+    def exists(self) -> bool:
+        return os.path.isdir(self.log_path)
+
+    def file_path(self, name: str) -> str:
+        return os.path.join(self.log_path, name)
+
+    def list_from(self, version: int = 0) -> list[LogFile]:
+        try:
+            names = os.listdir(self.log_path)
+        except (FileNotFoundError, NotADirectoryError):
+            raise NotATableError(
+                f"{self.table_uri} is not a Delta table: it has no {LOG_DIR} folder. Check the path, or "
+                f"create the table by writing to it first.") from None
+        prefix = "%020d" % version
+        out: list[LogFile] = []
+        for name in names:
+            if name.startswith("."):  # Hadoop's `.name.crc` side files, temp files
+                continue
+            v, kind, part, num_parts, v2 = classify(name)
+            if kind == "other" or (v is not None and name < prefix):
+                continue
+            try:
+                st = os.stat(os.path.join(self.log_path, name))
+            except FileNotFoundError:  # deleted by a concurrent cleanup
+                continue
+            out.append(LogFile(name, v, kind, st.st_size, st.st_mtime_ns // 1_000_000, part, num_parts, v2))
+        out.sort(key=lambda f: (f.version is None, f.version or 0, f.name))
+        return out
+
+    def read(self, name: str) -> bytes:
+        with open(os.path.join(self.log_path, name), "rb") as f:
+            return f.read()
+
+    def _write_temp(self, data: bytes) -> str:
+        os.makedirs(self.log_path, exist_ok=True)
+        tmp = os.path.join(self.log_path, f".tmp-{uuid.uuid4().hex}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return tmp
+
+    def _fsync_dir(self) -> None:
+        try:
+            fd = os.open(self.log_path, os.O_RDONLY)
+        except OSError:
+            return
+        try:
+            os.fsync(fd)
+        except OSError:  # some file systems refuse fsync on folders
+            pass
+        finally:
+            os.close(fd)
+
+    def write_if_absent(self, name: str, data: bytes) -> None:
+        tmp = self._write_temp(data)
+        try:
+            os.link(tmp, os.path.join(self.log_path, name))  # FileExistsError when another writer won
+        finally:
+            os.unlink(tmp)
+        self._fsync_dir()
+
+    def write_atomic(self, name: str, data: bytes) -> None:
+        tmp = self._write_temp(data)
+        try:
+            os.replace(tmp, os.path.join(self.log_path, name))
+        except BaseException:
+            os.unlink(tmp)
+            raise
+        self._fsync_dir()
+
+    def delete(self, name: str) -> None:
+        try:
+            os.unlink(os.path.join(self.log_path, name))
+        except FileNotFoundError:
+            pass
+
+
+def table_path_from_uri(table_uri: str) -> str:
+    """A local absolute path for a plain path or a `file:` URI; ValueError for other schemes."""
+    parsed = urlparse(table_uri)
+    if parsed.scheme == "file":
+        if parsed.netloc not in ("", "localhost"):
+            raise ValueError(f"{table_uri}: file URIs with a host are not supported")
+        return os.path.abspath(unquote(parsed.path))
+    if parsed.scheme and len(parsed.scheme) > 1:  # `C:` drive letters are paths, not schemes
+        raise ValueError(
+            f"{table_uri}: storage scheme {parsed.scheme!r} is not supported; use a local path or a "
+            f"file:// URI")
+    return os.path.abspath(table_uri)
+
+
+def log_store_for(table_uri: str) -> LogStore:
+    """The log store for a table location: a local path or `file://` URI (object stores: add a
+    `LogStore` subclass and dispatch on the scheme here)."""
+    return LocalLogStore(table_path_from_uri(str(table_uri)))
