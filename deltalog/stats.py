@@ -1,0 +1,300 @@
+"""Per-file statistics: the `add.stats` JSON (numRecords, minValues, maxValues, nullCount).
+
+Which columns: the first `delta.dataSkippingNumIndexedCols` (default 32, -1 = all) leaf columns of the
+data schema (partition columns excluded, struct fields counted as their leaves, arrays and maps as one
+leaf), or exactly the columns listed in `delta.dataSkippingStatsColumns`.
+
+min/max are kept for numbers, decimals, dates, timestamps and strings; every indexed leaf gets a nullCount.
+Bounds are always safe for data skipping: timestamps are cut to milliseconds with the max rounded up,
+strings keep a prefix (max plus a tie-breaking character), and a float column holding NaN or an
+infinity gets no min/max at all (JSON cannot hold them, and Spark orders NaN above every number).
+
+`StatsCollector` accumulates batch by batch, so a writer can compute stats while it streams.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from decimal import Decimal
+from typing import Any, Iterable, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .errors import InvalidTableError
+from .schema import is_decimal, leaf_columns, normalize_type_name, without_columns
+
+DEFAULT_NUM_INDEXED_COLS = 32
+DEFAULT_STRING_PREFIX_LENGTH = 32
+_EPOCH_DATE = dt.date(1970, 1, 1)
+_EPOCH = dt.datetime(1970, 1, 1)
+
+_INT_TYPES = frozenset({"long", "integer", "short", "byte"})
+_FLOAT_TYPES = frozenset({"float", "double"})
+_UNIT_TO_MICROS = {"s": 1_000_000, "ms": 1_000, "us": 1, "ns": None}
+
+
+def _parse_stats_columns(text: str) -> list[tuple[str, ...]]:
+    """"a, b.c, `x.y`.z" -> [('a',), ('b','c'), ('x.y','z')]."""
+    out: list[tuple[str, ...]] = []
+    for item in _split_outside_backquotes(text, ","):
+        item = item.strip()
+        if item:
+            out.append(tuple(p.strip().strip("`").replace("``", "`") for p in _split_outside_backquotes(item, ".")))
+    return out
+
+
+def _split_outside_backquotes(text: str, sep: str) -> list[str]:
+    parts, current, quoted = [], [], False
+    for ch in text:
+        if ch == "`":
+            quoted = not quoted
+        if ch == sep and not quoted:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    parts.append("".join(current))
+    return parts
+
+
+def indexed_columns(schema_json: dict[str, Any], partition_columns: Sequence[str] = (),
+                    configuration: dict[str, str] | None = None) -> list[tuple[tuple[str, ...], Any]]:
+    """The (path, delta type) of the leaf columns that get statistics, in schema order."""
+    configuration = configuration or {}
+    leaves = list(leaf_columns(without_columns(schema_json, list(partition_columns))))
+    listed = configuration.get("delta.dataSkippingStatsColumns")
+    if listed:
+        wanted = [tuple(p.lower() for p in path) for path in _parse_stats_columns(listed)]
+
+        def selected(path: tuple[str, ...]) -> bool:
+            low = tuple(p.lower() for p in path)
+            return any(low[:len(w)] == w for w in wanted)
+        return [(p, t) for p, t in leaves if selected(p)]
+    raw = configuration.get("delta.dataSkippingNumIndexedCols", str(DEFAULT_NUM_INDEXED_COLS))
+    try:
+        n = int(raw)
+    except ValueError:
+        raise InvalidTableError(
+            f"delta.dataSkippingNumIndexedCols is '{raw}'; it must be an integer (-1 for all columns).") from None
+    if n < -1:
+        raise InvalidTableError(
+            f"delta.dataSkippingNumIndexedCols is {n}; it must be -1 (all columns) or at least 0.")
+    return leaves if n == -1 else leaves[:n]
+
+
+def _string_prefix_length(configuration: dict[str, str] | None) -> int:
+    raw = (configuration or {}).get("delta.dataSkippingStringPrefixLength", str(DEFAULT_STRING_PREFIX_LENGTH))
+    try:
+        return max(int(raw), 0)
+    except ValueError:
+        raise InvalidTableError(
+            f"delta.dataSkippingStringPrefixLength is '{raw}'; it must be a non-negative integer.") from None
+
+
+class _Leaf:
+    __slots__ = ("path", "kind", "min", "max", "null_count", "bounds_ok")
+
+    def __init__(self, path: tuple[str, ...], delta_type: Any):
+        self.path = path
+        if isinstance(delta_type, str):
+            t = normalize_type_name(delta_type)
+            if t in _INT_TYPES:
+                self.kind = "int"
+            elif t in _FLOAT_TYPES:
+                self.kind = "float"
+            elif is_decimal(t):
+                self.kind = "decimal"
+            elif t in ("date", "timestamp", "timestamp_ntz", "string"):
+                self.kind = t
+            else:
+                self.kind = None  # boolean, binary: nullCount only
+        else:
+            self.kind = None  # array, map: nullCount only
+        self.min: Any = None
+        self.max: Any = None
+        self.null_count = 0
+        self.bounds_ok = self.kind is not None
+
+
+class StatsCollector:
+    """Accumulates the statistics of one data file over the record batches written to it."""
+
+    def __init__(self, schema_json: dict[str, Any], partition_columns: Sequence[str] = (),
+                 configuration: dict[str, str] | None = None):
+        self.prefix_length = _string_prefix_length(configuration)
+        self.leaves = [_Leaf(p, t) for p, t in indexed_columns(schema_json, partition_columns, configuration)]
+        self.num_records = 0
+
+    # -- accumulation -------------------------------------------------------------------------------
+
+    def update(self, data: pa.RecordBatch | pa.Table) -> None:
+        if isinstance(data, pa.Table):
+            for batch in data.to_batches():
+                self.update(batch)
+            return
+        n = data.num_rows
+        if n == 0:
+            return
+        self.num_records += n
+        for leaf in self.leaves:
+            arr = _leaf_array(data, leaf.path)
+            if arr is None:  # column absent from the data: all null
+                leaf.null_count += n
+                continue
+            leaf.null_count += arr.null_count
+            if leaf.bounds_ok and arr.null_count < n:
+                self._update_bounds(leaf, arr)
+
+    def _update_bounds(self, leaf: _Leaf, arr: pa.Array) -> None:
+        kind = leaf.kind
+        if pa.types.is_dictionary(arr.type):
+            arr = arr.dictionary_decode()
+        if kind == "float":
+            if pc.any(pc.or_(pc.is_nan(arr), pc.is_inf(arr))).as_py():
+                leaf.bounds_ok = False
+                return
+        elif kind in ("timestamp", "timestamp_ntz"):
+            if not pa.types.is_timestamp(arr.type):
+                leaf.bounds_ok = False
+                return
+            unit = arr.type.unit
+            mm = pc.min_max(arr.cast(pa.int64()))
+            lo, hi = mm["min"].as_py(), mm["max"].as_py()
+            if unit == "ns":  # to micros: min rounded down, max up
+                lo, hi = lo // 1000, -((-hi) // 1000)
+            else:
+                lo, hi = lo * _UNIT_TO_MICROS[unit], hi * _UNIT_TO_MICROS[unit]
+            self._merge(leaf, lo, hi)
+            return
+        elif kind == "date":
+            if pa.types.is_date64(arr.type):
+                arr = arr.cast(pa.date32())
+            arr = arr.cast(pa.int32())
+        mm = pc.min_max(arr)
+        lo, hi = mm["min"].as_py(), mm["max"].as_py()
+        if lo is None:
+            return
+        if kind == "string":
+            if isinstance(lo, bytes):
+                lo, hi = lo.decode("utf-8", "replace"), hi.decode("utf-8", "replace")
+            # Prefixes keep the order (a <= b => prefix(a) <= prefix(b)); one extra char picks the tie-breaker.
+            lo = lo[:self.prefix_length]
+            hi = hi[:self.prefix_length + 1]
+        self._merge(leaf, lo, hi)
+
+    @staticmethod
+    def _merge(leaf: _Leaf, lo: Any, hi: Any) -> None:
+        if leaf.min is None or lo < leaf.min:
+            leaf.min = lo
+        if leaf.max is None or hi > leaf.max:
+            leaf.max = hi
+
+    # -- result ---------------------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stats as Python values (decimals as Decimal); `to_json` gives the log's JSON text."""
+        mins: dict[str, Any] = {}
+        maxs: dict[str, Any] = {}
+        nulls: dict[str, Any] = {}
+        for leaf in self.leaves:
+            _nest(nulls, leaf.path, leaf.null_count)
+            if not leaf.bounds_ok or leaf.min is None:
+                continue
+            lo, hi = self._bounds(leaf)
+            if lo is not None:
+                _nest(mins, leaf.path, lo)
+                _nest(maxs, leaf.path, hi)
+        return {"numRecords": self.num_records, "minValues": mins, "maxValues": maxs, "nullCount": nulls}
+
+    def _bounds(self, leaf: _Leaf) -> tuple[Any, Any]:
+        kind, lo, hi = leaf.kind, leaf.min, leaf.max
+        if kind == "date":
+            return (_EPOCH_DATE + dt.timedelta(days=lo)).isoformat(), (_EPOCH_DATE + dt.timedelta(days=hi)).isoformat()
+        if kind in ("timestamp", "timestamp_ntz"):
+            lo_ms = lo // 1000
+            hi_ms = -((-hi) // 1000)  # ceiling: the max must stay an upper bound
+            suffix = "Z" if kind == "timestamp" else ""
+            try:
+                return _format_millis(lo_ms) + suffix, _format_millis(hi_ms) + suffix
+            except (OverflowError, ValueError):
+                return None, None  # outside years 1..9999: no bounds rather than wrong ones
+        if kind == "string":
+            if len(hi) > self.prefix_length:
+                nxt = hi[self.prefix_length]
+                hi = hi[:self.prefix_length] + ("\u007f" if nxt < "\u007f" else "\U0010ffff")
+            return lo, hi
+        if kind == "float":
+            return float(lo), float(hi)
+        return lo, hi
+
+    def to_json(self) -> str:
+        return _dumps(self.to_dict())
+
+
+def _format_millis(ms: int) -> str:
+    value = _EPOCH + dt.timedelta(milliseconds=ms)
+    return value.strftime("%Y-%m-%dT%H:%M:%S") + f".{value.microsecond // 1000:03d}"
+
+
+def _nest(target: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    for name in path[:-1]:
+        target = target.setdefault(name, {})
+    target[path[-1]] = value
+
+
+def _leaf_array(batch: pa.RecordBatch, path: tuple[str, ...]) -> pa.Array | None:
+    arr: pa.Array | None = None
+    names = batch.schema.names
+    idx = _index_of(names, path[0])
+    if idx is None:
+        return None
+    arr = batch.column(idx)
+    for name in path[1:]:
+        if not pa.types.is_struct(arr.type):
+            return None
+        child_names = [arr.type.field(i).name for i in range(arr.type.num_fields)]
+        i = _index_of(child_names, name)
+        if i is None:
+            return None
+        arr = arr.flatten()[i]  # flatten() merges the parent's nulls into the child
+    return arr
+
+
+def _index_of(names: list[str], name: str) -> int | None:
+    try:
+        return names.index(name)
+    except ValueError:
+        low = name.lower()
+        for i, n in enumerate(names):
+            if n.lower() == low:
+                return i
+    return None
+
+
+def _dumps(value: Any) -> str:
+    """Compact JSON where Decimals stay exact JSON numbers."""
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{json.dumps(k, ensure_ascii=False)}:{_dumps(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError("non-finite float in stats")
+        return repr(value)
+    return json.dumps(value, ensure_ascii=False)
+
+
+def file_stats(data: pa.Table | pa.RecordBatch | Iterable[pa.RecordBatch], schema_json: dict[str, Any],
+               partition_columns: Sequence[str] = (), configuration: dict[str, str] | None = None) -> str:
+    """The `add.stats` JSON of one data file holding `data` (a table, a batch, or batches)."""
+    collector = StatsCollector(schema_json, partition_columns, configuration)
+    if isinstance(data, (pa.Table, pa.RecordBatch)):
+        collector.update(data)
+    else:
+        for batch in data:
+            collector.update(batch)
+    return collector.to_json()
