@@ -212,31 +212,29 @@ def _project(pf: pq.ParquetFile, struct: str, wanted: dict[str, str], schema: pa
     if "path" not in present:
         return schema.empty_table()
     names = [n for n in wanted if n in present]
-    t = pf.read(columns=[f"{struct}.{n}" for n in names])
-    # The projected leaves come back flat and named by their leaf name.
-    by_leaf = dict(zip(names, t.columns))
-    mask = pc.is_valid(by_leaf["path"])
+    # ParquetFile.read keeps the struct, with only the projected children.
+    col = pf.read(columns=[f"{struct}.{n}" for n in names]).column(struct).combine_chunks()
+    col = col.filter(col.is_valid())
     arrays = []
-    for f in schema:
-        log_name = next(k for k, v in wanted.items() if v == f.name)
-        col = by_leaf.get(log_name)
-        if col is None:
-            arrays.append(pa.nulls(t.num_rows, f.type))
-        elif f.name == "deletion_vector":
-            arrays.append(_deletion_vectors(col))
+    for log_name, our_name in wanted.items():
+        target = schema.field(our_name).type
+        if log_name not in names:
+            arrays.append(pa.nulls(len(col), target))
+        elif our_name == "deletion_vector":
+            arrays.append(_deletion_vectors(col.field(log_name)))
         else:
-            arrays.append(col.cast(f.type) if col.type != f.type else col)
-    return pa.Table.from_arrays(arrays, schema=schema).filter(mask)
+            child = col.field(log_name)
+            arrays.append(child.cast(target) if child.type != target else child)
+    return pa.Table.from_arrays(arrays, names=list(wanted.values())).select(schema.names).cast(schema)
 
 
-def _deletion_vectors(col: pa.ChunkedArray) -> pa.ChunkedArray:
-    chunks = []
-    for chunk in col.chunks:
-        fields = [chunk.field(f.name).cast(f.type) if f.name in {x.name for x in chunk.type}
-                  else pa.nulls(len(chunk), f.type) for f in DELETION_VECTOR]
-        chunks.append(pa.StructArray.from_arrays(fields, fields=list(DELETION_VECTOR),
-                                                 mask=pc.invert(chunk.is_valid())))
-    return pa.chunked_array(chunks, type=DELETION_VECTOR)
+def _deletion_vectors(chunk: pa.StructArray) -> pa.Array:
+    """The checkpoint's deletionVector struct reduced to the fields the snapshot keeps."""
+    have = {x.name for x in chunk.type}
+    fields = [chunk.field(f.name).cast(f.type) if f.name in have else pa.nulls(len(chunk), f.type)
+              for f in DELETION_VECTOR]
+    return pa.StructArray.from_arrays(fields, fields=list(DELETION_VECTOR),
+                                      mask=pc.invert(chunk.is_valid()))
 
 
 def _non_null_rows(pf: pq.ParquetFile, column: str) -> list[dict[str, Any]]:

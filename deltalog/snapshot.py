@@ -8,6 +8,7 @@ sequence number (last in log order) wins, found with an Arrow group-by.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import time
@@ -24,6 +25,8 @@ from .actions import (AddFile, CommitInfo, DomainMetadata, Metadata, Protocol, R
 from .errors import (CorruptLogError, NotATableError, UnsupportedFeatureError,
                      VersionNotFoundError)
 from .storage import LogFile, LogStore, log_store_for
+
+log = logging.getLogger(__name__)
 
 DEFAULT_TOMBSTONE_RETENTION_MS = 7 * 24 * 3600 * 1000
 
@@ -419,7 +422,9 @@ def _load_from(store: LogStore, listing: _Listing, version: int | None) -> Snaps
             state = cp.read_checkpoint(store, parts)
             break
         except CorruptLogError as e:
-            errors.append(str(e))  # fall back to an earlier checkpoint or to the commits from 0
+            # Fall back to an earlier checkpoint or to the commits from 0.
+            log.warning("%s; using an earlier checkpoint or the commits instead", e)
+            errors.append(str(e))
     start = state.version + 1 if state else 0
     first_commit = min(listing.commits) if listing.commits else None
     if state is None and first_commit != 0:
