@@ -1,0 +1,613 @@
+"""Optimistic transactions: record what was read, commit with put-if-absent, check conflicts, retry.
+
+A transaction starts at a snapshot (or at none, to create version 0). It records what it read —
+the whole table, specific files, partition predicates, application transaction ids — and the actions
+it will write. `commit()` creates `%020d.json` at read_version + 1 with put-if-absent. When another
+writer won that version, each winning commit is checked against what this transaction read and
+wrote, in delta-spark's order (PROTOCOL-NOTES.md), at the isolation level the table asks for; a
+conflict raises the exception Delta names, otherwise the same actions are retried at the next free
+version. After the commit landed, the version checksum and (every `delta.checkpointInterval`
+commits) a checkpoint are written; failures there are logged, never raised: the commit is durable.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from dataclasses import replace
+from typing import Any, Callable, Iterable
+from urllib.parse import unquote
+
+from .actions import (
+    SUPPORTED_WRITER_FEATURES, Action, AddFile, CommitInfo, DomainMetadata, Metadata, Protocol,
+    RemoveFile, SetTransaction, commit_to_bytes, now_ms, parse_commit,
+)
+from .errors import (
+    CommitFailedError, ConcurrentAppendException, ConcurrentDeleteDeleteException,
+    ConcurrentDeleteReadException, ConcurrentModificationError, ConcurrentTransactionException,
+    DeltaError, InvalidTableError, MetadataChangedException, ProtocolChangedException,
+    UnsupportedFeatureError,
+)
+from .storage import LogStore, log_store_for
+
+log = logging.getLogger(__name__)
+
+SERIALIZABLE = "Serializable"
+WRITE_SERIALIZABLE = "WriteSerializable"
+SNAPSHOT_ISOLATION = "SnapshotIsolation"
+# The levels a table (delta.isolationLevel) or a caller may ask for; SnapshotIsolation is only ever
+# chosen automatically, for commits that change no data (OPTIMIZE).
+ISOLATION_LEVELS = (SERIALIZABLE, WRITE_SERIALIZABLE)
+DEFAULT_ISOLATION_LEVEL = WRITE_SERIALIZABLE
+ISOLATION_LEVEL_KEY = "delta.isolationLevel"
+APPEND_ONLY_KEY = "delta.appendOnly"
+CHECKPOINT_INTERVAL_KEY = "delta.checkpointInterval"
+
+MAX_COMMIT_ATTEMPTS = 50
+
+# Table properties that switch on a table feature this engine cannot write.
+_UNSUPPORTED_PROPERTIES = {
+    "delta.enableChangeDataFeed": "changeDataFeed",
+    "delta.enableDeletionVectors": "deletionVectors",
+    "delta.enableRowTracking": "rowTracking",
+    "delta.enableInCommitTimestamps": "inCommitTimestamp",
+    "delta.enableTypeWidening": "typeWidening",
+    "delta.enableIcebergCompatV1": "icebergCompatV1",
+    "delta.enableIcebergCompatV2": "icebergCompatV2",
+}
+_FEATURE_PREFIX = "delta.feature."
+# Writer features that also need the reader to know them (reader version 3).
+_READER_WRITER_FEATURES = frozenset({"timestampNtz", "vacuumProtocolCheck"})
+# What writer version 2 implies, listed explicitly once a table moves to writer version 7.
+_LEGACY_WRITER_2_FEATURES = ("appendOnly", "invariants")
+
+
+def _engine_version() -> str:
+    try:
+        from importlib.metadata import version
+        return version("dbt-deltalog")
+    except Exception:  # running from a source tree that is not installed
+        return "0.1.0"
+
+
+ENGINE_INFO = f"dbt-deltalog/{_engine_version()}"
+
+PartitionPredicate = Callable[[dict], bool]
+
+
+def commit_file_name(version: int) -> str:
+    return "%020d.json" % version
+
+
+def _key(path: str) -> str:
+    """Paths are compared URI-decoded, as the protocol reconciles them."""
+    return unquote(path)
+
+
+def _predicate_matches(predicate: Any, partition_values: dict[str, str | None]) -> bool:
+    if hasattr(predicate, "matches_partition"):
+        return bool(predicate.matches_partition(partition_values))
+    return bool(predicate(partition_values))
+
+
+def _schema_uses_type(schema: Any, type_name: str) -> bool:
+    """Whether a Spark StructType JSON uses a primitive type anywhere (nested types included)."""
+    if isinstance(schema, str):
+        return schema == type_name
+    if isinstance(schema, dict):
+        return any(_schema_uses_type(v, type_name) for k, v in schema.items() if k != "metadata")
+    if isinstance(schema, list):
+        return any(_schema_uses_type(v, type_name) for v in schema)
+    return False
+
+
+def validate_isolation_level(level: str, table: str) -> str:
+    if level not in ISOLATION_LEVELS:
+        raise InvalidTableError(
+            f"{table}: isolation level {level!r} ({ISOLATION_LEVEL_KEY}) is not known. Allowed values: "
+            f"{', '.join(ISOLATION_LEVELS)} (default {DEFAULT_ISOLATION_LEVEL}).")
+    return level
+
+
+def validate_metadata(metadata: Metadata, table: str) -> None:
+    """Refuse metadata this engine cannot write correctly, naming what is wrong and what is allowed."""
+    try:
+        schema = metadata.schema_json
+    except ValueError as e:
+        raise InvalidTableError(f"{table}: schemaString is not valid JSON ({e}).") from None
+    fields = schema.get("fields") if isinstance(schema, dict) else None
+    if not isinstance(fields, list):
+        raise InvalidTableError(f"{table}: schemaString must be a Spark StructType JSON with 'fields'.")
+    names = [f.get("name") for f in fields]
+    seen: dict[str, str] = {}
+    for name in names:
+        if name.lower() in seen:
+            raise InvalidTableError(
+                f"{table}: columns {seen[name.lower()]!r} and {name!r} differ only in case; Delta column "
+                f"names must be unique ignoring case. Rename one of them.")
+        seen[name.lower()] = name
+    for col in metadata.partition_columns:
+        if col not in names:
+            raise InvalidTableError(
+                f"{table}: partition column {col!r} is not a column of the schema. Allowed: {names}.")
+    if len(set(metadata.partition_columns)) != len(metadata.partition_columns):
+        raise InvalidTableError(f"{table}: partition columns {metadata.partition_columns} repeat a column.")
+    conf = metadata.configuration
+    if ISOLATION_LEVEL_KEY in conf:
+        validate_isolation_level(conf[ISOLATION_LEVEL_KEY], table)
+    if CHECKPOINT_INTERVAL_KEY in conf:
+        value = conf[CHECKPOINT_INTERVAL_KEY]
+        if not str(value).strip().isdigit() or int(value) < 1:
+            raise InvalidTableError(
+                f"{table}: {CHECKPOINT_INTERVAL_KEY}={value!r} is not allowed: it must be an integer >= 1.")
+    if APPEND_ONLY_KEY in conf and str(conf[APPEND_ONLY_KEY]).lower() not in ("true", "false"):
+        raise InvalidTableError(f"{table}: {APPEND_ONLY_KEY}={conf[APPEND_ONLY_KEY]!r}: allowed true, false.")
+    for key, feature in _UNSUPPORTED_PROPERTIES.items():
+        if str(conf.get(key, "false")).lower() == "true":
+            raise UnsupportedFeatureError(
+                f"{table}: table property {key}=true needs the Delta table feature {feature!r}, which this "
+                f"engine cannot write. Remove the property.")
+    mode = conf.get("delta.columnMapping.mode", "none")
+    if mode != "none":
+        raise UnsupportedFeatureError(
+            f"{table}: delta.columnMapping.mode={mode!r} needs the columnMapping feature, which this engine "
+            f"cannot write. Allowed: none.")
+    for key, value in conf.items():
+        if key.startswith(_FEATURE_PREFIX):
+            feature = key[len(_FEATURE_PREFIX):]
+            if feature not in SUPPORTED_WRITER_FEATURES:
+                raise UnsupportedFeatureError(
+                    f"{table}: {key}={value} asks for the table feature {feature!r}, which this engine "
+                    f"cannot write. Supported features: {sorted(SUPPORTED_WRITER_FEATURES)}.")
+
+
+def required_protocol(metadata: Metadata, current: Protocol | None) -> Protocol:
+    """The least protocol at or above `current` that the metadata needs: (1, 2) by default, writer 7
+    (and reader 3 for reader-writer features) as soon as a table feature such as timestampNtz is used."""
+    base = current or Protocol(1, 2)
+    needed = set()
+    if _schema_uses_type(metadata.schema_json, "timestamp_ntz"):
+        needed.add("timestampNtz")
+    needed |= {k[len(_FEATURE_PREFIX):] for k in metadata.configuration if k.startswith(_FEATURE_PREFIX)}
+    missing = {f for f in needed if not base.has_writer_feature(f)}
+    if not missing:
+        return base
+    writer = set(base.writer_features or [])
+    if base.min_writer_version < 7:
+        writer |= set(_LEGACY_WRITER_2_FEATURES[:max(0, base.min_writer_version - 1)])
+    writer |= missing
+    reader_needed = {f for f in writer if f in _READER_WRITER_FEATURES}
+    if reader_needed or base.min_reader_version == 3:
+        reader_features = sorted(set(base.reader_features or []) | reader_needed)
+        return Protocol(3, 7, reader_features, sorted(writer))
+    return Protocol(max(base.min_reader_version, 1), 7, None, sorted(writer))
+
+
+def _json_param(value: Any) -> str:
+    """operationParameters values as delta-spark writes them: strings as they are, others as JSON."""
+    return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), default=str)
+
+
+class _WinningCommit:
+    """What the conflict checker needs from one commit that landed before ours."""
+
+    def __init__(self, version: int, actions: list[Action]):
+        self.version = version
+        self.actions = actions
+        self.commit_info = next((a for a in actions if isinstance(a, CommitInfo)), None)
+        self.operation = (self.commit_info.operation if self.commit_info else None) or "UNKNOWN"
+        self.protocol = next((a for a in actions if isinstance(a, Protocol)), None)
+        self.metadata = next((a for a in actions if isinstance(a, Metadata)), None)
+        self.adds = [a for a in actions if isinstance(a, AddFile)]
+        self.removes = [a for a in actions if isinstance(a, RemoveFile)]
+        self.txns = [a for a in actions if isinstance(a, SetTransaction)]
+        self.domains = [a for a in actions if isinstance(a, DomainMetadata)]
+        # An absent flag means "not blind", as delta-spark reads it.
+        self.is_blind_append = bool(self.commit_info and self.commit_info.is_blind_append)
+        self.timestamp = (self.commit_info.timestamp if self.commit_info else None) or now_ms()
+
+
+class Transaction:
+    """One optimistic transaction on one table. Not thread-safe; use one per writer."""
+
+    def __init__(self, table_uri: str, snapshot: Any = None, *, app_id: str | None = None,
+                 isolation_level: str | None = None, store: LogStore | None = None,
+                 max_attempts: int = MAX_COMMIT_ATTEMPTS):
+        self.store = store or log_store_for(table_uri)
+        self.table_uri = self.store.table_uri
+        self.snapshot = snapshot
+        self.read_version: int = snapshot.version if snapshot is not None else -1
+        self.app_id = app_id
+        self.isolation_level_override = isolation_level
+        self.max_attempts = max_attempts
+        self._read_whole_table = False
+        self._read_paths: set[str] = set()
+        self._read_predicates: list[Any] = []
+        self._read_app_ids: set[str] = set()
+        self._new_metadata: Metadata | None = None
+        self._new_protocol: Protocol | None = None
+        self._actions: list[Action] = []
+        self.committed_version: int | None = None
+        self.post_commit_snapshot: Any = None
+        self.attempts = 0
+        if isolation_level is not None:
+            validate_isolation_level(isolation_level, self.table_uri)
+        if snapshot is not None:
+            self._check_writable(snapshot.protocol)
+        if app_id is not None:
+            self.read_app_transaction(app_id)
+
+    # ---- what the transaction read ----------------------------------------------------------------
+
+    def read_whole_table(self) -> None:
+        """This transaction's result depends on every row of the table."""
+        self._read_whole_table = True
+
+    def read_files(self, files: Any) -> None:
+        """The files this transaction read: AddFile objects, log paths, or an Arrow table of files
+        (a `path` column, like `snapshot.files`)."""
+        if hasattr(files, "column") and hasattr(files, "num_rows"):
+            paths = files.column("path").to_pylist()
+        else:
+            paths = [f.path if isinstance(f, (AddFile, RemoveFile)) else str(f) for f in files]
+        self._read_paths.update(_key(p) for p in paths)
+
+    def read_predicate(self, predicate: Any) -> None:
+        """A partition predicate this transaction read by: an object with
+        `matches_partition(partition_values: dict[str, str | None]) -> bool` (a skipping expression) or
+        such a callable. Values are the strings of the log's `partitionValues`."""
+        if not (hasattr(predicate, "matches_partition") or callable(predicate)):
+            raise TypeError(
+                f"{self.table_uri}: read_predicate needs an object with matches_partition(dict) or a "
+                f"callable taking the partition values; got {type(predicate).__name__}.")
+        self._read_predicates.append(predicate)
+
+    def read_app_transaction(self, app_id: str) -> int | None:
+        """The last version committed for `app_id` in this snapshot (None if never); a concurrent commit
+        of the same app id then conflicts."""
+        self._read_app_ids.add(app_id)
+        if self.snapshot is None:
+            return None
+        return self.snapshot.app_transactions.get(app_id)
+
+    @property
+    def app_version(self) -> int | None:
+        """Last committed version of this transaction's `app_id` (idempotent writers skip when done)."""
+        if self.app_id is None or self.snapshot is None:
+            return None
+        return self.snapshot.app_transactions.get(self.app_id)
+
+    def set_app_transaction(self, version: int, app_id: str | None = None) -> None:
+        app = app_id or self.app_id
+        if app is None:
+            raise ValueError(f"{self.table_uri}: set_app_transaction needs an app_id")
+        self._read_app_ids.add(app)
+        self._actions.append(SetTransaction(app, int(version), now_ms()))
+
+    # ---- what it writes ---------------------------------------------------------------------------
+
+    @property
+    def metadata(self) -> Metadata | None:
+        """The metadata this transaction writes under: its own update, else the snapshot's."""
+        if self._new_metadata is not None:
+            return self._new_metadata
+        return self.snapshot.metadata if self.snapshot is not None else None
+
+    @property
+    def protocol(self) -> Protocol | None:
+        if self._new_protocol is not None:
+            return self._new_protocol
+        return self.snapshot.protocol if self.snapshot is not None else None
+
+    def update_metadata(self, metadata: Metadata) -> None:
+        validate_metadata(metadata, self.table_uri)
+        if self.snapshot is not None and metadata.id != self.snapshot.metadata.id:
+            # The table id never changes after creation; a replaced schema keeps it.
+            metadata = replace(metadata, id=self.snapshot.metadata.id)
+        self._new_metadata = metadata
+
+    def update_protocol(self, protocol: Protocol) -> None:
+        self._check_writable(protocol)
+        current = self.snapshot.protocol if self.snapshot is not None else None
+        if current is not None and (protocol.min_reader_version < current.min_reader_version
+                                    or protocol.min_writer_version < current.min_writer_version):
+            raise InvalidTableError(
+                f"{self.table_uri}: protocol {protocol.to_dict()} would downgrade the table's "
+                f"{current.to_dict()}; a protocol can only be upgraded.")
+        self._new_protocol = protocol
+
+    def add_actions(self, actions: Iterable[Action]) -> None:
+        for a in actions:
+            if isinstance(a, Metadata):
+                self.update_metadata(a)
+            elif isinstance(a, Protocol):
+                self.update_protocol(a)
+            elif isinstance(a, CommitInfo):
+                raise ValueError(f"{self.table_uri}: commitInfo is built by commit(); pass its fields there")
+            elif isinstance(a, (AddFile, RemoveFile, SetTransaction, DomainMetadata)):
+                if isinstance(a, SetTransaction):
+                    self._read_app_ids.add(a.app_id)
+                self._actions.append(a)
+            else:
+                raise TypeError(f"{self.table_uri}: cannot commit a {type(a).__name__}")
+
+    @property
+    def file_actions(self) -> list[AddFile | RemoveFile]:
+        return [a for a in self._actions if isinstance(a, (AddFile, RemoveFile))]
+
+    @property
+    def read_anything(self) -> bool:
+        return self._read_whole_table or bool(self._read_paths) or bool(self._read_predicates)
+
+    @property
+    def is_blind_append(self) -> bool:
+        """Only adds, and nothing read: such a commit cannot depend on concurrent changes."""
+        return not self.read_anything and all(isinstance(a, AddFile) for a in self.file_actions)
+
+    def isolation_level(self) -> str:
+        """The level this commit runs at: SnapshotIsolation when it changes no data (only
+        dataChange=false file actions), else the caller's or the table's delta.isolationLevel."""
+        fa = self.file_actions
+        only_rewrites = (fa and not any(a.data_change for a in fa) and self._new_metadata is None
+                         and self._new_protocol is None
+                         and all(isinstance(a, (AddFile, RemoveFile, SetTransaction)) for a in self._actions))
+        if only_rewrites:
+            return SNAPSHOT_ISOLATION
+        if self.isolation_level_override is not None:
+            return self.isolation_level_override
+        md = self.metadata
+        level = (md.configuration.get(ISOLATION_LEVEL_KEY) if md is not None else None)
+        return validate_isolation_level(level, self.table_uri) if level else DEFAULT_ISOLATION_LEVEL
+
+    # ---- commit -----------------------------------------------------------------------------------
+
+    def _check_writable(self, protocol: Protocol) -> None:
+        unsupported = protocol.unsupported_writer_features()
+        if unsupported:
+            raise UnsupportedFeatureError(
+                f"{self.table_uri}: the table needs writer feature(s) {unsupported} that this engine does "
+                f"not implement, so it refuses to write to it (reading may still work). Supported writer "
+                f"features: {sorted(SUPPORTED_WRITER_FEATURES)}.")
+        if protocol.min_reader_version == 3 or protocol.min_reader_version == 2:
+            unreadable = protocol.unsupported_reader_features()
+            if unreadable:
+                raise UnsupportedFeatureError(
+                    f"{self.table_uri}: the table needs reader feature(s) {unreadable} that this engine "
+                    f"does not implement.")
+
+    def _prepare(self) -> list[Action]:
+        """Protocol, metaData and the other actions, validated; raises before anything is written."""
+        table = self.table_uri
+        out: list[Action] = []
+        current_protocol = self.snapshot.protocol if self.snapshot is not None else None
+        if self.snapshot is None and self._new_metadata is None:
+            raise InvalidTableError(
+                f"{table}: the table does not exist yet, and creating it (version 0) needs its metadata "
+                f"(schema, partition columns). Call update_metadata() or create the table first.")
+        protocol = self._new_protocol or current_protocol
+        if self._new_metadata is not None:
+            protocol = required_protocol(self._new_metadata, protocol)
+        if protocol is not None and protocol != current_protocol:
+            self._check_writable(protocol)
+            out.append(protocol)
+        if self._new_metadata is not None:
+            md = self._new_metadata
+            # delta.feature.* properties are requests for protocol features, not table properties.
+            conf = {k: v for k, v in md.configuration.items() if not k.startswith(_FEATURE_PREFIX)}
+            out.append(replace(md, configuration=conf) if conf != md.configuration else md)
+
+        seen: set[str] = set()
+        for a in self._actions:
+            if isinstance(a, (AddFile, RemoveFile)):
+                k = _key(a.path)
+                if k in seen:
+                    raise InvalidTableError(
+                        f"{table}: this commit holds two actions for the file {a.path!r}; one commit may "
+                        f"add or remove a path only once.")
+                seen.add(k)
+
+        table_conf = self.snapshot.metadata.configuration if self.snapshot is not None else {}
+        if str(table_conf.get(APPEND_ONLY_KEY, "false")).lower() == "true":
+            bad = [a.path for a in self._actions if isinstance(a, RemoveFile) and a.data_change]
+            if bad:
+                raise InvalidTableError(
+                    f"{table}: the table is append-only ({APPEND_ONLY_KEY}=true), so rows cannot be deleted "
+                    f"or updated (this commit removes {len(bad)} file(s), e.g. {bad[0]!r}). Only appends "
+                    f"and dataChange=false rewrites (OPTIMIZE) are allowed; set {APPEND_ONLY_KEY}=false "
+                    f"first if deletes are intended.")
+        out.extend(self._actions)
+        return out
+
+    def commit(self, operation: str = "WRITE", parameters: dict[str, Any] | None = None,
+               metrics: dict[str, Any] | None = None, user_metadata: str | None = None,
+               isolation_level: str | None = None,
+               extra_commit_info: dict[str, Any] | None = None) -> int:
+        """Commit the recorded actions as one new version and return it. Raises a
+        ConcurrentModificationError subclass when a concurrent commit conflicts (nothing is committed),
+        CommitFailedError after `max_attempts` lost races."""
+        if self.committed_version is not None:
+            raise DeltaError(f"{self.table_uri}: this transaction already committed version "
+                             f"{self.committed_version}; start a new one.")
+        if isolation_level is not None:
+            self.isolation_level_override = validate_isolation_level(isolation_level, self.table_uri)
+        actions = self._prepare()
+        level = self.isolation_level()
+        txn_id = str(uuid.uuid4())
+        commit_info = CommitInfo(
+            timestamp=now_ms(),
+            operation=operation,
+            operation_parameters={k: _json_param(v) for k, v in (parameters or {}).items()},
+            read_version=self.read_version if self.read_version >= 0 else None,
+            isolation_level=level,
+            is_blind_append=self.is_blind_append,
+            operation_metrics={k: str(v) for k, v in (metrics or {}).items()},
+            engine_info=ENGINE_INFO,
+            txn_id=txn_id,
+            user_metadata=user_metadata,
+            extra=dict(extra_commit_info or {}),
+        )
+        winners: list[_WinningCommit] = []
+        version = self.read_version + 1
+        while True:
+            if self.attempts >= self.max_attempts:
+                raise CommitFailedError(
+                    f"{self.table_uri}: the commit lost the race for a new version {self.attempts} times "
+                    f"(last tried version {version}); concurrent writers keep winning. Nothing was "
+                    f"committed; retry later or reduce the number of concurrent writers.")
+            self.attempts += 1
+            commit_info.timestamp = max(now_ms(), commit_info.timestamp or 0)
+            data = commit_to_bytes([commit_info, *actions])
+            try:
+                self.store.write_if_absent(commit_file_name(version), data)
+            except FileExistsError:
+                # Lost the race: check every commit that landed since, then try after the last one.
+                for winner in self._winning_commits_from(version):
+                    self._check_conflicts(winner, level)
+                    winners.append(winner)
+                    version = winner.version + 1
+                continue
+            break
+        self.committed_version = version
+        log.debug("%s: committed version %d (%s) after %d attempt(s)", self.table_uri, version,
+                  operation, self.attempts)
+        self._after_commit(version, [commit_info, *actions], winners, commit_info.timestamp, txn_id)
+        return version
+
+    def _winning_commits_from(self, version: int) -> list[_WinningCommit]:
+        found: list[_WinningCommit] = []
+        v = version
+        while True:
+            name = commit_file_name(v)
+            try:
+                data = self.store.read(name)
+            except FileNotFoundError:
+                break
+            found.append(_WinningCommit(v, parse_commit(data, f"{self.table_uri}/_delta_log/{name}")))
+            v += 1
+        return found
+
+    # ---- conflict rules, in delta-spark's order ---------------------------------------------------
+
+    def _conflict(self, cls: type[ConcurrentModificationError], winner: _WinningCommit, what: str,
+                  advice: str) -> ConcurrentModificationError:
+        return cls(
+            f"{cls.__name__}: {self.table_uri}: {what} by a concurrent {winner.operation} committed as "
+            f"version {winner.version} (this transaction read version {self.read_version}). Nothing was "
+            f"committed. {advice}",
+            winning_version=winner.version, winning_operation=winner.operation)
+
+    def _check_conflicts(self, winner: _WinningCommit, level: str) -> None:
+        separate = ("Partition the table and give each writer explicit predicates on the partition "
+                    "columns so they touch disjoint files, or retry the operation.")
+        # 1. protocol: also two writers creating version 0.
+        if winner.protocol is not None or (self.read_version < 0 and winner.metadata is not None):
+            if self.read_version < 0:
+                raise self._conflict(ProtocolChangedException, winner,
+                                     "the table was created concurrently",
+                                     "Retry: the operation will then write to the existing table.")
+            raise self._conflict(ProtocolChangedException, winner, "the table protocol was changed",
+                                 "Retry against the new protocol.")
+        # 2. metadata: conservative, any winning metaData conflicts.
+        if winner.metadata is not None:
+            raise self._conflict(MetadataChangedException, winner,
+                                 "the table metadata (schema, partitioning or properties) was changed",
+                                 "Retry so that the operation sees the new metadata.")
+        # 3. domain metadata written by both.
+        ours = {a.domain for a in self._actions if isinstance(a, DomainMetadata)}
+        clash = sorted(ours & {d.domain for d in winner.domains})
+        if clash:
+            raise self._conflict(ConcurrentTransactionException, winner,
+                                 f"domain metadata {clash} was also written", "Retry the operation.")
+        # 4. application transactions this transaction depends on.
+        clash = sorted(self._read_app_ids & {t.app_id for t in winner.txns})
+        if clash:
+            raise self._conflict(ConcurrentTransactionException, winner,
+                                 f"application transaction {clash} was committed",
+                                 "The same job (app id) ran twice at once; run it once, then retry.")
+        # 5. files added that this transaction should have read.
+        if level == SERIALIZABLE:
+            candidates = winner.adds
+        elif level == WRITE_SERIALIZABLE:
+            candidates = [] if (winner.is_blind_append and self._new_metadata is None) else winner.adds
+        else:
+            candidates = []
+        # A dataChange=false add only rewrites rows of files it removes: rule 6 covers those.
+        candidates = [a for a in candidates if a.data_change]
+        if candidates and not self.is_blind_append:
+            hit = self._first_read_add(candidates)
+            if hit is not None:
+                raise self._conflict(ConcurrentAppendException, winner,
+                                     f"files were added to data this transaction read (e.g. {hit.path!r}, "
+                                     f"partition {hit.partition_values})", separate)
+        # 6. files removed that this transaction read.
+        if winner.removes:
+            if self._read_whole_table:
+                hit_path = winner.removes[0].path
+            else:
+                hit_path = next((r.path for r in winner.removes if _key(r.path) in self._read_paths), None)
+            if hit_path is not None:
+                raise self._conflict(ConcurrentDeleteReadException, winner,
+                                     f"a file this transaction read was removed ({hit_path!r})", separate)
+        # 7. files removed by both.
+        our_removes = {_key(a.path) for a in self._actions if isinstance(a, RemoveFile)}
+        hit_path = next((r.path for r in winner.removes if _key(r.path) in our_removes), None)
+        if hit_path is not None:
+            raise self._conflict(ConcurrentDeleteDeleteException, winner,
+                                 f"a file this transaction also removes was removed ({hit_path!r})", separate)
+
+    def _first_read_add(self, adds: list[AddFile]) -> AddFile | None:
+        """The first add this transaction should have seen, by what it read."""
+        md = self.metadata
+        partitioned = bool(md and md.partition_columns)
+        # Without partitions, or having read the whole table or files without saying which partitions
+        # (no predicate), any new row may have changed what this transaction read.
+        if self._read_whole_table or not partitioned or not self._read_predicates:
+            return adds[0]
+        for add in adds:
+            if any(_predicate_matches(p, add.partition_values) for p in self._read_predicates):
+                return add
+        return None
+
+    # ---- after the commit landed ------------------------------------------------------------------
+
+    def _after_commit(self, version: int, actions: list[Action], winners: list[_WinningCommit],
+                      timestamp: int, txn_id: str) -> None:
+        """Next snapshot, `.crc`, checkpoint. The commit is durable already: log, never raise."""
+        try:
+            from .snapshot import Snapshot
+        except Exception:
+            log.warning("%s: snapshot module unavailable; no checksum or checkpoint for version %d",
+                        self.table_uri, version, exc_info=True)
+            return
+        snap = None
+        try:
+            if self.snapshot is not None:
+                snap = self.snapshot
+                for w in winners:
+                    snap = snap.apply(w.version, w.actions, w.timestamp)
+                snap = snap.apply(version, actions, timestamp)
+        except Exception:
+            log.warning("%s: could not derive the snapshot of version %d in memory; reloading it",
+                        self.table_uri, version, exc_info=True)
+            snap = None
+        if snap is None:
+            try:
+                snap = Snapshot.load(self.table_uri, version=version)
+            except Exception:
+                log.warning("%s: could not load version %d after committing it; no checksum or "
+                            "checkpoint written", self.table_uri, version, exc_info=True)
+                return
+        self.post_commit_snapshot = snap
+        try:
+            from .checksum import write_checksum
+            write_checksum(self.store, snap, txn_id=txn_id)
+        except Exception:
+            log.warning("%s: writing the checksum of version %d failed (the commit stands)",
+                        self.table_uri, version, exc_info=True)
+        try:
+            from .checkpoint import should_checkpoint, write_checkpoint
+            if should_checkpoint(version, snap.configuration):
+                write_checkpoint(self.store, snap)
+        except Exception:
+            log.warning("%s: writing the checkpoint of version %d failed (the commit stands; readers "
+                        "replay the JSON commits)", self.table_uri, version, exc_info=True)

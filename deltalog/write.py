@@ -1,0 +1,387 @@
+"""`write_deltalake`: a pure-Arrow writer — Parquet data files plus one commit (tests, tools, small jobs).
+
+Rows are grouped by partition values; each group becomes Parquet files under its Hive-escaped
+`col=value/` folder with a fresh uuid name, partition columns left out of the files (Delta keeps them in
+`partitionValues`, unless the table has the materializePartitionColumns feature). Each file gets an
+`add` with statistics. The commit goes through `Transaction`, so concurrent writers are checked for
+conflicts like any other writer. When anything fails before the commit lands, the data files this call
+wrote are deleted again and the log is untouched.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from typing import Any, Iterable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from .actions import AddFile, Metadata, RemoveFile, now_ms
+from .errors import InvalidTableError, SchemaMismatchError
+from .paths import (
+    encode_path, new_data_file_path, parse_partition_value, partition_folder,
+    serialize_partition_value,
+)
+from .schema import (
+    from_arrow_schema, normalize_type_name, partition_column_types, schema_string, to_arrow_schema,
+)
+from .stats import file_stats
+from .table import DeltaTable, new_metadata
+
+log = logging.getLogger(__name__)
+
+MODES = ("error", "append", "overwrite", "ignore")
+SCHEMA_MODES = (None, "merge", "overwrite")
+DEFAULT_MAX_ROWS_PER_FILE = 1_000_000
+_DELTA_SPARK_MODE = {"error": "ErrorIfExists", "append": "Append", "overwrite": "Overwrite"}
+
+# Integer and float widenings a write may apply silently (the data fits the table's type).
+_WIDENS = {
+    "byte": {"byte"}, "short": {"byte", "short"}, "integer": {"byte", "short", "integer"},
+    "long": {"byte", "short", "integer", "long"}, "float": {"float"}, "double": {"float", "double"},
+}
+
+
+# ------------------------------------------------------------------------------------ predicates
+
+class PartitionPredicate:
+    """Equality / IN / IS NULL tests on partition columns, ANDed: `{col: value | [values]}`.
+    Values are compared in their canonical partitionValues form, so `1` matches `"1"` and a date
+    matches `"2024-01-02"` whichever writer serialised it."""
+
+    def __init__(self, conditions: dict[str, Any], column_types: dict[str, str], text: str):
+        self.column_types = column_types
+        self.text = text
+        self.allowed: dict[str, set[str | None]] = {}
+        for col, value in conditions.items():
+            values = value if isinstance(value, (list, tuple, set, frozenset)) else [value]
+            t = column_types[col]
+            self.allowed[col] = {serialize_partition_value(v, t) for v in values}
+
+    def _canonical(self, col: str, raw: str | None) -> str | None:
+        if raw is None:
+            return None
+        t = self.column_types[col]
+        try:
+            return serialize_partition_value(parse_partition_value(raw, t), t)
+        except Exception:
+            return raw
+
+    def matches_partition(self, partition_values: dict[str, str | None]) -> bool:
+        return all(self._canonical(c, partition_values.get(c)) in ok for c, ok in self.allowed.items())
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+_COND = re.compile(
+    r"""^\s*`?(?P<col>[^`=\s<>!]+?)`?\s*(?:
+        (?P<eq>=|==)\s*(?P<value>'(?:[^']|'')*'|[^\s']+) |
+        (?P<isnull>IS\s+NULL) |
+        IN\s*\((?P<list>.*)\)
+    )\s*$""", re.IGNORECASE | re.VERBOSE | re.DOTALL)
+
+
+def _literal(text: str) -> Any:
+    text = text.strip()
+    if text.startswith("'") and text.endswith("'"):
+        return text[1:-1].replace("''", "'")
+    if text.upper() == "NULL":
+        return None
+    return text  # numbers keep their text; serialize_partition_value parses them by column type
+
+
+def parse_predicate(predicate: str | dict[str, Any], partition_columns: list[str],
+                    column_types: dict[str, str], table: str) -> PartitionPredicate:
+    """A predicate on partition columns: a dict, or SQL text `col = v AND col IN (a, b) AND col IS NULL`."""
+    allowed_msg = (f"Allowed: equality, IN and IS NULL tests on partition columns {partition_columns}, "
+                   f"joined by AND (e.g. \"d = '2024-01-01' AND region IN ('eu', 'us')\") or a dict "
+                   f"{{column: value}}.")
+    conditions: dict[str, Any] = {}
+    if isinstance(predicate, dict):
+        conditions = dict(predicate)
+        text = " AND ".join(f"{k} = {v!r}" for k, v in conditions.items())
+    elif isinstance(predicate, str):
+        text = predicate
+        for part in re.split(r"\s+AND\s+", predicate.strip(), flags=re.IGNORECASE):
+            m = _COND.match(part)
+            if not m:
+                raise InvalidTableError(f"{table}: predicate {predicate!r}: cannot read {part!r}. {allowed_msg}")
+            col = m.group("col")
+            if m.group("eq"):
+                value: Any = _literal(m.group("value"))
+            elif m.group("isnull"):
+                value = None
+            else:
+                value = [_literal(v) for v in re.findall(r"'(?:[^']|'')*'|[^,\s]+", m.group("list"))]
+            if col in conditions:
+                raise InvalidTableError(f"{table}: predicate {predicate!r} tests {col!r} twice. {allowed_msg}")
+            conditions[col] = value
+    else:
+        raise InvalidTableError(f"{table}: predicate must be SQL text or a dict, not "
+                                f"{type(predicate).__name__}. {allowed_msg}")
+    bad = [c for c in conditions if c not in partition_columns]
+    if bad:
+        raise InvalidTableError(
+            f"{table}: predicate {text!r} tests {bad}, which are not partition columns; this writer "
+            f"replaces whole partitions only. {allowed_msg}")
+    try:
+        return PartitionPredicate(conditions, column_types, text)
+    except InvalidTableError:
+        raise
+    except Exception as e:
+        raise InvalidTableError(f"{table}: predicate {text!r}: a value does not fit its column's type "
+                                f"({e}). {allowed_msg}") from None
+
+
+# ---------------------------------------------------------------------------------------- schemas
+
+def _type_label(t: Any) -> str:
+    return t if isinstance(t, str) else json.dumps(t, separators=(",", ":"))
+
+
+def _compatible(table_type: Any, data_type: Any) -> bool:
+    """The data's column can be written to the table's column without loss."""
+    if isinstance(table_type, str) and isinstance(data_type, str):
+        tt, dt_ = normalize_type_name(table_type), normalize_type_name(data_type)
+        return tt == dt_ or dt_ in _WIDENS.get(tt, set())
+    return table_type == data_type
+
+
+def _merge_schemas(table: str, table_schema: dict, data_schema: dict, merge: bool) -> dict:
+    """The schema to write under: the table's (merge: plus the data's new columns). Raises
+    SchemaMismatchError listing every differing column."""
+    table_fields = {f["name"].lower(): f for f in table_schema["fields"]}
+    problems: list[str] = []
+    new_fields: list[dict] = []
+    for f in data_schema["fields"]:
+        tf = table_fields.get(f["name"].lower())
+        if tf is None:
+            if merge:
+                new_fields.append({**f, "nullable": True})
+            else:
+                problems.append(f"column {f['name']!r} ({_type_label(f['type'])}) is not in the table")
+        elif not _compatible(tf["type"], f["type"]):
+            problems.append(f"column {f['name']!r} is {_type_label(f['type'])} in the data but "
+                            f"{_type_label(tf['type'])} in the table")
+    data_names = {f["name"].lower() for f in data_schema["fields"]}
+    for f in table_schema["fields"]:
+        if f["name"].lower() not in data_names and not f.get("nullable", True):
+            problems.append(f"non-nullable column {f['name']!r} is missing from the data")
+    if problems:
+        hint = ("pass schema_mode='merge' to add new columns" if not merge else
+                "cast the data to the table's types")
+        raise SchemaMismatchError(
+            f"{table}: the data does not match the table schema: {'; '.join(problems)}. Nothing was "
+            f"written. Fix the data, {hint}, or overwrite with schema_mode='overwrite'.")
+    if not new_fields:
+        return table_schema
+    return {**table_schema, "fields": [*table_schema["fields"], *new_fields]}
+
+
+def _conform(data: pa.Table, target: pa.Schema, table: str) -> pa.Table:
+    """The data with the target's columns in the target's order and types (missing columns null)."""
+    by_lower = {name.lower(): i for i, name in enumerate(data.column_names)}
+    columns = []
+    for field in target:
+        i = by_lower.get(field.name.lower())
+        if i is None:
+            columns.append(pa.nulls(data.num_rows, field.type))
+            continue
+        col = data.column(i)
+        if not col.type.equals(field.type):
+            try:
+                # Timestamps are cut to microseconds, as Delta stores them; everything else must fit.
+                safe = not (pa.types.is_timestamp(col.type) and pa.types.is_timestamp(field.type))
+                col = col.cast(field.type, safe=safe)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                raise SchemaMismatchError(
+                    f"{table}: column {field.name!r} of type {col.type} cannot be written as {field.type}: "
+                    f"{e}. Nothing was written.") from None
+        columns.append(col)
+    return pa.Table.from_arrays(columns, schema=target)
+
+
+# ------------------------------------------------------------------------------------------ write
+
+def _partition_groups(data: pa.Table, partition_columns: list[str]) -> list[tuple[dict, pa.Table]]:
+    """(raw partition key values, rows) per distinct partition, without a Python loop over rows."""
+    if not partition_columns:
+        return [({}, data)]
+    if data.num_rows == 0:
+        return []
+    keyed = data.select(partition_columns).append_column("__row", pa.array(range(data.num_rows), pa.int64()))
+    groups = keyed.group_by(partition_columns, use_threads=False).aggregate([("__row", "list")])
+    out = []
+    for i in range(groups.num_rows):
+        key = {c: groups.column(c)[i].as_py() for c in partition_columns}
+        rows = groups.column("__row_list")[i].values
+        out.append((key, data.take(rows)))
+    return out
+
+
+def _write_files(table_path: str, data: pa.Table, metadata: Metadata, store_partition_columns: bool,
+                 max_rows_per_file: int, written: list[str]) -> list[AddFile]:
+    schema_json = metadata.schema_json
+    part_cols = list(metadata.partition_columns)
+    types = partition_column_types(schema_json, part_cols, table_path) if part_cols else {}
+    adds: list[AddFile] = []
+    for key, rows in _partition_groups(data, part_cols):
+        values = {c: serialize_partition_value(key[c], types[c]) for c in part_cols}
+        folder = partition_folder(part_cols, values)
+        file_rows = rows if store_partition_columns else rows.drop_columns(part_cols)
+        for start in range(0, max(rows.num_rows, 1), max_rows_per_file):
+            chunk = file_rows.slice(start, max_rows_per_file)
+            if chunk.num_rows == 0:
+                continue
+            rel = new_data_file_path(folder)
+            full = os.path.join(table_path, rel)
+            os.makedirs(os.path.dirname(full), exist_ok=True)
+            written.append(full)
+            pq.write_table(chunk, full, compression="snappy")
+            st = os.stat(full)
+            adds.append(AddFile(
+                path=encode_path(rel), partition_values=values, size=st.st_size,
+                modification_time=st.st_mtime_ns // 1_000_000, data_change=True,
+                stats=file_stats(chunk, schema_json, part_cols, metadata.configuration)))
+    return adds
+
+
+def _as_table(data: Any, table: str) -> pa.Table:
+    if isinstance(data, pa.Table):
+        return data
+    if isinstance(data, pa.RecordBatchReader):
+        return data.read_all()
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data])
+    if hasattr(data, "__arrow_c_stream__"):
+        return pa.RecordBatchReader.from_stream(data).read_all()
+    if type(data).__module__.startswith("pandas"):
+        return pa.Table.from_pandas(data, preserve_index=False)
+    raise TypeError(f"{table}: data must be a pyarrow Table or RecordBatchReader, not {type(data).__name__}")
+
+
+def write_deltalake(uri: str, data: Any, mode: str = "error", partition_by: list[str] | str | None = None,
+                    configuration: dict[str, str] | None = None,
+                    predicate: str | dict[str, Any] | None = None, schema_mode: str | None = None,
+                    user_metadata: str | None = None, name: str | None = None,
+                    description: str | None = None, max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+                    extra_commit_info: dict[str, Any] | None = None) -> int:
+    """Write Arrow data to the Delta table at `uri` as one commit; returns the committed version
+    (for mode='ignore' on an existing table, the current version)."""
+    dt = DeltaTable(uri)
+    table = dt.uri
+    if mode not in MODES:
+        raise ValueError(f"{table}: mode {mode!r} is not allowed; allowed: {', '.join(MODES)}")
+    if schema_mode not in SCHEMA_MODES:
+        raise ValueError(f"{table}: schema_mode {schema_mode!r} is not allowed; allowed: None, 'merge', "
+                         f"'overwrite'")
+    if schema_mode == "overwrite" and mode != "overwrite":
+        raise ValueError(f"{table}: schema_mode='overwrite' needs mode='overwrite'")
+    if predicate is not None and mode != "overwrite":
+        raise ValueError(f"{table}: a predicate (replace where) needs mode='overwrite'")
+    if max_rows_per_file < 1:
+        raise ValueError(f"{table}: max_rows_per_file must be >= 1")
+    if isinstance(partition_by, str):
+        partition_by = [partition_by]
+    arrow = _as_table(data, table)
+    data_schema = from_arrow_schema(arrow.schema)
+
+    txn = dt.transaction()
+    snap = txn.snapshot
+    if snap is not None and mode == "error":
+        raise InvalidTableError(f"{table}: a Delta table already exists here (version {snap.version}); "
+                                f"use mode='append' or 'overwrite'.")
+    if snap is not None and mode == "ignore":
+        return snap.version
+
+    if snap is None or schema_mode == "overwrite":
+        md = new_metadata(data_schema, partition_by or (snap.partition_columns if snap and partition_by is None
+                                                         else []),
+                          configuration if configuration is not None else (snap.configuration if snap else None),
+                          name, description, table=table)
+        if snap is not None:
+            md.name = name or snap.metadata.name
+            md.description = description or snap.metadata.description
+            md.created_time = snap.metadata.created_time
+        txn.update_metadata(md)
+    else:
+        if partition_by is not None and list(partition_by) != snap.partition_columns:
+            raise InvalidTableError(
+                f"{table}: the table is partitioned by {snap.partition_columns}, not {list(partition_by)}. "
+                f"Write with the table's partitioning, or overwrite with schema_mode='overwrite' to "
+                f"change it.")
+        current = snap.schema_json
+        merged = _merge_schemas(table, current, data_schema, merge=(schema_mode == "merge"))
+        conf = snap.configuration
+        if configuration:
+            conf = {**conf, **{str(k): str(v) for k, v in configuration.items()}}
+        if merged is not current or conf != snap.configuration:
+            md = Metadata.from_dict(snap.metadata.to_dict())
+            md.schema_string = schema_string(merged)
+            md.configuration = conf
+            txn.update_metadata(md)
+    md = txn.metadata
+    target = to_arrow_schema(md.schema_json)
+    arrow = _conform(arrow, target, table)
+    part_cols = list(md.partition_columns)
+
+    removes: list[RemoveFile] = []
+    replace_where = None
+    if snap is not None and mode == "overwrite":
+        now = now_ms()
+        if predicate is not None:
+            types = partition_column_types(md.schema_json, part_cols, table) if part_cols else {}
+            replace_where = parse_predicate(predicate, part_cols, types, table)
+            txn.read_predicate(replace_where)
+            touched = [a for a in snap.add_files() if replace_where.matches_partition(a.partition_values)]
+            _check_rows_match(arrow, part_cols, types, replace_where, table)
+        else:
+            txn.read_whole_table()
+            touched = snap.add_files()
+        txn.read_files(touched)
+        removes = [a.remove(now, data_change=True) for a in touched]
+
+    protocol = txn.protocol
+    store_partition_columns = bool(protocol and protocol.has_writer_feature("materializePartitionColumns"))
+    written: list[str] = []
+    try:
+        adds = _write_files(table, arrow, md, store_partition_columns, max_rows_per_file, written)
+        txn.add_actions([*removes, *adds])
+        params: dict[str, Any] = {"mode": _DELTA_SPARK_MODE.get(mode, "Append"), "partitionBy": json.dumps(part_cols)}
+        if replace_where is not None:
+            params["predicate"] = json.dumps([replace_where.text])
+        metrics = {"numFiles": len(adds), "numOutputRows": arrow.num_rows,
+                   "numOutputBytes": sum(a.size for a in adds)}
+        if removes:
+            metrics.update(numRemovedFiles=len(removes), numRemovedBytes=sum(r.size or 0 for r in removes))
+        return txn.commit(operation="WRITE", parameters=params, metrics=metrics, user_metadata=user_metadata,
+                          extra_commit_info=extra_commit_info)
+    except BaseException:
+        _delete_quietly(written)
+        raise
+
+
+def _check_rows_match(data: pa.Table, part_cols: list[str], types: dict[str, str],
+                      pred: PartitionPredicate, table: str) -> None:
+    """Replace-where data must lie inside the predicate, or rows would vanish from other partitions."""
+    if data.num_rows == 0:
+        return
+    distinct = data.select(part_cols).group_by(part_cols, use_threads=False).aggregate([]).to_pylist()
+    for row in distinct:
+        values = {c: serialize_partition_value(row[c], types[c]) for c in part_cols}
+        if not pred.matches_partition(values):
+            raise InvalidTableError(
+                f"{table}: data written with predicate {pred.text!r} holds rows outside it (partition "
+                f"{values}). Nothing was written. Filter the data to the predicate, or widen the predicate.")
+
+
+def _delete_quietly(paths: Iterable[str]) -> None:
+    for p in paths:
+        try:
+            os.unlink(p)
+        except OSError:
+            log.warning("could not delete the uncommitted data file %s", p)
