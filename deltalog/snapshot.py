@@ -132,9 +132,15 @@ def reconcile(base_files: pa.Table, base_tombstones: pa.Table,
     touched = keys.column("key")
     keep_files = pc.invert(pc.is_in(decode_paths(base_files.column("path")), value_set=touched))
     keep_tombs = pc.invert(pc.is_in(decode_paths(base_tombstones.column("path")), value_set=touched))
-    files = pa.concat_tables([base_files.filter(keep_files), new_adds])
-    tombstones = pa.concat_tables([base_tombstones.filter(keep_tombs), new_removes])
+    files = _compact(pa.concat_tables([base_files.filter(keep_files), new_adds]))
+    tombstones = _compact(pa.concat_tables([base_tombstones.filter(keep_tombs), new_removes]))
     return files, tombstones
+
+
+def _compact(table: pa.Table) -> pa.Table:
+    # Snapshots built by many `apply` calls would otherwise carry one chunk per commit, which makes
+    # every compute call on them slow.
+    return table.combine_chunks() if table.num_rows and table.column(0).num_chunks > 16 else table
 
 
 # ------------------------------------------------------------------------------------- snapshot
