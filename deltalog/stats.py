@@ -21,6 +21,7 @@ from typing import Any, Iterable, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from .errors import InvalidTableError
 from .schema import is_decimal, leaf_columns, normalize_type_name, without_columns
@@ -94,7 +95,7 @@ def _string_prefix_length(configuration: dict[str, str] | None) -> int:
 
 
 class _Leaf:
-    __slots__ = ("path", "kind", "min", "max", "null_count", "bounds_ok")
+    __slots__ = ("path", "kind", "nested", "min", "max", "null_count", "bounds_ok", "null_count_ok")
 
     def __init__(self, path: tuple[str, ...], delta_type: Any):
         self.path = path
@@ -114,8 +115,10 @@ class _Leaf:
             self.kind = None  # array, map: nullCount only
         self.min: Any = None
         self.max: Any = None
+        self.nested = not isinstance(delta_type, str)
         self.null_count = 0
         self.bounds_ok = self.kind is not None
+        self.null_count_ok = True
 
 
 class StatsCollector:
@@ -191,6 +194,70 @@ class StatsCollector:
         if leaf.max is None or hi > leaf.max:
             leaf.max = hi
 
+    def update_from_parquet_metadata(self, metadata: "pq.FileMetaData") -> None:
+        """Accumulate from a Parquet footer's row-group statistics instead of the data itself.
+
+        Columns whose statistics are missing (e.g. parquet-mr drops them for values over 4 KiB) get no
+        bounds and no nullCount; arrays and maps get no nullCount (Parquet counts their elements).
+        """
+        n = metadata.num_rows
+        self.num_records += n
+        # parquet-mr (Spark) orders NaN above all numbers in its statistics; other writers (Arrow) skip
+        # NaN, so their float bounds could exclude a NaN row that Spark's comparisons would match.
+        trust_float_bounds = "parquet-mr" in (metadata.created_by or "")
+        by_path: dict[str, int] = {}
+        for i in range(metadata.num_columns):
+            by_path[metadata.schema.column(i).path.lower()] = i
+        for leaf in self.leaves:
+            if leaf.nested:
+                leaf.null_count_ok = False
+                leaf.bounds_ok = False
+                continue
+            col = by_path.get(".".join(leaf.path).lower())
+            if col is None:  # column absent from the file: all null
+                leaf.null_count += n
+                continue
+            for g in range(metadata.num_row_groups):
+                chunk = metadata.row_group(g).column(col)
+                rows = metadata.row_group(g).num_rows
+                st = chunk.statistics
+                if st is None or not st.has_null_count:
+                    leaf.null_count_ok = False
+                    leaf.bounds_ok = False
+                    continue
+                leaf.null_count += st.null_count
+                if not leaf.bounds_ok or st.null_count >= rows:
+                    continue
+                if not st.has_min_max or (leaf.kind == "float" and not trust_float_bounds):
+                    leaf.bounds_ok = False
+                    continue
+                self._merge_footer_bounds(leaf, st.min, st.max)
+
+    def _merge_footer_bounds(self, leaf: _Leaf, lo: Any, hi: Any) -> None:
+        kind = leaf.kind
+        if kind == "float":
+            if not (math.isfinite(lo) and math.isfinite(hi)):
+                leaf.bounds_ok = False  # parquet-mr orders NaN last, so a NaN shows up as the max
+                return
+        elif kind in ("timestamp", "timestamp_ntz"):
+            if not isinstance(lo, dt.datetime):
+                leaf.bounds_ok = False  # INT96 or raw ints: no trustworthy bounds
+                return
+            lo, hi = _datetime_micros(lo), _datetime_micros(hi)
+        elif kind == "date":
+            if not isinstance(lo, dt.date):
+                leaf.bounds_ok = False
+                return
+            lo, hi = (lo - _EPOCH_DATE).days, (hi - _EPOCH_DATE).days
+        elif kind == "string":
+            if isinstance(lo, bytes):
+                lo, hi = lo.decode("utf-8", "replace"), hi.decode("utf-8", "replace")
+            lo, hi = lo[:self.prefix_length], hi[:self.prefix_length + 1]
+        elif kind == "decimal" and not isinstance(lo, Decimal):
+            leaf.bounds_ok = False
+            return
+        self._merge(leaf, lo, hi)
+
     # -- result ---------------------------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
@@ -199,7 +266,8 @@ class StatsCollector:
         maxs: dict[str, Any] = {}
         nulls: dict[str, Any] = {}
         for leaf in self.leaves:
-            _nest(nulls, leaf.path, leaf.null_count)
+            if leaf.null_count_ok:
+                _nest(nulls, leaf.path, leaf.null_count)
             if not leaf.bounds_ok or leaf.min is None:
                 continue
             lo, hi = self._bounds(leaf)
@@ -231,6 +299,13 @@ class StatsCollector:
 
     def to_json(self) -> str:
         return _dumps(self.to_dict())
+
+
+def _datetime_micros(value: dt.datetime) -> int:
+    if value.tzinfo is not None:
+        value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    delta = value - _EPOCH
+    return (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
 def _format_millis(ms: int) -> str:
@@ -286,6 +361,14 @@ def _dumps(value: Any) -> str:
             raise ValueError("non-finite float in stats")
         return repr(value)
     return json.dumps(value, ensure_ascii=False)
+
+
+def parquet_file_stats(metadata: "pq.FileMetaData", schema_json: dict[str, Any],
+                       partition_columns: Sequence[str] = (), configuration: dict[str, str] | None = None) -> str:
+    """The `add.stats` JSON of a data file, from its Parquet footer (no data read)."""
+    collector = StatsCollector(schema_json, partition_columns, configuration)
+    collector.update_from_parquet_metadata(metadata)
+    return collector.to_json()
 
 
 def file_stats(data: pa.Table | pa.RecordBatch | Iterable[pa.RecordBatch], schema_json: dict[str, Any],
