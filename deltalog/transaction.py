@@ -173,8 +173,8 @@ def required_protocol(metadata: Metadata, current: Protocol | None) -> Protocol:
     if not missing:
         return base
     writer = set(base.writer_features or [])
-    if base.min_writer_version < 7:
-        writer |= set(_LEGACY_WRITER_2_FEATURES[:max(0, base.min_writer_version - 1)])
+    if 2 <= base.min_writer_version < 7:
+        writer |= set(_LEGACY_WRITER_2_FEATURES)
     writer |= missing
     reader_needed = {f for f in writer if f in _READER_WRITER_FEATURES}
     if reader_needed or base.min_reader_version == 3:
