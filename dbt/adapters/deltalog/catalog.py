@@ -1,0 +1,211 @@
+"""The catalog is the warehouse folder: `<warehouse>/<schema>/<table>/_delta_log` is a table and
+`<warehouse>/<schema>/<view>.view.sql` a dbt view. Spark only ever sees session temporary views
+named `schema.name` (one backquoted part); this module keeps them in step with the folder."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import threading
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+VIEW_SUFFIX = ".view.sql"
+LOG_DIR = "_delta_log"
+
+# `schema.name` as a relation renders it: one backquoted part holding one dot
+_RELATION_REF = re.compile(r"`([^`.\s]+)\.([^`\s]+)`")
+_LOG_FILE = re.compile(r"^(\d{20})\.(json|checkpoint.*\.parquet)$")
+
+
+def view_name(schema: str, name: str) -> str:
+    return f"{schema}.{name}"
+
+
+@dataclass(frozen=True)
+class Entry:
+    kind: str  # "table" | "view"
+    schema: str
+    name: str
+    path: str  # table folder or view SQL file
+
+
+class Warehouse:
+    """Folder layout of one warehouse. Pure file system: no Spark here."""
+
+    def __init__(self, root: str):
+        self.root = os.path.abspath(root)
+
+    def schema_path(self, schema: str) -> str:
+        return os.path.join(self.root, schema)
+
+    def table_path(self, schema: str, name: str) -> str:
+        return os.path.join(self.root, schema, name)
+
+    def view_path(self, schema: str, name: str) -> str:
+        return os.path.join(self.root, schema, name + VIEW_SUFFIX)
+
+    def is_table(self, schema: str, name: str) -> bool:
+        return os.path.isdir(os.path.join(self.table_path(schema, name), LOG_DIR))
+
+    def is_view(self, schema: str, name: str) -> bool:
+        return os.path.isfile(self.view_path(schema, name))
+
+    def list_schemas(self) -> List[str]:
+        if not os.path.isdir(self.root):
+            return []
+        return sorted(e.name for e in os.scandir(self.root) if e.is_dir() and not e.name.startswith("."))
+
+    def schema_exists(self, schema: str) -> bool:
+        return os.path.isdir(self.schema_path(schema))
+
+    def create_schema(self, schema: str) -> None:
+        os.makedirs(self.schema_path(schema), exist_ok=True)
+
+    def drop_schema(self, schema: str) -> None:
+        shutil.rmtree(self.schema_path(schema), ignore_errors=True)
+
+    def list_relations(self, schema: str) -> List[Entry]:
+        folder = self.schema_path(schema)
+        if not os.path.isdir(folder):
+            return []
+        found = []
+        for e in os.scandir(folder):
+            if e.is_dir() and os.path.isdir(os.path.join(e.path, LOG_DIR)):
+                found.append(Entry("table", schema, e.name, e.path))
+            elif e.is_file() and e.name.endswith(VIEW_SUFFIX):
+                found.append(Entry("view", schema, e.name[: -len(VIEW_SUFFIX)], e.path))
+        return sorted(found, key=lambda x: x.name)
+
+    def lookup(self, schema: str, name: str) -> Optional[Entry]:
+        if self.is_table(schema, name):
+            return Entry("table", schema, name, self.table_path(schema, name))
+        if self.is_view(schema, name):
+            return Entry("view", schema, name, self.view_path(schema, name))
+        return None
+
+    def read_view_sql(self, schema: str, name: str) -> Optional[str]:
+        try:
+            with open(self.view_path(schema, name), encoding="utf-8") as f:
+                return f.read()
+        except FileNotFoundError:
+            return None
+
+    def write_view_sql(self, schema: str, name: str, sql: str) -> None:
+        self.create_schema(schema)
+        path = self.view_path(schema, name)
+        tmp = path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(sql)
+        os.replace(tmp, path)  # atomic: a reader sees the old or the new SQL
+
+    def drop_view(self, schema: str, name: str) -> None:
+        try:
+            os.remove(self.view_path(schema, name))
+        except FileNotFoundError:
+            pass
+
+    def drop_table(self, schema: str, name: str) -> None:
+        shutil.rmtree(self.table_path(schema, name), ignore_errors=True)
+
+    def rename(self, schema: str, name: str, new_schema: str, new_name: str) -> None:
+        entry = self.lookup(schema, name)
+        if entry is None:
+            return
+        self.create_schema(new_schema)
+        target = (
+            self.table_path(new_schema, new_name)
+            if entry.kind == "table"
+            else self.view_path(new_schema, new_name)
+        )
+        os.replace(entry.path, target)
+
+
+def latest_log_version(table_path: str) -> Optional[int]:
+    """The newest version named in `_delta_log` (a cheap listing, not a snapshot load);
+    used only to decide whether a session view is stale."""
+    try:
+        names = os.listdir(os.path.join(table_path, LOG_DIR))
+    except FileNotFoundError:
+        return None
+    best = None
+    for n in names:
+        m = _LOG_FILE.match(n)
+        if m:
+            v = int(m.group(1))
+            if best is None or v > best:
+                best = v
+    return best
+
+
+def referenced_relations(sql: str) -> List[Tuple[str, str]]:
+    seen = []
+    for m in _RELATION_REF.finditer(sql):
+        pair = (m.group(1), m.group(2))
+        if pair not in seen:
+            seen.append(pair)
+    return seen
+
+
+class SessionViews:
+    """Temporary views of one SparkSession, kept in step with one or more warehouses.
+
+    A table's view is re-registered only when its log has a newer version than the one the view
+    was built on, so each statement reads the latest committed snapshot of what it names."""
+
+    def __init__(self):
+        self._lock = threading.RLock()
+        # view name -> (kind, warehouse root, version or SQL text)
+        self._registered: Dict[str, Tuple[str, str, object]] = {}
+
+    def forget(self, spark, name: str) -> None:
+        with self._lock:
+            self._registered.pop(name, None)
+            spark.catalog.dropTempView(name)
+
+    def refresh_for_sql(self, spark, warehouse: Warehouse, sql: str) -> None:
+        for schema, name in referenced_relations(sql):
+            self.ensure(spark, warehouse, schema, name)
+
+    def ensure(self, spark, warehouse: Warehouse, schema: str, name: str, _depth: int = 0) -> bool:
+        """Make `schema.name` current; returns whether the warehouse holds such a relation."""
+        vname = view_name(schema, name)
+        with self._lock:
+            known = self._registered.get(vname)
+            if warehouse.is_table(schema, name):
+                version = latest_log_version(warehouse.table_path(schema, name))
+                if known != ("table", warehouse.root, version):
+                    from deltalog.spark import reader
+
+                    reader.register_view(spark, vname, warehouse.table_path(schema, name))
+                    self._registered[vname] = ("table", warehouse.root, version)
+                return True
+            sql = warehouse.read_view_sql(schema, name)
+            if sql is not None:
+                if _depth < 50:
+                    # a dbt view is SQL over other relations: make those current first
+                    for ref_schema, ref_name in referenced_relations(sql):
+                        if (ref_schema, ref_name) != (schema, name):
+                            self.ensure(spark, warehouse, ref_schema, ref_name, _depth + 1)
+                if known != ("view", warehouse.root, sql):
+                    spark.sql(f"create or replace temporary view `{vname}` as\n{sql}")
+                    self._registered[vname] = ("view", warehouse.root, sql)
+                return True
+            if known is not None and known[1] == warehouse.root:
+                # gone from the folder (dropped elsewhere): do not serve stale data
+                self._registered.pop(vname, None)
+                spark.catalog.dropTempView(vname)
+            return False
+
+    def register_all(self, spark, warehouse: Warehouse) -> None:
+        """Recreate every view of the warehouse (a session opening)."""
+        for schema in warehouse.list_schemas():
+            for entry in warehouse.list_relations(schema):
+                try:
+                    self.ensure(spark, warehouse, entry.schema, entry.name)
+                except Exception:  # a broken view must not stop the session from opening
+                    pass
+
+
+SESSION_VIEWS = SessionViews()

@@ -1,0 +1,234 @@
+"""Profile (`type: deltalog`) and the connection: a cursor over the process's SparkSession."""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+from dbt.adapters.contracts.connection import AdapterResponse, Connection, ConnectionState, Credentials
+from dbt.adapters.events.logging import AdapterLogger
+from dbt.adapters.exceptions import FailedToConnectError
+from dbt.adapters.spark.connections import SparkConnectionManager
+from dbt_common.exceptions import DbtRuntimeError
+
+from dbt.adapters.deltalog.catalog import SESSION_VIEWS, Warehouse
+
+logger = AdapterLogger("Deltalog")
+
+
+@dataclass
+class DeltalogCredentials(Credentials):
+    schema: Optional[str] = None  # type: ignore[assignment]
+    database: Optional[str] = None  # type: ignore[assignment]
+    warehouse: str = "./warehouse"
+    master: str = "local[*]"
+    spark_conf: Dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def __pre_deserialize__(cls, data: Any) -> Any:
+        data = super().__pre_deserialize__(data)
+        if "database" not in data:
+            data["database"] = None
+        return data
+
+    def __post_init__(self) -> None:
+        if not self.schema:
+            raise DbtRuntimeError("deltalog profile: `schema` is required (a folder of the warehouse)")
+        if self.database is not None and self.database != self.schema:
+            raise DbtRuntimeError(
+                f"deltalog profile: `database` ({self.database}) must be omitted or equal `schema` "
+                f"({self.schema}); a schema is a folder of the warehouse."
+            )
+        self.database = None
+        if not isinstance(self.spark_conf, dict):
+            raise DbtRuntimeError("deltalog profile: `spark_conf` must be a mapping of Spark settings")
+
+    def resolve_warehouse(self, base_dir: Optional[str] = None) -> str:
+        path = os.path.expanduser(self.warehouse)
+        if not os.path.isabs(path):
+            path = os.path.join(base_dir or os.getcwd(), path)
+        self.warehouse = os.path.abspath(path)
+        return self.warehouse
+
+    @property
+    def type(self) -> str:
+        return "deltalog"
+
+    @property
+    def unique_field(self) -> str:
+        return self.warehouse
+
+    def _connection_keys(self) -> Tuple[str, ...]:
+        return ("schema", "warehouse", "master", "spark_conf")
+
+
+class DeltalogCursor:
+    """DB-API-like cursor: statements run with `spark.sql`; rows are fetched on demand.
+
+    Before a statement runs, the relations it names are made current (see SessionViews), and
+    INSERT/UPDATE/DELETE on warehouse tables become Delta commits (see dml.py)."""
+
+    def __init__(self, spark, warehouse: Warehouse):
+        self.spark = spark
+        self.warehouse = warehouse
+        self._df = None
+        self._rows: Optional[List] = None
+
+    def execute(self, sql: str, bindings: Optional[List[Any]] = None) -> None:
+        sql = sql.strip()
+        while sql.endswith(";"):
+            sql = sql[:-1].rstrip()
+        if bindings:
+            sql = sql % tuple(_literal(b) for b in bindings)
+        self._df, self._rows = None, None
+        if not sql:
+            return
+        SESSION_VIEWS.refresh_for_sql(self.spark, self.warehouse, sql)
+        from dbt.adapters.deltalog.dml import try_execute_dml
+
+        outcome = try_execute_dml(self.spark, self.warehouse, strip_leading_comments(sql))
+        if outcome != "not-dml":
+            self._rows = []
+            return
+        self._df = self.spark.sql(sql)
+
+    def fetchall(self) -> List:
+        if self._rows is None:
+            self._rows = self._df.collect() if self._df is not None else []
+        return self._rows
+
+    def fetchone(self):
+        rows = self.fetchall()
+        return rows.pop(0) if rows else None
+
+    def fetchmany(self, size: int) -> List:
+        if self._rows is None and self._df is not None:
+            self._rows = self._df.take(size)
+        rows = self._rows or []
+        out, self._rows = rows[:size], rows[size:]
+        return out
+
+    @property
+    def description(self):
+        if self._df is None:
+            return []
+        return [
+            (f.name, f.dataType.simpleString(), None, None, None, None, f.nullable)
+            for f in self._df.schema.fields
+        ]
+
+    @property
+    def dataframe(self):
+        return self._df
+
+    def close(self) -> None:
+        self._df, self._rows = None, None
+
+
+def strip_leading_comments(sql: str) -> str:
+    """dbt prefixes statements with a `/* query comment */`; DML is recognised after it."""
+    while True:
+        sql = sql.lstrip()
+        if sql.startswith("/*"):
+            end = sql.find("*/")
+            if end == -1:
+                return sql
+            sql = sql[end + 2 :]
+        elif sql.startswith("--"):
+            end = sql.find("\n")
+            sql = "" if end == -1 else sql[end + 1 :]
+        else:
+            return sql
+
+
+def _literal(value: Any) -> str:
+    import datetime as dt
+    from decimal import Decimal
+
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float, Decimal)):
+        return str(value)
+    if isinstance(value, dt.datetime):
+        return f"timestamp'{value.isoformat(sep=' ')}'"
+    if isinstance(value, dt.date):
+        return f"date'{value.isoformat()}'"
+    return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+class DeltalogHandle:
+    """What dbt holds as `connection.handle`; `cursor()` returns a fresh cursor."""
+
+    def __init__(self, spark, warehouse: Warehouse):
+        self.spark = spark
+        self.warehouse = warehouse
+        self._cursor: Optional[DeltalogCursor] = None
+
+    def cursor(self) -> DeltalogCursor:
+        self._cursor = DeltalogCursor(self.spark, self.warehouse)
+        return self._cursor
+
+    def cancel(self) -> None:
+        pass  # statements of other connections share the session; nothing to cancel per handle
+
+    def close(self) -> None:
+        if self._cursor:
+            self._cursor.close()
+
+    def rollback(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+class DeltalogConnectionManager(SparkConnectionManager):
+    TYPE = "deltalog"
+
+    @contextmanager
+    def exception_handler(self, sql: str):
+        try:
+            yield
+        except DbtRuntimeError:
+            raise
+        except Exception as exc:
+            logger.debug("Error while running:\n{}".format(sql))
+            logger.debug(exc)
+            raise DbtRuntimeError(_short_error(exc)) from exc
+
+    def cancel(self, connection: Connection) -> None:
+        pass
+
+    @classmethod
+    def open(cls, connection: Connection) -> Connection:
+        if connection.state == ConnectionState.OPEN:
+            return connection
+        creds: DeltalogCredentials = connection.credentials
+        try:
+            from dbt.adapters.deltalog.session import get_spark
+
+            spark = get_spark(creds.master, creds.spark_conf)
+        except Exception as exc:
+            raise FailedToConnectError(f"could not start Spark ({creds.master}): {exc}") from exc
+        warehouse = Warehouse(creds.resolve_warehouse() if not os.path.isabs(creds.warehouse) else creds.warehouse)
+        connection.handle = DeltalogHandle(spark, warehouse)
+        connection.state = ConnectionState.OPEN
+        return connection
+
+    @classmethod
+    def get_response(cls, cursor: Any) -> AdapterResponse:
+        return AdapterResponse(_message="OK")
+
+    @classmethod
+    def data_type_code_to_name(cls, type_code) -> str:  # type: ignore[override]
+        return type_code if isinstance(type_code, str) else type_code.__name__.upper()
+
+
+def _short_error(exc: Exception) -> str:
+    text = str(exc)
+    # Spark errors carry a JVM stack trace after the message; dbt users need the message
+    cut = text.find("\n\tat ")
+    if cut == -1:
+        cut = text.find("\nJVM stacktrace:")
+    return text[:cut].rstrip() if cut > 0 else text

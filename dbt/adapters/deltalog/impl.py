@@ -1,0 +1,702 @@
+"""The dbt adapter: catalog from the warehouse folder, materializations as engine commits.
+
+Jinja decides which operation a model needs; the @available methods here translate the model's
+config into one engine call each (deltalog.spark.operations), so each materialization is one
+atomic commit in the table's `_delta_log`."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
+
+from dbt.adapters.base import AdapterConfig
+from dbt.adapters.base.impl import ConstraintSupport
+from dbt.adapters.base.meta import available
+from dbt.adapters.base.relation import BaseRelation, InformationSchema
+from dbt.adapters.contracts.connection import AdapterResponse
+from dbt.adapters.contracts.relation import RelationType
+from dbt.adapters.events.logging import AdapterLogger
+from dbt.adapters.spark.impl import SparkAdapter
+from dbt_common.contracts.constraints import ConstraintType
+from dbt_common.exceptions import CompilationError, DbtRuntimeError
+
+from dbt.adapters.deltalog.catalog import SESSION_VIEWS, Warehouse
+from dbt.adapters.deltalog.column import DeltalogColumn
+from dbt.adapters.deltalog.connections import DeltalogConnectionManager
+from dbt.adapters.deltalog.maintenance import MaintenanceMixin
+from dbt.adapters.deltalog.relation import DeltalogRelation
+
+logger = AdapterLogger("Deltalog")
+
+INCREMENTAL_STRATEGIES = ["append", "merge", "insert_overwrite", "delete+insert", "replace_where", "microbatch"]
+ON_SCHEMA_CHANGE = ["ignore", "fail", "append_new_columns", "sync_all_columns"]
+
+
+from dataclasses import dataclass
+
+
+@dataclass
+class DeltalogConfig(AdapterConfig):
+    partition_by: Optional[Any] = None
+    incremental_strategy: Optional[str] = None
+    unique_key: Optional[Any] = None
+    merge_update_columns: Optional[List[str]] = None
+    merge_exclude_columns: Optional[List[str]] = None
+    incremental_predicates: Optional[List[str]] = None
+    on_schema_change: Optional[str] = None
+    tblproperties: Optional[Dict[str, str]] = None
+    zorder_by: Optional[Any] = None
+    isolation_level: Optional[str] = None
+    checkpoint_interval: Optional[int] = None
+
+
+def _get(obj: Any, key: str, default: Any = None) -> Any:
+    if obj is None:
+        return default
+    if isinstance(obj, dict):
+        return obj.get(key, default)
+    return getattr(obj, key, default)
+
+
+def _as_list(value: Any) -> List[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    return list(value)
+
+
+def _invocation_id() -> Optional[str]:
+    try:
+        from dbt_common.invocation import get_invocation_id
+
+        return get_invocation_id()
+    except Exception:
+        return None
+
+
+def _q(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
+    Relation = DeltalogRelation  # type: ignore[assignment]
+    Column = DeltalogColumn  # type: ignore[assignment]
+    ConnectionManager = DeltalogConnectionManager  # type: ignore[assignment]
+    AdapterSpecificConfigs = DeltalogConfig  # type: ignore[assignment]
+
+    CONSTRAINT_SUPPORT = {
+        ConstraintType.check: ConstraintSupport.NOT_SUPPORTED,
+        ConstraintType.not_null: ConstraintSupport.NOT_ENFORCED,
+        ConstraintType.unique: ConstraintSupport.NOT_ENFORCED,
+        ConstraintType.primary_key: ConstraintSupport.NOT_ENFORCED,
+        ConstraintType.foreign_key: ConstraintSupport.NOT_ENFORCED,
+    }
+
+    def __init__(self, config, mp_context=None) -> None:
+        if mp_context is None:
+            super().__init__(config)  # type: ignore[call-arg]
+        else:
+            super().__init__(config, mp_context)
+        creds = config.credentials
+        if not os.path.isabs(os.path.expanduser(creds.warehouse)):
+            creds.resolve_warehouse(getattr(config, "project_root", None))
+
+    @classmethod
+    def type(cls) -> str:
+        return "deltalog"
+
+    # ---- session and warehouse -------------------------------------------------------------
+
+    @property
+    def warehouse(self) -> Warehouse:
+        return Warehouse(self.config.credentials.warehouse)
+
+    @property
+    def spark(self):
+        conn = self.connections.get_thread_connection()
+        conn = self.connections.open(conn)
+        return conn.handle.spark
+
+    def table_uri(self, relation: BaseRelation) -> str:
+        if not relation.schema or not relation.identifier:
+            raise DbtRuntimeError(f"{relation} names no schema.table: cannot locate its Delta table")
+        return self.warehouse.table_path(relation.schema, relation.identifier)
+
+    def _commit_info(self, model: Any) -> Dict[str, Any]:
+        info: Dict[str, Any] = {"dbtInvocationId": _invocation_id()}
+        unique_id = _get(model, "unique_id")
+        if unique_id:
+            info["dbtUniqueId"] = unique_id
+        return info
+
+    def _dataframe(self, sql: str):
+        """The model's SQL as a lazy DataFrame: the engine's write is the one execution."""
+        spark = self.spark
+        SESSION_VIEWS.refresh_for_sql(spark, self.warehouse, sql)
+        try:
+            return spark.sql(sql)
+        except Exception as exc:
+            from dbt.adapters.deltalog.connections import _short_error
+
+            raise DbtRuntimeError(_short_error(exc)) from exc
+
+    def _snapshot(self, relation: BaseRelation):
+        from deltalog.snapshot import Snapshot
+
+        return Snapshot.load(self.table_uri(relation))
+
+    # ---- schemas ---------------------------------------------------------------------------
+
+    def list_schemas(self, database: str) -> List[str]:
+        return self.warehouse.list_schemas()
+
+    @available.parse(lambda *a, **k: False)
+    def check_schema_exists(self, database: str, schema: str) -> bool:
+        return self.warehouse.schema_exists(schema)
+
+    @available.parse_none
+    def create_schema(self, relation: BaseRelation) -> None:
+        self.warehouse.create_schema(relation.schema)
+
+    @available.parse_none
+    def drop_schema(self, relation: BaseRelation) -> None:
+        schema = relation.schema
+        spark = self.spark
+        for entry in self.warehouse.list_relations(schema):
+            SESSION_VIEWS.forget(spark, f"{entry.schema}.{entry.name}")
+        self.warehouse.drop_schema(schema)
+        self.cache.drop_schema(relation.database, schema)
+
+    # ---- relations -------------------------------------------------------------------------
+
+    def list_relations_without_caching(self, schema_relation: BaseRelation) -> List[BaseRelation]:
+        relations = []
+        for entry in self.warehouse.list_relations(schema_relation.schema):
+            relations.append(
+                self.Relation.create(
+                    schema=entry.schema,
+                    identifier=entry.name,
+                    type=RelationType.Table if entry.kind == "table" else RelationType.View,
+                    is_delta=entry.kind == "table",
+                )
+            )
+        return relations
+
+    @available.parse_none
+    def drop_relation(self, relation: BaseRelation) -> None:
+        """Explicit drops only (a materialization change, `dbt` cleanup): a table's folder goes
+        with its history. --full-refresh never comes here; it is an overwrite commit."""
+        self.cache_dropped(relation)
+        spark = self.spark
+        if relation.schema and relation.identifier:
+            self.warehouse.drop_view(relation.schema, relation.identifier)
+            if relation.type != RelationType.View or self.warehouse.is_table(relation.schema, relation.identifier):
+                if relation.type != RelationType.View:
+                    self.warehouse.drop_table(relation.schema, relation.identifier)
+        name = ".".join(p for p in (relation.schema, relation.identifier) if p)
+        SESSION_VIEWS.forget(spark, name)
+        if relation.identifier:
+            spark.catalog.dropTempView(relation.identifier)
+
+    @available.parse_none
+    def truncate_relation(self, relation: BaseRelation) -> None:
+        from deltalog.spark import operations
+
+        operations.delete(self.spark, self.table_uri(relation), "true")
+
+    @available.parse_none
+    def rename_relation(self, from_relation: BaseRelation, to_relation: BaseRelation) -> None:
+        self.cache_renamed(from_relation, to_relation)
+        spark = self.spark
+        self.warehouse.rename(
+            from_relation.schema, from_relation.identifier, to_relation.schema, to_relation.identifier
+        )
+        SESSION_VIEWS.forget(spark, f"{from_relation.schema}.{from_relation.identifier}")
+        SESSION_VIEWS.ensure(spark, self.warehouse, to_relation.schema, to_relation.identifier)
+
+    def get_columns_in_relation(self, relation: BaseRelation) -> List[DeltalogColumn]:
+        schema, name = relation.schema, relation.identifier
+        if schema and name and self.warehouse.is_table(schema, name):
+            from pyspark.sql.types import StructType
+
+            snap = self._snapshot(relation)
+            fields = StructType.fromJson(snap.schema_json).fields
+            return [self._column(relation, i, f.name, f.dataType.simpleString()) for i, f in enumerate(fields)]
+        spark = self.spark
+        if schema and name:
+            SESSION_VIEWS.ensure(spark, self.warehouse, schema, name)
+        view = ".".join(p for p in (schema, name) if p)
+        if not _temp_view_exists(spark, view):
+            return []
+        fields = spark.table(_q(view)).schema.fields
+        return [self._column(relation, i, f.name, f.dataType.simpleString()) for i, f in enumerate(fields)]
+
+    def _column(self, relation, index, name, dtype, stats=None) -> DeltalogColumn:
+        return DeltalogColumn(
+            table_database=None,
+            table_schema=relation.schema,
+            table_name=relation.identifier,
+            table_type=relation.type,
+            column_index=index,
+            column=name,
+            dtype=dtype,
+            table_stats=stats,
+        )
+
+    # ---- catalog for `dbt docs generate` ---------------------------------------------------
+
+    def _get_one_catalog(self, information_schema: InformationSchema, schemas: Set[str], used_schemas):
+        import agate
+        from dbt_common.clients.agate_helper import DEFAULT_TYPE_TESTER
+        from pyspark.sql.types import StructType
+
+        rows: List[Dict[str, Any]] = []
+        for schema in schemas:
+            for entry in self.warehouse.list_relations(schema):
+                relation = self.Relation.create(
+                    schema=entry.schema,
+                    identifier=entry.name,
+                    type=RelationType.Table if entry.kind == "table" else RelationType.View,
+                )
+                if entry.kind == "table":
+                    snap = self._snapshot(relation)
+                    fields = [(f.name, f.dataType.simpleString()) for f in StructType.fromJson(snap.schema_json).fields]
+                    stats = _table_stats(snap)
+                else:
+                    fields = [(c.name, c.dtype) for c in self.get_columns_in_relation(relation)]
+                    stats = None
+                for i, (name, dtype) in enumerate(fields):
+                    col = self._column(relation, i, name, dtype, stats).to_column_dict()
+                    col["column_name"] = col.pop("column", None)
+                    col["column_type"] = col.pop("dtype")
+                    col["table_database"] = None
+                    col["table_type"] = "table" if entry.kind == "table" else "view"
+                    rows.append(col)
+        return agate.Table.from_object(rows, column_types=DEFAULT_TYPE_TESTER)
+
+    # ---- materializations ------------------------------------------------------------------
+
+    @available
+    def temp_view_suffix(self) -> str:
+        """Unique per invocation and thread, so parallel models never share a temporary view."""
+        inv = (_invocation_id() or "local").replace("-", "")[:12]
+        return f"__dbt_tmp_{inv}_{threading.get_ident() % 1_000_000}"
+
+    @available
+    def write_table(self, relation: BaseRelation, sql: str, model: Any = None) -> AdapterResponse:
+        """`table`, a first incremental build, and --full-refresh: create (version 0) or one
+        overwrite commit that may change the schema. Never a drop: history is kept."""
+        from deltalog.spark import operations
+
+        df = self._dataframe(sql)
+        config = _get(model, "config") or {}
+        existed = self.warehouse.is_table(relation.schema, relation.identifier)
+        if self.warehouse.is_view(relation.schema, relation.identifier):
+            self.drop_relation(relation.incorporate(type=RelationType.View))
+        self.warehouse.create_schema(relation.schema)
+        version = operations.write_dataframe(
+            df,
+            self.table_uri(relation),
+            mode="overwrite" if existed else "error",
+            partition_by=_as_list(_get(config, "partition_by")) or None,
+            schema_mode="overwrite" if existed else None,
+            operation="CREATE OR REPLACE TABLE AS SELECT" if existed else "CREATE TABLE AS SELECT",
+            extra_commit_info=self._commit_info(model),
+        )
+        return self._refreshed(relation, "OVERWRITE" if existed else "CREATE", version)
+
+    def _refreshed(self, relation: BaseRelation, what: str, version: Optional[int]) -> AdapterResponse:
+        SESSION_VIEWS.ensure(self.spark, self.warehouse, relation.schema, relation.identifier)
+        if version is None:
+            return AdapterResponse(_message=f"{what}: nothing to commit")
+        return AdapterResponse(_message=f"{what} version {version}")
+
+    @available
+    def create_view(self, relation: BaseRelation, sql: str) -> AdapterResponse:
+        """A dbt view: its SQL is kept in the warehouse, and a session view runs it."""
+        spark = self.spark
+        SESSION_VIEWS.refresh_for_sql(spark, self.warehouse, sql)
+        # check it compiles before it is saved
+        try:
+            spark.sql(sql).schema
+        except Exception as exc:
+            from dbt.adapters.deltalog.connections import _short_error
+
+            raise DbtRuntimeError(_short_error(exc)) from exc
+        if self.warehouse.is_table(relation.schema, relation.identifier):
+            self.drop_relation(relation.incorporate(type=RelationType.Table))
+        self.warehouse.write_view_sql(relation.schema, relation.identifier, sql)
+        SESSION_VIEWS.ensure(spark, self.warehouse, relation.schema, relation.identifier)
+        return AdapterResponse(_message="CREATE VIEW")
+
+    @available
+    def create_temp_view(self, relation: BaseRelation, sql: str) -> BaseRelation:
+        spark = self.spark
+        SESSION_VIEWS.refresh_for_sql(spark, self.warehouse, sql)
+        spark.sql(f"create or replace temporary view {relation.render()} as\n{sql}")
+        return relation
+
+    @available
+    def write_seed(self, relation: BaseRelation, agate_table: Any, model: Any = None) -> AdapterResponse:
+        """Seeds: typed columns (inferred as dbt does, or `column_types`), one overwrite commit."""
+        from deltalog.spark import operations
+        from pyspark.sql.types import StringType, StructField, StructType
+
+        config = _get(model, "config") or {}
+        column_types = _get(config, "column_types") or {}
+        names = [str(n) for n in agate_table.column_names]
+        types = [column_types.get(n) or self.convert_type(agate_table, i) for i, n in enumerate(names)]
+        rows = [tuple(_seed_text(v) for v in row) for row in agate_table.rows]
+        spark = self.spark
+        raw = spark.createDataFrame(rows, StructType([StructField(f"c{i}", StringType()) for i in range(len(names))]))
+        df = raw.selectExpr(*[f"cast(`c{i}` as {t}) as {_q(n)}" for i, (n, t) in enumerate(zip(names, types))])
+        existed = self.warehouse.is_table(relation.schema, relation.identifier)
+        if self.warehouse.is_view(relation.schema, relation.identifier):
+            self.drop_relation(relation.incorporate(type=RelationType.View))
+        self.warehouse.create_schema(relation.schema)
+        version = operations.write_dataframe(
+            df,
+            self.table_uri(relation),
+            mode="overwrite" if existed else "error",
+            partition_by=_as_list(_get(config, "partition_by")) or None,
+            schema_mode="overwrite" if existed else None,
+            operation="WRITE",
+            extra_commit_info=self._commit_info(model),
+        )
+        response = self._refreshed(relation, "SEED", version)
+        response.rows_affected = len(rows)
+        response._message = f"INSERT {len(rows)} ({response._message})"
+        return response
+
+    @available
+    def write_incremental(
+        self, relation: BaseRelation, sql: str, strategy: str, model: Any = None
+    ) -> AdapterResponse:
+        """One incremental run on an existing table: schema change (a metadata commit when the
+        model asks for it), then exactly one data commit for the strategy."""
+        from deltalog.spark import operations
+
+        config = _get(model, "config") or {}
+        strategy = (strategy or "append").lower()
+        if strategy not in INCREMENTAL_STRATEGIES:
+            raise CompilationError(
+                f"Invalid incremental strategy {strategy!r} for model {_get(model, 'unique_id')}: "
+                f"expected one of {', '.join(INCREMENTAL_STRATEGIES)}"
+            )
+        on_schema_change = (_get(config, "on_schema_change") or "ignore").lower()
+        if on_schema_change not in ON_SCHEMA_CHANGE:
+            raise CompilationError(
+                f"Invalid on_schema_change {on_schema_change!r}: expected one of {', '.join(ON_SCHEMA_CHANGE)}"
+            )
+        uri = self.table_uri(relation)
+        df = self._dataframe(sql)
+        df = self._apply_schema_change(relation, df, on_schema_change, model)
+        commit_info = self._commit_info(model)
+        unique_key = _as_list(_get(config, "unique_key"))
+        predicates = _as_list(_get(config, "incremental_predicates") or _get(config, "predicates"))
+        partition_by = _as_list(_get(config, "partition_by"))
+
+        if strategy == "merge" and not unique_key:
+            strategy = "append"  # no key: nothing can match, every row is new
+        if strategy == "append":
+            version = operations.write_dataframe(df, uri, mode="append", operation="WRITE", extra_commit_info=commit_info)
+        elif strategy == "insert_overwrite":
+            version = operations.write_dataframe(
+                df, uri, mode="overwrite", overwrite_partitions=bool(self._partition_columns(relation)),
+                operation="WRITE", extra_commit_info=commit_info,
+            )
+        elif strategy in ("replace_where", "microbatch"):
+            if strategy == "microbatch":
+                predicates = predicates + self._microbatch_predicates(model)
+            if not predicates:
+                raise CompilationError(
+                    f"Model {_get(model, 'unique_id')}: incremental_strategy 'replace_where' needs "
+                    "`incremental_predicates` (the rows of the table that the new data replaces)"
+                )
+            version = operations.write_dataframe(
+                df, uri, mode="overwrite", replace_where=" and ".join(f"({p})" for p in predicates),
+                operation="WRITE", extra_commit_info=commit_info,
+            )
+        elif strategy == "merge":
+            version = operations.merge(
+                self.spark, uri, df, **self._merge_args(relation, df, unique_key, predicates, config),
+                **_commit_kwargs(operations.merge, commit_info),
+            )
+        else:  # delete+insert
+            if not unique_key:
+                raise CompilationError(
+                    f"Model {_get(model, 'unique_id')}: incremental_strategy 'delete+insert' needs a `unique_key`"
+                )
+            version = self._delete_insert(uri, df, unique_key, predicates, commit_info)
+        return self._refreshed(relation, strategy.upper(), version)
+
+    def _partition_columns(self, relation: BaseRelation) -> List[str]:
+        return list(self._snapshot(relation).partition_columns)
+
+    def _microbatch_predicates(self, model: Any) -> List[str]:
+        config = _get(model, "config") or {}
+        event_time = _get(config, "event_time")
+        batch = _get(model, "batch") or {}
+        start = _get(batch, "event_time_start") or _get(config, "__dbt_internal_microbatch_event_time_start")
+        end = _get(batch, "event_time_end") or _get(config, "__dbt_internal_microbatch_event_time_end")
+        if not event_time:
+            raise CompilationError(f"Model {_get(model, 'unique_id')}: microbatch needs an `event_time` config")
+        preds = []
+        if start:
+            preds.append(f"{event_time} >= to_timestamp('{_ts(start)}')")
+        if end:
+            preds.append(f"{event_time} < to_timestamp('{_ts(end)}')")
+        return preds
+
+    def _merge_args(self, relation, df, unique_key, predicates, config) -> Dict[str, Any]:
+        update_cols = _as_list(_get(config, "merge_update_columns"))
+        exclude = [c.lower() for c in _as_list(_get(config, "merge_exclude_columns"))]
+        if update_cols and exclude:
+            raise CompilationError(
+                "Model cannot specify merge_update_columns and merge_exclude_columns. "
+                "Please update model to use only one config"
+            )
+        if exclude:
+            update_cols = [c for c in df.columns if c.lower() not in exclude]
+        on = " and ".join(
+            [f"DBT_INTERNAL_SOURCE.{_q(k)} = DBT_INTERNAL_DEST.{_q(k)}" for k in unique_key]
+            + [f"({p})" for p in predicates]
+        )
+        when_matched_update: Any = "*"
+        if update_cols:
+            when_matched_update = {c: f"DBT_INTERNAL_SOURCE.{_q(c)}" for c in update_cols}
+        return dict(on=on, when_matched_update=when_matched_update, when_not_matched_insert="*")
+
+    def _delete_insert(self, uri, df, unique_key, predicates, commit_info):
+        """delete+insert as ONE merge commit: the source's distinct keys delete the target rows
+        they match; every source row (tagged apart so it never matches) is inserted."""
+        from deltalog.spark import operations
+        from pyspark.sql import functions as F
+
+        tag = "__dbt_deltalog_action"
+        keys = df.select(*[F.col(_q(k)) for k in unique_key]).distinct()
+        deletes = keys
+        for c in df.columns:
+            if c.lower() not in [k.lower() for k in unique_key]:
+                deletes = deletes.withColumn(c, F.lit(None).cast(df.schema[c].dataType))
+        deletes = deletes.select(*[_q(c) for c in df.columns]).withColumn(tag, F.lit("delete"))
+        source = deletes.unionByName(df.withColumn(tag, F.lit("insert")))
+        on = " and ".join(
+            [f"DBT_INTERNAL_SOURCE.{tag} = 'delete'"]
+            + [f"DBT_INTERNAL_SOURCE.{_q(k)} = DBT_INTERNAL_DEST.{_q(k)}" for k in unique_key]
+            + [f"({p})" for p in predicates]
+        )
+        return operations.merge(
+            self.spark, uri, source, on=on,
+            when_matched_delete_condition="true",
+            when_not_matched_insert={c: f"DBT_INTERNAL_SOURCE.{_q(c)}" for c in df.columns},
+            when_not_matched_condition=f"DBT_INTERNAL_SOURCE.{tag} = 'insert'",
+            **_commit_kwargs(operations.merge, commit_info),
+        )
+
+    def _apply_schema_change(self, relation, df, on_schema_change: str, model: Any):
+        """Align the new rows with the table; with append_new_columns / sync_all_columns the
+        table's schema changes first, in a metadata-only commit (no data file is rewritten)."""
+        from pyspark.sql.types import StructType
+
+        snap = self._snapshot(relation)
+        target = StructType.fromJson(snap.schema_json)
+        source = df.schema
+        tgt = {f.name.lower(): f for f in target.fields}
+        src = {f.name.lower(): f for f in source.fields}
+        added = [f for f in source.fields if f.name.lower() not in tgt]
+        removed = [f for f in target.fields if f.name.lower() not in src]
+        changed = [
+            (tgt[n], src[n]) for n in src
+            if n in tgt and tgt[n].dataType.simpleString() != src[n].dataType.simpleString()
+        ]
+        if on_schema_change == "fail" and (added or removed or changed):
+            raise CompilationError(
+                "The source and target schemas on this incremental model are out of sync!\n"
+                f"  model: {_get(model, 'unique_id')} (table {relation})\n"
+                f"  columns added in the new data: {[f.name for f in added]}\n"
+                f"  columns missing from the new data: {[f.name for f in removed]}\n"
+                f"  columns with a new type: {[(a.name, a.dataType.simpleString(), b.dataType.simpleString()) for a, b in changed]}\n"
+                "Set on_schema_change to append_new_columns or sync_all_columns, or run with --full-refresh."
+            )
+        new_fields = list(target.fields)
+        if on_schema_change == "append_new_columns" and added:
+            new_fields = list(target.fields) + [_nullable(f) for f in added]
+        elif on_schema_change == "sync_all_columns" and (added or removed or changed):
+            if changed:
+                raise CompilationError(
+                    f"Model {_get(model, 'unique_id')}: sync_all_columns cannot change the type of "
+                    f"{[(a.name, a.dataType.simpleString(), b.dataType.simpleString()) for a, b in changed]} "
+                    f"in {relation} without rewriting its files; run with --full-refresh."
+                )
+            new_fields = [f for f in target.fields if f.name.lower() in src] + [_nullable(f) for f in added]
+        if [f.name for f in new_fields] != [f.name for f in target.fields]:
+            self._commit_schema(relation, snap, StructType(new_fields), model, added, removed)
+        exprs = []
+        for f in new_fields:
+            s = src.get(f.name.lower())
+            value = _q(s.name) if s is not None else "null"
+            exprs.append(f"cast({value} as {f.dataType.simpleString()}) as {_q(f.name)}")
+        return df.selectExpr(*exprs)
+
+    def _commit_schema(self, relation, snap, schema, model, added, removed) -> Optional[int]:
+        import dataclasses
+
+        from deltalog.table import DeltaTable
+
+        txn = DeltaTable(self.table_uri(relation)).transaction()
+        txn.read_whole_table()
+        metadata = dataclasses.replace(txn.snapshot.metadata, schema_string=json.dumps(schema.jsonValue()))
+        txn.update_metadata(metadata)
+        operation = "ADD COLUMNS" if added and not removed else "REPLACE COLUMNS"
+        params: Dict[str, Any] = {"columns": json.dumps([f.name for f in schema.fields])}
+        return txn.commit(operation=operation, parameters=params, **_txn_commit_info(txn, self._commit_info(model)))
+
+    @available
+    def add_columns(self, relation: BaseRelation, columns: List[Any], model: Any = None) -> None:
+        """New columns (snapshot's dbt_is_deleted, alter ... add columns) as a metadata commit."""
+        from pyspark.sql.types import StructField, StructType, _parse_datatype_string
+
+        if not columns:
+            return
+        snap = self._snapshot(relation)
+        target = StructType.fromJson(snap.schema_json)
+        have = {f.name.lower() for f in target.fields}
+        added = [
+            StructField(_get(c, "name") or _get(c, "column"), _parse_datatype_string(_get(c, "data_type") or _get(c, "dtype")), True)
+            for c in columns
+            if (_get(c, "name") or _get(c, "column")).lower() not in have
+        ]
+        if added:
+            self._commit_schema(relation, snap, StructType(list(target.fields) + added), model, added, [])
+            SESSION_VIEWS.ensure(self.spark, self.warehouse, relation.schema, relation.identifier)
+
+    @available
+    def snapshot_merge(
+        self, target: BaseRelation, staging: BaseRelation, columns: Any, model: Any = None
+    ) -> AdapterResponse:
+        """Snapshot update on the merge engine: close changed/deleted rows, insert new versions."""
+        from deltalog.spark import operations
+
+        spark = self.spark
+        source = spark.table(staging.render())
+        scd_id = _get(columns, "dbt_scd_id") or "dbt_scd_id"
+        valid_to = _get(columns, "dbt_valid_to") or "dbt_valid_to"
+        current = _get(_get(model, "config") or {}, "dbt_valid_to_current")
+        target_cols = [c.name for c in self.get_columns_in_relation(target)]
+        is_current = f"DBT_INTERNAL_DEST.{_q(valid_to)} is null"
+        if current:
+            is_current = f"({is_current} or DBT_INTERNAL_DEST.{_q(valid_to)} = {current})"
+        src_cols = {c.lower(): c for c in source.columns}
+        insert = {
+            c: (f"DBT_INTERNAL_SOURCE.{_q(src_cols[c.lower()])}" if c.lower() in src_cols else "null")
+            for c in target_cols
+        }
+        version = operations.merge(
+            spark, self.table_uri(target), source,
+            on=f"DBT_INTERNAL_SOURCE.{_q(scd_id)} = DBT_INTERNAL_DEST.{_q(scd_id)}",
+            when_matched_update={valid_to: f"DBT_INTERNAL_SOURCE.{_q(valid_to)}"},
+            when_matched_condition=f"{is_current} and DBT_INTERNAL_SOURCE.dbt_change_type in ('update', 'delete')",
+            when_not_matched_insert=insert,
+            when_not_matched_condition="DBT_INTERNAL_SOURCE.dbt_change_type = 'insert'",
+            **_commit_kwargs(operations.merge, self._commit_info(model)),
+        )
+        return self._refreshed(target, "SNAPSHOT MERGE", version)
+
+    def debug_query(self) -> None:
+        self.execute("select 1 as id")
+
+    @classmethod
+    def _get_adapter_specific_run_info(cls, config) -> Dict[str, Any]:
+        return {"adapter_type": "deltalog", "table_format": "delta"}
+
+
+def _temp_view_exists(spark, name: str) -> bool:
+    try:
+        return any(t.name == name and t.isTemporary for t in spark.catalog.listTables())
+    except Exception:
+        return False
+
+
+def _nullable(field):
+    from pyspark.sql.types import StructField
+
+    return StructField(field.name, field.dataType, True, field.metadata)
+
+
+def _ts(value: Any) -> str:
+    import datetime as dt
+
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        return value.isoformat(sep=" ")
+    return str(value)
+
+
+def _seed_text(value: Any) -> Optional[str]:
+    import datetime as dt
+    from decimal import Decimal
+
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    if isinstance(value, dt.datetime):
+        return value.isoformat(sep=" ")
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    return str(value)
+
+
+def _commit_kwargs(fn, commit_info: Dict[str, Any]) -> Dict[str, Any]:
+    """Pass the dbt commit info to an engine operation that accepts it."""
+    import inspect
+
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return {}
+    if "extra_commit_info" in params:
+        return {"extra_commit_info": commit_info}
+    if "user_metadata" in params:
+        return {"user_metadata": json.dumps(commit_info)}
+    return {}
+
+
+def _txn_commit_info(txn, commit_info: Dict[str, Any]) -> Dict[str, Any]:
+    import inspect
+
+    params = inspect.signature(txn.commit).parameters
+    if "extra_commit_info" in params:
+        return {"extra_commit_info": commit_info}
+    return {}
+
+
+def _table_stats(snap) -> Dict[str, Any]:
+    rows = 0
+    try:
+        for s in snap.files.column("stats").to_pylist():
+            if s:
+                rows += int(json.loads(s).get("numRecords", 0))
+    except Exception:
+        rows = None
+    stats: Dict[str, Any] = {}
+    for key, label, value, description in (
+        ("rows", "Rows", rows, "Rows in the live files (from the log's file statistics)"),
+        ("bytes", "Bytes", snap.size_bytes, "Bytes of the live data files"),
+        ("files", "Files", snap.num_files, "Live data files"),
+        ("version", "Version", snap.version, "Latest version of the Delta log"),
+    ):
+        if value is None:
+            continue
+        stats[f"stats:{key}:label"] = label
+        stats[f"stats:{key}:value"] = value
+        stats[f"stats:{key}:description"] = description
+        stats[f"stats:{key}:include"] = True
+    return stats

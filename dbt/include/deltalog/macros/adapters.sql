@@ -1,0 +1,90 @@
+{#- The catalog is the warehouse folder; these route dbt's relation macros to the adapter. -#}
+
+{% macro deltalog__create_schema(relation) -%}
+  {% do adapter.create_schema(relation) %}
+{%- endmacro %}
+
+{% macro deltalog__drop_schema(relation) -%}
+  {% do adapter.drop_schema(relation) %}
+{%- endmacro %}
+
+{% macro deltalog__drop_relation(relation) -%}
+  {% do adapter.drop_relation(relation) %}
+{%- endmacro %}
+
+{% macro deltalog__truncate_relation(relation) -%}
+  {% do adapter.truncate_relation(relation) %}
+{%- endmacro %}
+
+{% macro deltalog__rename_relation(from_relation, to_relation) -%}
+  {% do adapter.rename_relation(from_relation, to_relation) %}
+{%- endmacro %}
+
+{% macro deltalog__make_temp_relation(base_relation, suffix) %}
+  {#- unique per invocation and thread: parallel models never collide -#}
+  {% set tmp_identifier = base_relation.identifier ~ adapter.temp_view_suffix() %}
+  {% do return(base_relation.incorporate(path={"identifier": tmp_identifier, "schema": none}, type='view')) %}
+{% endmacro %}
+
+{% macro deltalog__create_table_as(temporary, relation, compiled_code, language='sql') -%}
+  {%- if temporary -%}
+    create or replace temporary view {{ relation }} as
+      {{ compiled_code }}
+  {%- else -%}
+    {#- a real table is always one engine commit, never SQL DDL -#}
+    {% do adapter.write_table(relation, compiled_code, model) %}
+  {%- endif -%}
+{%- endmacro %}
+
+{% macro deltalog__create_view_as(relation, sql) -%}
+  {#- temporary staging views (snapshots); dbt views go through adapter.create_view -#}
+  create or replace temporary view {{ relation }} as
+    {{ sql }}
+{%- endmacro %}
+
+{% macro deltalog__persist_constraints(relation, model) %}
+  {#- constraints other than the contract's column names and types are not enforced -#}
+{% endmacro %}
+
+{% macro deltalog__alter_column_comment(relation, column_dict) %}
+{% endmacro %}
+
+{% macro deltalog__persist_docs(relation, model, for_relation, for_columns) %}
+{% endmacro %}
+
+{% macro deltalog__create_columns(relation, columns) %}
+  {% do adapter.add_columns(relation, columns, model) %}
+{% endmacro %}
+
+{% macro deltalog__alter_relation_add_remove_columns(relation, add_columns, remove_columns) %}
+  {% if remove_columns %}
+    {{ exceptions.raise_compiler_error('Removing columns is done by on_schema_change: sync_all_columns on an incremental model') }}
+  {% endif %}
+  {% do adapter.add_columns(relation, add_columns or [], model) %}
+{% endmacro %}
+
+{% macro deltalog__alter_column_type(relation, column_name, new_column_type) -%}
+  {{ exceptions.raise_compiler_error('Changing the type of ' ~ column_name ~ ' in ' ~ relation ~ ' rewrites the table: use --full-refresh') }}
+{%- endmacro %}
+
+{% macro deltalog__get_empty_subquery_sql(select_sql, select_sql_header=none) %}
+  {%- if select_sql_header is not none -%}
+  {{ select_sql_header }}
+  {%- endif -%}
+  select * from (
+    {{ select_sql }}
+  ) as __dbt_sbq
+  where false
+  limit 0
+{% endmacro %}
+
+{#- The model's SQL as written by the user, checked against its enforced contract: column names
+    and types must match before anything is committed. -#}
+{% macro deltalog_model_sql(compiled_code) %}
+  {%- set contract_config = config.get('contract') -%}
+  {%- if contract_config and contract_config.enforced -%}
+    {%- do get_assert_columns_equivalent(compiled_code) -%}
+    {%- do return(get_select_subquery(compiled_code)) -%}
+  {%- endif -%}
+  {%- do return(compiled_code) -%}
+{% endmacro %}

@@ -1,0 +1,30 @@
+"""Shared pytest set-up: the repository on sys.path (the package need not be installed), one
+warehouse folder per test session, and dbt's adapter-test fixtures wired to `type: deltalog`."""
+
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+pytest_plugins = ["dbt.tests.fixtures.project"]
+
+
+@pytest.fixture(scope="session")
+def deltalog_warehouse(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("warehouse"))
+
+
+@pytest.fixture(scope="class")
+def dbt_profile_target(deltalog_warehouse):
+    # embedded profile: nothing but the type, a schema (set by dbt's fixtures) and where tables go
+    return {
+        "type": "deltalog",
+        "threads": 2,
+        "master": "local[2]",
+        "warehouse": deltalog_warehouse,
+        "spark_conf": {"spark.sql.shuffle.partitions": "2"},
+    }
