@@ -76,6 +76,15 @@ CHECKPOINT_SCHEMA = pa.schema([
 
 DEFAULT_CHECKPOINT_INTERVAL = 10
 
+# Paths and stats are unique per row: dictionary-encoding them costs ~7x on write and ~10x on read
+# (measured at 30,000 files), so only the repetitive partition values get dictionaries.
+_PARQUET_OPTIONS = dict(
+    compression="snappy",
+    use_dictionary=["add.partitionValues.key_value.key", "add.partitionValues.key_value.value",
+                    "remove.partitionValues.key_value.key", "remove.partitionValues.key_value.value"],
+    write_statistics=False,
+)
+
 
 def checkpoint_name(version: int) -> str:
     return "%020d.checkpoint.parquet" % version
@@ -157,7 +166,7 @@ def write_checkpoint(store: LogStore, snapshot: "Snapshot") -> dict[str, Any]:
     `_last_checkpoint` content. A checkpoint already present for that version is left as it is."""
     table = checkpoint_table(snapshot)
     buf = io.BytesIO()
-    pq.write_table(table, buf, compression="snappy")
+    pq.write_table(table, buf, **_PARQUET_OPTIONS)
     data = buf.getvalue()
     name = checkpoint_name(snapshot.version)
     try:

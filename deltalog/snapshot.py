@@ -132,9 +132,14 @@ def reconcile(base_files: pa.Table, base_tombstones: pa.Table,
     touched = keys.column("key")
     keep_files = pc.invert(pc.is_in(decode_paths(base_files.column("path")), value_set=touched))
     keep_tombs = pc.invert(pc.is_in(decode_paths(base_tombstones.column("path")), value_set=touched))
-    files = _compact(pa.concat_tables([base_files.filter(keep_files), new_adds]))
-    tombstones = _compact(pa.concat_tables([base_tombstones.filter(keep_tombs), new_removes]))
+    files = _compact(pa.concat_tables([_keep(base_files, keep_files), new_adds]))
+    tombstones = _compact(pa.concat_tables([_keep(base_tombstones, keep_tombs), new_removes]))
     return files, tombstones
+
+
+def _keep(table: pa.Table, mask: pa.Array) -> pa.Table:
+    # Appends touch no existing path: skip copying the whole state.
+    return table if not table.num_rows or pc.all(mask).as_py() else table.filter(mask)
 
 
 def _compact(table: pa.Table) -> pa.Table:
