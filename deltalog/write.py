@@ -241,13 +241,35 @@ def _write_files(table_path: str, data: pa.Table, metadata: Metadata, store_part
             full = os.path.join(table_path, rel)
             os.makedirs(os.path.dirname(full), exist_ok=True)
             written.append(full)
-            pq.write_table(chunk, full, compression="snappy")
+            _write_parquet_durably(chunk, full)
             st = os.stat(full)
             adds.append(AddFile(
                 path=encode_path(rel), partition_values=values, size=st.st_size,
                 modification_time=st.st_mtime_ns // 1_000_000, data_change=True,
                 stats=file_stats(chunk, schema_json, part_cols, metadata.configuration)))
     return adds
+
+
+def _write_parquet_durably(data: pa.Table, path: str) -> None:
+    """Data files reach the disk before the commit that references them does."""
+    with open(path, "xb") as f:
+        pq.write_table(data, f, compression="snappy")
+        f.flush()
+        os.fsync(f.fileno())
+    _fsync_dir(os.path.dirname(path))
+
+
+def _fsync_dir(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # some file systems refuse fsync on folders
+        pass
+    finally:
+        os.close(fd)
 
 
 def _as_table(data: Any, table: str) -> pa.Table:
