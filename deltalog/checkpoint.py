@@ -162,17 +162,15 @@ def checkpoint_table(snapshot: "Snapshot") -> pa.Table:
 
 
 def write_checkpoint(store: LogStore, snapshot: "Snapshot") -> dict[str, Any]:
-    """Write `<version>.checkpoint.parquet` for the snapshot, then `_last_checkpoint`; returns the
-    `_last_checkpoint` content. A checkpoint already present for that version is left as it is."""
+    """Write `<version>.checkpoint.parquet` for the snapshot, then `_last_checkpoint` (unless it
+    already names a newer checkpoint); returns the `_last_checkpoint` content."""
     table = checkpoint_table(snapshot)
     buf = io.BytesIO()
     pq.write_table(table, buf, **_PARQUET_OPTIONS)
     data = buf.getvalue()
-    name = checkpoint_name(snapshot.version)
-    try:
-        store.write_if_absent(name, data)  # never replace a checkpoint a reader may be reading
-    except FileExistsError:
-        pass
+    # Atomic replace: a reader sees a whole checkpoint (old or new, both the same state), and a
+    # corrupt checkpoint left at this version by a crashed writer gets repaired.
+    store.write_atomic(checkpoint_name(snapshot.version), data)
     last = {"version": snapshot.version, "size": table.num_rows, "sizeInBytes": len(data),
             "numOfAddFiles": snapshot.num_files}
     current = read_last_checkpoint(store)

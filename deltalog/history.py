@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .errors import CorruptLogError, VersionNotFoundError
+from .errors import NotATableError, VersionNotFoundError
 from .storage import LogFile, LogStore, log_store_for
 
 _HISTORY_KEYS = ("operation", "operationParameters", "readVersion", "isolationLevel", "isBlindAppend",
@@ -67,7 +67,6 @@ def version_at_timestamp(store: LogStore, timestamp_ms: int) -> int:
     """The last version committed at or before `timestamp_ms`."""
     times = commit_times(store)
     if not times:
-        from .errors import NotATableError
         raise NotATableError(f"{store.table_uri} is not a Delta table: its _delta_log holds no commit.")
     candidates = [v for v, t in times.items() if t <= timestamp_ms]
     if not candidates:
@@ -88,11 +87,11 @@ def history(table_uri: str, limit: int | None = None) -> list[dict[str, Any]]:
     file_times = _monotonic_times(commits)
     rows = []
     for f in commits:
-        data = store.read(f.name)
         try:
-            info = _first_commit_info(data) or {}
-        except Exception as e:  # noqa: BLE001 - report which file
-            raise CorruptLogError(f"{store.table_uri}/_delta_log/{f.name}: unreadable ({e})") from None
+            data = store.read(f.name)
+        except FileNotFoundError:  # removed by a concurrent log cleanup
+            continue
+        info = _first_commit_info(data) or {}
         ts = info.get("inCommitTimestamp", info.get("timestamp", file_times[f.version]))
         row = {"version": f.version, "timestamp": ts}
         for key in _HISTORY_KEYS:

@@ -156,7 +156,7 @@ class Snapshot:
     def __init__(self, store: LogStore, version: int, timestamp: int, protocol: Protocol,
                  metadata: Metadata, files: pa.Table, tombstones: pa.Table,
                  app_transactions: dict[str, int], app_transaction_updated: dict[str, int | None],
-                 domain_metadata: dict[str, DomainMetadata], all_tombstones: pa.Table | None = None):
+                 domain_metadata: dict[str, DomainMetadata]):
         self.store = store
         self.table_uri = store.table_uri
         self.version = version
@@ -164,8 +164,8 @@ class Snapshot:
         self.protocol = protocol
         self.metadata = metadata
         self.files = files
-        # Expired tombstones are dropped from `tombstones`; `apply` keeps reconciling from all of them
-        # only via the expiry cut, which is monotonic, so nothing expired can come back.
+        # Expired tombstones are dropped here (vacuum may delete their files); the cut only moves
+        # forward, so `apply` can start from this already-filtered table.
         self.tombstones = _unexpired(tombstones, metadata.configuration)
         self.app_transactions = app_transactions
         self.app_transaction_updated = app_transaction_updated
@@ -314,7 +314,7 @@ class _Replay:
                 key, value = next(iter(obj.items()))
                 if key in ("add", "remove") and not isinstance(value.get("path"), str):
                     raise ValueError(f"{key} without a path")
-            except (ValueError, TypeError, AttributeError) as e:
+            except (ValueError, TypeError, AttributeError, StopIteration) as e:
                 raise CorruptLogError(
                     f"{source}, line {lineno}: not a valid Delta action ({e}). The commit file is corrupt "
                     f"or truncated.") from None
