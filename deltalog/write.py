@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import re
+from urllib.parse import quote
 from typing import Any, Iterable
 
 import pyarrow as pa
@@ -244,10 +245,17 @@ def _write_files(table_path: str, data: pa.Table, metadata: Metadata, store_part
             _write_parquet_durably(chunk, full)
             st = os.stat(full)
             adds.append(AddFile(
-                path=encode_path(rel), partition_values=values, size=st.st_size,
+                path=_log_path(rel), partition_values=values, size=st.st_size,
                 modification_time=st.st_mtime_ns // 1_000_000, data_change=True,
                 stats=file_stats(chunk, schema_json, part_cols, metadata.configuration)))
     return adds
+
+
+def _log_path(relative_path: str) -> str:
+    """`add.path`: URI-encoded, and non-ASCII as %XX of its UTF-8 bytes too. Both forms are valid and
+    delta-spark decodes either, but delta-rs matches a later `remove` (which it always writes ASCII-encoded)
+    against the add's raw string, so a raw non-ASCII add would never be removed there."""
+    return "".join(c if ord(c) < 128 else quote(c, safe="") for c in encode_path(relative_path))
 
 
 def _write_parquet_durably(data: pa.Table, path: str) -> None:

@@ -1,0 +1,314 @@
+"""Interop both ways with delta-rs (`deltalake`), the reference reader and writer.
+
+- Tables written by our `write_deltalake` (awkward partition values, overwrites, removes, checkpoints)
+  read by delta-rs: same version, rows, schema, history — at the latest and at earlier versions.
+- Tables written by delta-rs (checkpoints, merge, optimize compact / z-order, delete) read here: same
+  version, live file set and rows, and history.
+- Both writers on one table, alternately.
+- Bad appends (schema mismatch) commit nothing and leave no data files behind.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+from decimal import Decimal
+from urllib.parse import unquote
+
+import deltalake
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from deltalog import DeltaTable, Snapshot, write_deltalake
+from deltalog.errors import InvalidTableError, SchemaMismatchError
+from deltalog.paths import parse_partition_value
+from deltalog.schema import partition_column_types
+
+UTC = dt.timezone.utc
+AWKWARD_STRINGS = ["plain", "with space", "a/b", "k=v", "100%", "ünïcødé 🦆", None, "q?#:*[]{}^'\"\\"]
+
+
+# ---- reading, here and there -----------------------------------------------------------------------
+
+def read_ours(uri: str, version: int | None = None) -> pa.Table:
+    """Rows of our snapshot: each live file's Parquet plus its partition values from the log."""
+    snap = Snapshot.load(uri, version=version)
+    schema = snap.arrow_schema
+    types = partition_column_types(snap.schema_json, snap.partition_columns)
+    tables = []
+    for add, path in zip(snap.add_files(), snap.file_uris()):
+        t = pq.read_table(path)
+        cols = {}
+        for field in schema:
+            if field.name in snap.partition_columns:
+                value = parse_partition_value(add.partition_values.get(field.name), types[field.name])
+                cols[field.name] = pa.array([value] * t.num_rows, field.type)
+            elif field.name in t.column_names:
+                cols[field.name] = t.column(field.name).cast(field.type)
+            else:
+                cols[field.name] = pa.nulls(t.num_rows, field.type)
+        tables.append(pa.table(cols, schema=schema))
+    return pa.concat_tables(tables) if tables else schema.empty_table()
+
+
+def read_theirs(uri: str, version: int | None = None) -> pa.Table:
+    t = deltalake.DeltaTable(uri, version=version) if version is not None else deltalake.DeltaTable(uri)
+    return t.to_pyarrow_table()
+
+
+def rows(table: pa.Table, key: str = "id") -> list[dict]:
+    return table.sort_by(key).to_pylist()
+
+
+def same_schema(ours: pa.Schema, theirs: pa.Schema) -> bool:
+    return [(f.name, f.type) for f in ours] == [(f.name, f.type) for f in theirs]
+
+
+def assert_same_table(uri: str, version: int | None = None):
+    ours, theirs = read_ours(uri, version), read_theirs(uri, version)
+    assert rows(ours) == rows(theirs.select(ours.column_names))
+    return ours
+
+
+def assert_same_history(uri: str):
+    ours = DeltaTable(uri).history()
+    theirs = deltalake.DeltaTable(uri).history()
+    assert [(h["version"], h["operation"]) for h in ours] == [(h["version"], h["operation"]) for h in theirs]
+
+
+def assert_same_files(uri: str):
+    snap = Snapshot.load(uri)
+    dt_ = deltalake.DeltaTable(uri)
+    assert snap.version == dt_.version()
+    # Log paths, URI-decoded once (delta-rs's file_uris() decodes differently from the protocol).
+    theirs = pa.table(dt_.get_add_actions(flatten=True)).column("path").to_pylist()
+    assert sorted(unquote(p) for p in snap.files.column("path").to_pylist()) == sorted(map(unquote, theirs))
+    assert all(os.path.exists(p) for p in snap.file_uris())
+
+
+# ---- our writer, read by delta-rs ------------------------------------------------------------------
+
+def awkward_batch(start: int, n: int) -> pa.Table:
+    ids = list(range(start, start + n))
+    return pa.table({
+        "id": pa.array(ids, pa.int64()),
+        "s": pa.array([AWKWARD_STRINGS[i % len(AWKWARD_STRINGS)] for i in ids]),
+        "d": pa.array([None if i % 5 == 0 else dt.date(2024, 1, 1 + i % 3) for i in ids], pa.date32()),
+        "ts": pa.array([None if i % 7 == 0 else dt.datetime(2024, 3, 1, 12, 30, i % 60, 123456 * (i % 2),
+                                                            tzinfo=UTC) for i in ids], pa.timestamp("us", "UTC")),
+        "dec": pa.array([None if i % 4 == 0 else Decimal(f"{i % 3}.{i % 100:02d}") for i in ids],
+                        pa.decimal128(10, 2)),
+        "v": pa.array([i * 0.5 for i in ids], pa.float64()),
+    })
+
+
+@pytest.mark.parametrize("partition_by", [["s", "d"], ["ts", "dec"], []], ids=["s_d", "ts_dec", "none"])
+def test_ours_read_by_delta_rs(tmp_path, partition_by):
+    uri = str(tmp_path / "t")
+    v = write_deltalake(uri, awkward_batch(0, 24), partition_by=partition_by,
+                        configuration={"delta.checkpointInterval": "2"}, description="awkward")
+    assert v == 0
+    write_deltalake(uri, awkward_batch(100, 16), mode="append")
+    if partition_by == ["s", "d"]:
+        # Replace one awkward partition: only its rows change.
+        write_deltalake(uri, awkward_batch(200, 16).filter(pc.equal(pc.field("s"), "a/b")),
+                        mode="overwrite", predicate="s = 'a/b'")
+    elif partition_by == ["ts", "dec"]:
+        write_deltalake(uri, awkward_batch(300, 4).filter(pc.is_null(pc.field("dec"))),
+                        mode="overwrite", predicate={"dec": None})
+    else:
+        write_deltalake(uri, awkward_batch(200, 8), mode="overwrite")
+    # A delete through a transaction: remove every file holding id 101.
+    t = DeltaTable(uri)
+    txn = t.transaction()
+    victims = [f for f in txn.snapshot.add_files() if _holds(uri, f.path, 101)]
+    txn.read_files(victims)
+    txn.add_actions([f.remove() for f in victims])
+    txn.commit(operation="DELETE", parameters={"predicate": '["id = 101"]'})
+    write_deltalake(uri, awkward_batch(400, 8), mode="append")
+
+    latest = t.version()
+    assert latest == 4 and deltalake.DeltaTable(uri).version() == latest
+    assert "%020d.checkpoint.parquet" % 4 in os.listdir(os.path.join(uri, "_delta_log"))
+    for version in range(latest + 1):
+        assert_same_table(uri, version)
+    ours = assert_same_table(uri)
+    assert ours.num_rows > 0 and 101 not in ours.column("id").to_pylist()
+    assert same_schema(Snapshot.load(uri).arrow_schema, pa.schema(deltalake.DeltaTable(uri).schema().to_arrow()))
+    assert deltalake.DeltaTable(uri).metadata().partition_columns == partition_by
+    assert_same_history(uri)
+    assert_same_files(uri)
+
+
+def _holds(uri: str, path: str, value: int) -> bool:
+    return value in pq.read_table(os.path.join(uri, unquote(path)), columns=["id"]).column("id").to_pylist()
+
+
+def test_awkward_values_round_trip_exactly(tmp_path):
+    uri = str(tmp_path / "t")
+    data = awkward_batch(0, 40)
+    write_deltalake(uri, data, partition_by=["s", "d", "ts", "dec"])
+    assert rows(read_theirs(uri)) == rows(data)
+    assert rows(read_ours(uri)) == rows(data)
+    # The folders are Hive-escaped, the log paths URI-encoded once more.
+    folders = set(os.listdir(uri))
+    assert {"s=a%2Fb", "s=k%3Dv", "s=100%25", "s=with space", "s=ünïcødé 🦆",
+            "s=__HIVE_DEFAULT_PARTITION__"} <= folders
+    paths = [f.path for f in Snapshot.load(uri).add_files()]
+    assert any(p.startswith("s=a%252Fb/") for p in paths) and any(p.startswith("s=with%20space/") for p in paths)
+
+
+def test_empty_string_partition_is_null(tmp_path):
+    """Spark writes an empty partition string as null; so do we, and delta-rs agrees."""
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, pa.table({"id": pa.array([1, 2], pa.int64()), "s": ["", "x"]}), partition_by=["s"])
+    assert rows(read_theirs(uri)) == [{"id": 1, "s": None}, {"id": 2, "s": "x"}]
+    assert rows(read_ours(uri)) == rows(read_theirs(uri))
+
+
+def test_schema_merge_read_by_delta_rs(tmp_path):
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, pa.table({"id": pa.array([1], pa.int64())}))
+    write_deltalake(uri, pa.table({"id": pa.array([2], pa.int32()), "extra": ["x"]}), mode="append",
+                    schema_mode="merge")
+    assert rows(read_theirs(uri)) == [{"id": 1, "extra": None}, {"id": 2, "extra": "x"}]
+    assert_same_table(uri)
+    # Overwriting the schema replaces it (and keeps the table id).
+    table_id = Snapshot.load(uri).metadata.id
+    write_deltalake(uri, pa.table({"name": ["n"]}), mode="overwrite", schema_mode="overwrite")
+    assert read_theirs(uri).to_pylist() == [{"name": "n"}]
+    assert Snapshot.load(uri).metadata.id == table_id
+
+
+def test_schema_mismatch_commits_nothing(tmp_path):
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, pa.table({"id": pa.array([1], pa.int64()), "s": ["a"]}), partition_by=["s"])
+    before = sorted(os.listdir(uri)), sorted(os.listdir(os.path.join(uri, "s=a")))
+    bad = pa.table({"id": pa.array(["x"]), "s": ["b"], "surprise": [1.5]})
+    with pytest.raises(SchemaMismatchError) as err:
+        write_deltalake(uri, bad, mode="append")
+    msg = str(err.value)
+    assert uri in msg and "'id'" in msg and "'surprise'" in msg and "string" in msg and "long" in msg
+    assert (sorted(os.listdir(uri)), sorted(os.listdir(os.path.join(uri, "s=a")))) == before
+    assert DeltaTable(uri).version() == 0
+    with pytest.raises(InvalidTableError, match="partitioned by"):
+        write_deltalake(uri, pa.table({"id": pa.array([2], pa.int64()), "s": ["b"]}), mode="append",
+                        partition_by=["id"])
+    with pytest.raises(InvalidTableError, match="already exists"):
+        write_deltalake(uri, pa.table({"id": pa.array([2], pa.int64()), "s": ["b"]}))
+    with pytest.raises(InvalidTableError, match="not partition columns"):
+        write_deltalake(uri, pa.table({"id": pa.array([2], pa.int64()), "s": ["b"]}), mode="overwrite",
+                        predicate="id = 2")
+    with pytest.raises(InvalidTableError, match="outside"):
+        write_deltalake(uri, pa.table({"id": pa.array([2], pa.int64()), "s": ["b"]}), mode="overwrite",
+                        predicate="s = 'a'")
+    assert DeltaTable(uri).version() == 0 and sorted(os.listdir(uri)) == before[0]
+
+
+def test_data_files_deleted_when_commit_fails(tmp_path, monkeypatch):
+    """A failure after data files were written (here: the commit itself) removes them again."""
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, pa.table({"id": pa.array([1], pa.int64())}))
+    before = sorted(os.listdir(uri))
+    from deltalog.transaction import Transaction
+
+    def failing_commit(self, *a, **k):
+        raise OSError("simulated crash before the commit landed")
+    monkeypatch.setattr(Transaction, "commit", failing_commit)
+    with pytest.raises(OSError):
+        write_deltalake(uri, pa.table({"id": pa.array([2, 3], pa.int64())}), mode="append")
+    assert sorted(os.listdir(uri)) == before
+
+
+def test_reader_batches_and_file_splitting(tmp_path):
+    uri = str(tmp_path / "t")
+    data = pa.table({"id": pa.array(range(10), pa.int64()), "p": ["a", "b"] * 5})
+    reader = pa.RecordBatchReader.from_batches(data.schema, data.to_batches(max_chunksize=3))
+    write_deltalake(uri, reader, partition_by=["p"], max_rows_per_file=2)
+    snap = Snapshot.load(uri)
+    assert snap.num_files == 6  # 5 rows per partition, at most 2 per file
+    assert sorted(f.num_records for f in snap.add_files()) == [1, 1, 2, 2, 2, 2]
+    assert rows(read_theirs(uri)) == rows(data)
+
+
+# ---- delta-rs's writer, read here ------------------------------------------------------------------
+
+def test_delta_rs_tables_read_here(tmp_path):
+    uri = str(tmp_path / "t")
+    base = awkward_batch(0, 30)
+    deltalake.write_deltalake(uri, base, partition_by=["s"], configuration={"delta.checkpointInterval": "100"})
+    assert_same_table(uri)
+    for k in range(1, 4):
+        deltalake.write_deltalake(uri, awkward_batch(k * 100, 10), mode="append")
+    dt_ = deltalake.DeltaTable(uri)
+    dt_.create_checkpoint()
+    assert any(n.endswith(".checkpoint.parquet") for n in os.listdir(os.path.join(uri, "_delta_log")))
+    assert_same_table(uri)
+    assert_same_files(uri)
+
+    source = awkward_batch(0, 5).set_column(5, "v", pa.array([-1.0] * 5))
+    source = pa.concat_tables([source, awkward_batch(1000, 3)])
+    (dt_.merge(source, predicate="t.id = s.id", source_alias="s", target_alias="t")
+        .when_matched_update_all().when_not_matched_insert_all().execute())
+    assert_same_table(uri)
+    assert_same_files(uri)
+    deltalake.DeltaTable(uri).optimize.compact()
+    assert_same_table(uri)
+    assert_same_files(uri)
+    deltalake.DeltaTable(uri).optimize.z_order(["id", "v"])
+    assert_same_table(uri)
+    deltalake.DeltaTable(uri).delete("id > 300 AND id < 320")
+    deltalake.DeltaTable(uri).delete("s = 'a/b'")
+    ours = assert_same_table(uri)
+    assert_same_files(uri)
+    assert_same_history(uri)
+    assert "a/b" not in ours.column("s").to_pylist() and -1.0 in ours.column("v").to_pylist()
+    latest = deltalake.DeltaTable(uri).version()
+    for version in range(latest + 1):
+        assert_same_table(uri, version)
+    assert same_schema(Snapshot.load(uri).arrow_schema, pa.schema(deltalake.DeltaTable(uri).schema().to_arrow()))
+
+
+def test_unpartitioned_delta_rs_with_checkpoints_read_here(tmp_path):
+    uri = str(tmp_path / "t")
+    deltalake.write_deltalake(uri, awkward_batch(0, 10), configuration={"delta.checkpointInterval": "2"})
+    for k in range(1, 6):
+        deltalake.write_deltalake(uri, awkward_batch(k * 100, 5), mode="append")
+    deltalake.DeltaTable(uri).optimize.z_order(["v"])
+    deltalake.DeltaTable(uri).delete("id < 3")
+    assert_same_table(uri)
+    assert_same_files(uri)
+    assert_same_history(uri)
+
+
+# ---- both writers on one table ---------------------------------------------------------------------
+
+def test_alternating_writers(tmp_path):
+    uri = str(tmp_path / "t")
+    deltalake.write_deltalake(uri, awkward_batch(0, 10), partition_by=["s"],
+                              configuration={"delta.checkpointInterval": "3"})
+    write_deltalake(uri, awkward_batch(100, 10), mode="append")
+    deltalake.write_deltalake(uri, awkward_batch(200, 10), mode="append")
+    write_deltalake(uri, awkward_batch(300, 10).filter(pc.equal(pc.field("s"), "plain")), mode="overwrite",
+                    predicate="s = 'plain'")        # version 3: our checkpoint
+    deltalake.DeltaTable(uri).delete("id = 101")
+    deltalake.DeltaTable(uri).optimize.compact()
+    write_deltalake(uri, awkward_batch(400, 10), mode="append")
+    assert "%020d.checkpoint.parquet" % 3 in os.listdir(os.path.join(uri, "_delta_log"))
+    ours = assert_same_table(uri)
+    assert_same_files(uri)
+    assert_same_history(uri)
+    ids = ours.column("id").to_pylist()
+    assert 101 not in ids and 304 in ids and len(ids) == len(set(ids))
+
+
+def test_delta_rs_removes_our_non_ascii_files(tmp_path):
+    """delta-rs deletes rows from a file we wrote under a non-ASCII partition folder without leaving the
+    old file live (its remove must match our add's path; see write._log_path)."""
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, pa.table({"id": pa.array([1, 2], pa.int64()), "s": ["ünï 🦆", "ünï 🦆"]}),
+                    partition_by=["s"])
+    deltalake.DeltaTable(uri).delete("id = 1")
+    assert read_theirs(uri).column("id").to_pylist() == [2]
+    assert read_ours(uri).column("id").to_pylist() == [2]
