@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from . import checkpoint as cp
 from .actions import (AddFile, CommitInfo, DomainMetadata, Metadata, Protocol, RemoveFile,
                       SetTransaction)
-from .errors import (CorruptLogError, NotATableError, UnsupportedFeatureError,
+from .errors import (ChecksumMismatchError, CorruptLogError, NotATableError, UnsupportedFeatureError,
                      VersionNotFoundError)
 from .storage import LogFile, LogStore, log_store_for
 
@@ -404,6 +404,8 @@ def _load(store: LogStore, version: int | None) -> Snapshot:
         listing, start = _Listing(store.list_from(0)), 0
     try:
         return _load_from(store, listing, version)
+    except ChecksumMismatchError:
+        raise
     except CorruptLogError:
         if start == 0:
             raise
