@@ -295,9 +295,12 @@ class Transaction:
 
     @property
     def protocol(self) -> Protocol | None:
-        if self._new_protocol is not None:
-            return self._new_protocol
-        return self.snapshot.protocol if self.snapshot is not None else None
+        """The protocol this transaction commits under, including any upgrade its metadata needs
+        (writers consult it, e.g. for materializePartitionColumns)."""
+        current = self._new_protocol or (self.snapshot.protocol if self.snapshot is not None else None)
+        if self._new_metadata is not None:
+            return required_protocol(self._new_metadata, current)
+        return current
 
     def update_metadata(self, metadata: Metadata) -> None:
         validate_metadata(metadata, self.table_uri)
@@ -384,9 +387,7 @@ class Transaction:
             raise InvalidTableError(
                 f"{table}: the table does not exist yet, and creating it (version 0) needs its metadata "
                 f"(schema, partition columns). Call update_metadata() or create the table first.")
-        protocol = self._new_protocol or current_protocol
-        if self._new_metadata is not None:
-            protocol = required_protocol(self._new_metadata, protocol)
+        protocol = self.protocol
         if protocol is not None and protocol != current_protocol:
             self._check_writable(protocol)
             out.append(protocol)

@@ -373,3 +373,22 @@ def test_table_facade(tmp_path):
     assert [r["version"] for r in h] == [1, 0] and len(t.history(limit=1)) == 1
     ts = h[0]["timestamp"]
     assert t.snapshot(timestamp=ts).version == 1
+
+
+def test_writer_only_feature_gives_writer_version_7(tmp_path):
+    """A writer feature requested by property: protocol (1, 7) listing it plus the legacy (1, 2)
+    features; materializePartitionColumns keeps partition columns in the data files too."""
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, small([1, 2]), partition_by=["part"],
+                    configuration={"delta.feature.materializePartitionColumns": "supported"})
+    snap = DeltaTable(uri).snapshot()
+    p = snap.protocol
+    assert (p.min_reader_version, p.min_writer_version) == (1, 7) and p.reader_features is None
+    assert sorted(p.writer_features) == ["appendOnly", "invariants", "materializePartitionColumns"]
+    assert "delta.feature.materializePartitionColumns" not in snap.configuration
+    import pyarrow.parquet as pq
+    assert "part" in pq.read_table(snap.file_uris()[0]).column_names
+    import deltalake
+    assert sorted(deltalake.DeltaTable(uri).to_pyarrow_table().column("id").to_pylist()) == [1, 2]
+    with pytest.raises(UnsupportedFeatureError, match="rowTracking"):
+        write_deltalake(str(tmp_path / "t2"), small([1]), configuration={"delta.feature.rowTracking": "supported"})
