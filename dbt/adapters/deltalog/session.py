@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import tempfile
@@ -66,4 +67,6 @@ def get_spark(master: str = "local[*]", spark_conf: Optional[Dict[str, str]] = N
             builder = builder.config(key, value)
         _spark = builder.getOrCreate()
         _spark.sparkContext.setLogLevel("ERROR")
+        # pyspark logs every failed statement's JVM trace; dbt reports the error itself
+        logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
         return _spark

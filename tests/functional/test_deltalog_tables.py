@@ -1,0 +1,248 @@
+"""What a user checks after `dbt run`: the tables are Delta tables that another reader (delta-rs,
+the `deltalake` package) reads the same, with the history dbt's commands should leave."""
+
+import json
+import os
+
+import deltalake
+import pytest
+from dbt.tests.util import run_dbt, run_dbt_and_capture
+
+SEED_CSV = """id,name,region,amount,signup_date
+1,alice,eu,10.5,2024-01-01
+2,bob,us,20.0,2024-01-02
+3,carol,eu,30.25,2024-01-03
+4,dave,apac,40.0,2024-01-04
+""".lstrip()
+
+TABLE_SQL = """
+{{ config(materialized='table') }}
+select id, name, region, amount, signup_date from {{ ref('people') }}
+"""
+
+PARTITIONED_SQL = """
+{{ config(materialized='table', partition_by=['region']) }}
+select id, name, region, amount from {{ ref('people') }}
+"""
+
+VIEW_SQL = """
+{{ config(materialized='view') }}
+select id, upper(name) as name_upper from {{ ref('people_table') }}
+"""
+
+# round 1 builds the table; round 2 changes bob and adds erin
+INCREMENTAL_SQL = """
+{{ config(materialized='incremental', incremental_strategy='merge', unique_key='id') }}
+{% if var('round', 1) == 1 %}
+select id, name, amount from {{ ref('people') }}
+{% else %}
+select 2 as id, 'bobby' as name, cast(99.0 as double) as amount
+union all
+select 5 as id, 'erin' as name, cast(50.0 as double) as amount
+{% endif %}
+"""
+
+
+def table_dir(warehouse, project, name):
+    return os.path.join(warehouse, project.test_schema, name)
+
+
+def delta_rows(path, columns):
+    table = deltalake.DeltaTable(path).to_pyarrow_table(columns=columns)
+    return sorted(tuple(r[c] for c in columns) for r in table.to_pylist())
+
+
+def spark_rows(project, name, columns):
+    cols = ", ".join(columns)
+    rows = project.run_sql(f"select {cols} from `{project.test_schema}.{name}`", fetch="all")
+    return sorted(tuple(r) for r in rows)
+
+
+class TestDeltaTablesThroughDbt:
+    @pytest.fixture(scope="class")
+    def seeds(self):
+        return {"people.csv": SEED_CSV}
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {
+            "people_table.sql": TABLE_SQL,
+            "people_partitioned.sql": PARTITIONED_SQL,
+            "people_view.sql": VIEW_SQL,
+            "people_incremental.sql": INCREMENTAL_SQL,
+        }
+
+    def test_1_build_reads_back_with_deltalake(self, project, deltalog_warehouse):
+        assert len(run_dbt(["seed"])) == 1
+        assert len(run_dbt(["run"])) == 4
+
+        path = table_dir(deltalog_warehouse, project, "people_table")
+        dt = deltalake.DeltaTable(path)
+        assert dt.version() == 0
+        cols = ["id", "name", "region", "amount"]
+        assert delta_rows(path, cols) == spark_rows(project, "people_table", cols)
+        assert len(delta_rows(path, cols)) == 4
+        # the seed is typed: integers, doubles and dates, not strings
+        types = {f.name: str(f.type) for f in dt.schema().fields}
+        assert types["id"].lower().startswith(("primitivetype(\"long\")", "long")) or "long" in types["id"]
+        assert "date" in types["signup_date"]
+
+        # dbt names the model and the invocation in the commit
+        info = dt.history(1)[0]
+        assert info["dbtUniqueId"] == "model.test.people_table"
+        assert info.get("dbtInvocationId")
+
+        # partitioned: col=value folders, and both readers see the partition column
+        ppath = table_dir(deltalog_warehouse, project, "people_partitioned")
+        pdt = deltalake.DeltaTable(ppath)
+        assert pdt.metadata().partition_columns == ["region"]
+        assert {"region=eu", "region=us", "region=apac"} <= set(os.listdir(ppath))
+        pcols = ["id", "name", "region"]
+        assert delta_rows(ppath, pcols) == spark_rows(project, "people_partitioned", pcols)
+
+    def test_2_rebuild_is_an_overwrite_commit(self, project, deltalog_warehouse):
+        run_dbt(["run", "--select", "people_table"])
+        path = table_dir(deltalog_warehouse, project, "people_table")
+        dt = deltalake.DeltaTable(path)
+        assert dt.version() == 1
+        last = dt.history(1)[0]
+        assert "REPLACE" in last["operation"] or last.get("operationParameters", {}).get("mode") == "Overwrite"
+        # history is kept: version 0 still reads
+        old = deltalake.DeltaTable(path, version=0).to_pyarrow_table()
+        assert old.num_rows == 4
+        assert deltalake.DeltaTable(path).to_pyarrow_table().num_rows == 4
+
+    def test_3_incremental_merge_commit(self, project, deltalog_warehouse):
+        path = table_dir(deltalog_warehouse, project, "people_incremental")
+        before = deltalake.DeltaTable(path).version()
+        run_dbt(["run", "--select", "people_incremental", "--vars", "{round: 2}"])
+        dt = deltalake.DeltaTable(path)
+        assert dt.version() == before + 1
+        assert dt.history(1)[0]["operation"] == "MERGE"
+        rows = dict(delta_rows(path, ["id", "name"]))
+        assert rows == {1: "alice", 2: "bobby", 3: "carol", 4: "dave", 5: "erin"}
+
+    def test_4_full_refresh_keeps_history(self, project, deltalog_warehouse):
+        path = table_dir(deltalog_warehouse, project, "people_incremental")
+        before = deltalake.DeltaTable(path).version()
+        run_dbt(["run", "--select", "people_incremental", "--full-refresh"])
+        dt = deltalake.DeltaTable(path)
+        assert dt.version() == before + 1  # an overwrite commit, not a drop and a new version 0
+        assert len(dt.history()) == before + 2
+        assert dict(delta_rows(path, ["id", "name"]))[2] == "bob"
+        assert deltalake.DeltaTable(path, version=before).to_pyarrow_table().num_rows == 5
+
+    def test_5_view_survives_a_new_session(self, project, deltalog_warehouse):
+        from dbt.adapters.deltalog.catalog import SESSION_VIEWS
+        from dbt.adapters.deltalog.session import get_spark
+
+        view_file = os.path.join(deltalog_warehouse, project.test_schema, "people_view.view.sql")
+        assert os.path.isfile(view_file)
+        # forget every session view, as a new process would start without them
+        spark = get_spark()
+        for name in [f"{project.test_schema}.people_view", f"{project.test_schema}.people_table"]:
+            SESSION_VIEWS.forget(spark, name)
+        rows = project.run_sql(f"select count(*) from `{project.test_schema}.people_view`", fetch="one")
+        assert rows[0] == 4
+
+    def test_6_dml_statements_are_commits(self, project, deltalog_warehouse):
+        path = table_dir(deltalog_warehouse, project, "people_table")
+        before = deltalake.DeltaTable(path).version()
+        project.run_sql(f"update `{project.test_schema}.people_table` set name = 'ALICE' where id = 1")
+        project.run_sql(f"delete from `{project.test_schema}.people_table` where id = 4")
+        project.run_sql(
+            f"insert into `{project.test_schema}.people_table` (id, name, region) values (9, 'zed', 'us')"
+        )
+        dt = deltalake.DeltaTable(path)
+        assert dt.version() == before + 3
+        assert dict(delta_rows(path, ["id", "name"])) == {1: "ALICE", 2: "bob", 3: "carol", 9: "zed"}
+
+    def test_7_contract_failure_commits_nothing(self, project, deltalog_warehouse):
+        path = table_dir(deltalog_warehouse, project, "people_table")
+        before = deltalake.DeltaTable(path).version()
+        bad = """
+{{ config(materialized='table', alias='people_table', contract={'enforced': true}) }}
+select 1 as id
+"""
+        yml = """
+models:
+  - name: people_table_contract
+    config:
+      contract: {enforced: true}
+    columns:
+      - name: id
+        data_type: string
+"""
+        models_dir = os.path.join(project.project_root, "models")
+        with open(os.path.join(models_dir, "people_table_contract.sql"), "w") as f:
+            f.write(bad)
+        with open(os.path.join(models_dir, "contract.yml"), "w") as f:
+            f.write(yml)
+        try:
+            _, out = run_dbt_and_capture(["run", "--select", "people_table_contract"], expect_pass=False)
+            assert "contract" in out.lower()
+            assert deltalake.DeltaTable(path).version() == before
+        finally:
+            os.remove(os.path.join(models_dir, "people_table_contract.sql"))
+            os.remove(os.path.join(models_dir, "contract.yml"))
+
+
+STRATEGY_SEED = """id,day,value
+1,2024-01-01,a
+2,2024-01-01,b
+3,2024-01-02,c
+""".lstrip()
+
+STRATEGY_SQL = """
+{{{{ config(materialized='incremental', {config}) }}}}
+{{% if is_incremental() %}}
+select 3 as id, date'2024-01-02' as day, 'c2' as value
+union all select 4 as id, date'2024-01-02' as day, 'd' as value
+{{% else %}}
+select id, day, value from {{{{ ref('events') }}}}
+{{% endif %}}
+"""
+
+
+class TestIncrementalStrategies:
+    @pytest.fixture(scope="class")
+    def seeds(self):
+        return {"events.csv": STRATEGY_SEED}
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {
+            "s_append.sql": STRATEGY_SQL.format(config="incremental_strategy='append'"),
+            "s_delete_insert.sql": STRATEGY_SQL.format(config="incremental_strategy='delete+insert', unique_key='id'"),
+            "s_insert_overwrite.sql": STRATEGY_SQL.format(
+                config="incremental_strategy='insert_overwrite', partition_by=['day']"
+            ),
+            "s_replace_where.sql": STRATEGY_SQL.format(
+                config="incremental_strategy='replace_where', incremental_predicates=[\"day = date'2024-01-02'\"]"
+            ),
+            "s_append_cols.sql": STRATEGY_SQL.replace("'d' as value", "'d' as value, 7 as extra").format(
+                config="incremental_strategy='append', on_schema_change='append_new_columns'"
+            ),
+        }
+
+    def test_strategies(self, project, deltalog_warehouse):
+        run_dbt(["seed"])
+        run_dbt(["run"])
+        run_dbt(["run"])
+
+        def rows(name, cols=("id", "value")):
+            return delta_rows(table_dir(deltalog_warehouse, project, name), list(cols))
+
+        assert rows("s_append") == [(1, "a"), (2, "b"), (3, "c"), (3, "c2"), (4, "d")]
+        assert rows("s_delete_insert") == [(1, "a"), (2, "b"), (3, "c2"), (4, "d")]
+        assert rows("s_insert_overwrite") == [(1, "a"), (2, "b"), (3, "c2"), (4, "d")]
+        assert rows("s_replace_where") == [(1, "a"), (2, "b"), (3, "c2"), (4, "d")]
+        for name in ("s_append", "s_delete_insert", "s_insert_overwrite", "s_replace_where"):
+            assert deltalake.DeltaTable(table_dir(deltalog_warehouse, project, name)).version() == 1, name
+
+        # append_new_columns: a metadata commit adds the column, then the data commit
+        path = table_dir(deltalog_warehouse, project, "s_append_cols")
+        dt = deltalake.DeltaTable(path)
+        assert "extra" in [f.name for f in dt.schema().fields]
+        assert dt.version() == 2
+        assert rows("s_append_cols", ("id", "extra")) == [(1, None), (2, None), (3, None), (3, None), (4, 7)]
