@@ -246,3 +246,33 @@ class TestIncrementalStrategies:
         assert "extra" in [f.name for f in dt.schema().fields]
         assert dt.version() == 2
         assert rows("s_append_cols", ("id", "extra")) == [(1, None), (2, None), (3, None), (3, None), (4, 7)]
+
+
+class TestDocsGenerateFromTheLog:
+    @pytest.fixture(scope="class")
+    def seeds(self):
+        return {"people.csv": SEED_CSV}
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"people_table.sql": TABLE_SQL, "people_view.sql": VIEW_SQL}
+
+    def test_catalog_has_types_and_log_stats(self, project):
+        run_dbt(["seed"])
+        run_dbt(["run"])
+        run_dbt(["docs", "generate"])
+        with open(os.path.join(project.project_root, "target", "catalog.json")) as f:
+            catalog = json.load(f)
+        table = catalog["nodes"]["model.test.people_table"]
+        assert table["metadata"]["type"] == "table"
+        columns = {c.lower(): v["type"] for c, v in table["columns"].items()}
+        assert columns == {
+            "id": "bigint", "name": "string", "region": "string", "amount": "double", "signup_date": "date",
+        }
+        assert table["stats"]["rows"]["value"] == 4
+        assert table["stats"]["version"]["value"] == 0
+        assert table["stats"]["files"]["value"] >= 1
+        assert table["stats"]["bytes"]["value"] > 0
+        view = catalog["nodes"]["model.test.people_view"]
+        assert view["metadata"]["type"] == "view"
+        assert set(c.lower() for c in view["columns"]) == {"id", "name_upper"}

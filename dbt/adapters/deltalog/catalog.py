@@ -178,7 +178,7 @@ class SessionViews:
                 if known != ("table", warehouse.root, version):
                     from deltalog.spark import reader
 
-                    reader.register_view(spark, vname, warehouse.table_path(schema, name))
+                    reader.register_view(spark, vname, warehouse.table_path(schema, name), version=version)
                     self._registered[vname] = ("table", warehouse.root, version)
                 return True
             sql = warehouse.read_view_sql(schema, name)

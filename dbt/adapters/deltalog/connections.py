@@ -83,8 +83,8 @@ class DeltalogCursor:
         if bindings:
             sql = sql % tuple(_literal(b) for b in bindings)
         self._df, self._rows = None, None
-        if not sql:
-            return
+        if not strip_leading_comments(sql):
+            return  # an empty statement (a macro that did its work through the adapter)
         SESSION_VIEWS.refresh_for_sql(self.spark, self.warehouse, sql)
         from dbt.adapters.deltalog.dml import try_execute_dml
 

@@ -229,9 +229,10 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         if schema and name:
             SESSION_VIEWS.ensure(spark, self.warehouse, schema, name)
         view = ".".join(p for p in (schema, name) if p)
-        if not _temp_view_exists(spark, view):
+        try:
+            fields = spark.table(_q(view)).schema.fields
+        except Exception:  # no such relation: dbt expects no columns, not an error
             return []
-        fields = spark.table(_q(view)).schema.fields
         return [self._column(relation, i, f.name, f.dataType.simpleString()) for i, f in enumerate(fields)]
 
     def _column(self, relation, index, name, dtype, stats=None) -> DeltalogColumn:
@@ -612,13 +613,6 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
     @classmethod
     def _get_adapter_specific_run_info(cls, config) -> Dict[str, Any]:
         return {"adapter_type": "deltalog", "table_format": "delta"}
-
-
-def _temp_view_exists(spark, name: str) -> bool:
-    try:
-        return any(t.name == name and t.isTemporary for t in spark.catalog.listTables())
-    except Exception:
-        return False
 
 
 def _nullable(field):

@@ -37,9 +37,13 @@
 {%- endmacro %}
 
 {% macro deltalog__create_view_as(relation, sql) -%}
-  {#- temporary staging views (snapshots); dbt views go through adapter.create_view -#}
-  create or replace temporary view {{ relation }} as
-    {{ sql }}
+  {%- if relation.schema -%}
+    {#- a dbt view: kept in the warehouse now; the returned statement is empty -#}
+    {% do adapter.create_view(relation, sql) %}
+  {%- else -%}
+    create or replace temporary view {{ relation }} as
+      {{ sql }}
+  {%- endif -%}
 {%- endmacro %}
 
 {% macro deltalog__persist_constraints(relation, model) %}
