@@ -1,0 +1,220 @@
+"""Multi-dimensional clustering as Spark expressions: Z-order (Delta's approach) and a Hilbert curve.
+
+Each clustering column is mapped to a *range id*: its rank among boundaries sampled from the data
+(1,000 ranges by default). Ranks, unlike raw values, spread every column evenly over the same number
+of bits, whatever its type or skew, and strings with a long common prefix are ranked on the part where
+they differ. The ids' bits are then combined into one sort key — interleaved (MSB first, round-robin)
+for Z-order, or Skilling's transform to the Hilbert curve's transposed form and then interleaved —
+and the rows are range-partitioned on that key (plus a noise byte, against skew) into a set number of
+files and sorted within each, so both files and Parquet row groups hold compact boxes of the space.
+
+Everything per row is a Spark expression or JVM code: values become order-preserving doubles
+(numbers, dates, timestamps; strings via the bytes after their sampled common prefix), ranks come from
+`Bucketizer` (a binary search on the JVM), bits from shifts and masks. No Python runs per row.
+"""
+from __future__ import annotations
+
+import os
+from typing import Sequence
+
+from pyspark.sql import Column, DataFrame, functions as F
+from pyspark.sql.types import (
+    BooleanType, ByteType, DateType, DecimalType, DoubleType, FloatType, IntegerType, LongType, ShortType,
+    StringType, TimestampNTZType, TimestampType,
+)
+
+DEFAULT_NUM_RANGES = 1000
+DEFAULT_SAMPLE_ROWS = 100_000
+CURVES = ("zorder", "hilbert")
+_KEY_BYTES = 6  # bytes of a string (after its common prefix) in its sort key: 48 bits, exact in a double
+_CHUNK_BITS = 62  # bits of the curve key per long column (non-negative longs sort like the bits)
+_INTERNAL = "__deltalog_cluster_"
+
+
+def _q(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _common_prefix(values: Sequence[str]) -> str:
+    if not values:
+        return ""
+    return os.path.commonprefix([min(values), max(values)])
+
+
+def order_key(df: DataFrame, column: str, sample: list) -> Column:
+    """An order-preserving double for `column` (null stays null). `sample` holds sampled values of the
+    column (used by strings to find the common prefix to skip)."""
+    dtype = df.schema[column].dataType
+    c = F.col(_q(column))
+    if isinstance(dtype, (ByteType, ShortType, IntegerType, LongType, FloatType, DoubleType, DecimalType)):
+        return c.cast("double")
+    if isinstance(dtype, BooleanType):
+        return c.cast("int").cast("double")
+    if isinstance(dtype, DateType):
+        return F.unix_date(c).cast("double")
+    if isinstance(dtype, (TimestampType, TimestampNTZType)):
+        ts = c if isinstance(dtype, TimestampType) else F.to_timestamp(c)
+        return F.unix_micros(ts).cast("double")
+    if isinstance(dtype, StringType):
+        prefix = _common_prefix([v for v in sample if v is not None])
+        n = len(prefix)
+        # Spark compares strings by their UTF-8 bytes, so big-endian bytes after the prefix keep order.
+        rest = F.encode(F.substring(c, n + 1, _KEY_BYTES), "UTF-8")
+        padded = F.substring(F.concat(rest, F.unhex(F.lit("00" * _KEY_BYTES))), 1, _KEY_BYTES)
+        key = F.conv(F.hex(padded), 16, 10).cast("double")
+        if not n:
+            return F.when(c.isNull(), F.lit(None).cast("double")).otherwise(key)
+        head = F.substring(c, 1, n)
+        return (F.when(c.isNull(), F.lit(None).cast("double"))
+                .when(head < F.lit(prefix), F.lit(-1.0))
+                .when(head > F.lit(prefix), F.lit(float(1 << (8 * _KEY_BYTES))))
+                .otherwise(key))
+    raise TypeError(f"column {column!r} of type {dtype.simpleString()} cannot be clustered; cluster on "
+                    f"numbers, strings, dates, timestamps or booleans")
+
+
+def boundaries(values: Sequence[float | None], num_ranges: int) -> list[float]:
+    """At most num_ranges-1 strictly increasing cut points splitting the sample into equal parts."""
+    vals = sorted(v for v in values if v is not None)
+    if not vals:
+        return []
+    cuts = {vals[min(len(vals) - 1, (len(vals) * i) // num_ranges)] for i in range(1, num_ranges)}
+    return sorted(cuts)
+
+
+def range_ids(df: DataFrame, columns: Sequence[str], num_ranges: int = DEFAULT_NUM_RANGES,
+              sample_rows: int = DEFAULT_SAMPLE_ROWS, seed: int = 42) -> tuple[DataFrame, list[str], int]:
+    """`df` plus one int column per clustering column: the value's range id in [0, num_ranges), nulls
+    in range 0. Returns (frame, id column names, bits per id)."""
+    from pyspark.ml.feature import Bucketizer  # JVM-side binary search over the boundaries
+
+    total = df.count()
+    fraction = min(1.0, sample_rows / max(total, 1))
+    sample_df = df.select(*[_q(c) for c in columns])
+    if fraction < 1.0:
+        sample_df = sample_df.sample(False, fraction, seed)
+    string_samples = {}
+    raw_rows = None
+    if any(isinstance(df.schema[c].dataType, StringType) for c in columns):
+        raw_rows = sample_df.collect()
+        for i, c in enumerate(columns):
+            if isinstance(df.schema[c].dataType, StringType):
+                string_samples[c] = [r[i] for r in raw_rows]
+    keys = {c: order_key(df, c, string_samples.get(c, [])) for c in columns}
+    key_names = [f"{_INTERNAL}key{i}" for i in range(len(columns))]
+    sampled_keys = sample_df.select(*[order_key(sample_df, c, string_samples.get(c, [])).alias(k)
+                                      for c, k in zip(columns, key_names)]).collect()
+    out = df.select("*", *[F.coalesce(keys[c], F.lit(float("-inf"))).alias(k)
+                           for c, k in zip(columns, key_names)])
+    id_names = [f"{_INTERNAL}rid{i}" for i in range(len(columns))]
+    for i, (k, rid) in enumerate(zip(key_names, id_names)):
+        cuts = boundaries([r[i] for r in sampled_keys], num_ranges)
+        splits = [float("-inf")] + [x for x in cuts if x != float("-inf")] + [float("inf")]
+        if len(splits) < 3:
+            splits = [float("-inf"), 0.0, float("inf")]
+        out = Bucketizer(splits=splits, inputCol=k, outputCol=rid + "_d", handleInvalid="keep").transform(out)
+        out = out.withColumn(rid, F.col(rid + "_d").cast("int")).drop(rid + "_d", k)
+    bits = max(1, (num_ranges - 1).bit_length())
+    return out, id_names, bits
+
+
+def interleave_bits(ids: Sequence[Column], bits: int) -> list[Column]:
+    """The ids' bits interleaved MSB first, round-robin over the ids, as a list of non-negative longs
+    (62 bits each, most significant first) that sort like the whole bit string."""
+    total = bits * len(ids)
+    chunks: list[list[Column]] = [[] for _ in range((total + _CHUNK_BITS - 1) // _CHUNK_BITS)]
+    pos = 0
+    for b in range(bits - 1, -1, -1):
+        for c in ids:
+            chunk, offset = divmod(pos, _CHUNK_BITS)
+            width = min(_CHUNK_BITS, total - chunk * _CHUNK_BITS)
+            shift = width - 1 - offset
+            bit = F.shiftright(c.cast("long"), b).bitwiseAND(F.lit(1))
+            chunks[chunk].append(F.shiftleft(bit, shift) if shift else bit)
+            pos += 1
+    out = []
+    for terms in chunks:
+        acc = terms[0]
+        for t in terms[1:]:
+            acc = acc.bitwiseOR(t)
+        out.append(acc)
+    return out
+
+
+def hilbert_transpose(df: DataFrame, id_names: Sequence[str], bits: int) -> tuple[DataFrame, list[str]]:
+    """Skilling's AxestoTranspose (2004) on the range ids, one Spark projection per step: afterwards the
+    Hilbert index is the interleaving of the columns' bits. Returns (frame, transposed column names)."""
+    n = len(id_names)
+    xs = [f"{_INTERNAL}h{i}" for i in range(n)]
+    df = df.select("*", *[F.col(c).cast("long").alias(x) for c, x in zip(id_names, xs)])
+    if n == 1:
+        return df, xs
+    x = [F.col(v) for v in xs]
+
+    def step(frame: DataFrame, updates: dict[str, Column]) -> DataFrame:
+        return frame.withColumns(updates)
+
+    m = 1 << (bits - 1)
+    q = m
+    while q > 1:  # inverse undo
+        p = q - 1
+        for i in range(n):
+            x0, xi = F.col(xs[0]), F.col(xs[i])
+            high = xi.bitwiseAND(F.lit(q)) != 0
+            if i == 0:
+                df = step(df, {xs[0]: F.when(high, x0.bitwiseXOR(F.lit(p))).otherwise(x0)})
+                continue
+            t = x0.bitwiseXOR(xi).bitwiseAND(F.lit(p))
+            df = step(df, {
+                xs[0]: F.when(high, x0.bitwiseXOR(F.lit(p))).otherwise(x0.bitwiseXOR(t)),
+                xs[i]: F.when(high, xi).otherwise(xi.bitwiseXOR(t)),
+            })
+        q >>= 1
+    for i in range(1, n):  # Gray encode
+        df = step(df, {xs[i]: F.col(xs[i]).bitwiseXOR(F.col(xs[i - 1]))})
+    last = F.col(xs[n - 1])
+    t = F.lit(0).cast("long")
+    q = m
+    while q > 1:
+        t = t.bitwiseXOR(F.when(last.bitwiseAND(F.lit(q)) != 0, F.lit(q - 1)).otherwise(F.lit(0)))
+        q >>= 1
+    df = df.withColumn(f"{_INTERNAL}t", t)
+    df = step(df, {v: F.col(v).bitwiseXOR(F.col(f"{_INTERNAL}t")) for v in xs}).drop(f"{_INTERNAL}t")
+    return df, xs
+
+
+def curve_keys(df: DataFrame, columns: Sequence[str], curve: str = "zorder",
+               num_ranges: int = DEFAULT_NUM_RANGES, seed: int = 42) -> tuple[DataFrame, list[str]]:
+    """`df` plus the curve's sort key columns (longs, most significant first)."""
+    if curve not in CURVES:
+        raise ValueError(f"unknown clustering curve {curve!r}; allowed: {', '.join(CURVES)}")
+    out, id_names, bits = range_ids(df, columns, num_ranges, seed=seed)
+    if curve == "hilbert":
+        out, id_names = hilbert_transpose(out, id_names, bits)
+    zs = interleave_bits([F.col(c) for c in id_names], bits)
+    key_names = [f"{_INTERNAL}z{i}" for i in range(len(zs))]
+    out = out.select(*[F.col(_q(c)) for c in df.columns], *[z.alias(k) for z, k in zip(zs, key_names)])
+    return out, key_names
+
+
+def cluster(df: DataFrame, columns: Sequence[str], num_files: int, curve: str = "zorder",
+            partition_columns: Sequence[str] = (), num_ranges: int = DEFAULT_NUM_RANGES,
+            seed: int = 42) -> DataFrame:
+    """`df` with its rows laid out along the curve: range-partitioned on (table partition columns,
+    curve key, a noise byte) into `num_files` Spark partitions, each sorted by the curve key. The
+    columns are those of `df`."""
+    keyed, keys = curve_keys(df, columns, curve, num_ranges, seed)
+    parts = [F.col(_q(c)) for c in partition_columns]
+    noise = (F.rand(seed) * 256).cast("int").alias(f"{_INTERNAL}noise")
+    keyed = keyed.select("*", noise)
+    ordered = keyed.repartitionByRange(max(1, int(num_files)), *parts, *[F.col(k) for k in keys],
+                                       F.col(f"{_INTERNAL}noise"))
+    ordered = ordered.sortWithinPartitions(*parts, *[F.col(k) for k in keys])
+    return ordered.select(*[F.col(_q(c)) for c in df.columns])
+
+
+def linear_sort(df: DataFrame, columns: Sequence[str], num_files: int,
+                partition_columns: Sequence[str] = ()) -> DataFrame:
+    """The baseline: rows range-partitioned and sorted on the columns in order (ORDER BY a, b, c)."""
+    keys = [F.col(_q(c)) for c in (*partition_columns, *columns)]
+    return df.repartitionByRange(max(1, int(num_files)), *keys).sortWithinPartitions(*keys)
