@@ -209,30 +209,43 @@ class CheckpointState:
     domains: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
-def _project(pf: pq.ParquetFile, struct: str, wanted: dict[str, str], schema: pa.Schema) -> pa.Table:
+def _project(path: str, top: pa.Schema, struct: str, wanted: dict[str, str],
+             schema: pa.Schema) -> pa.Table:
     """Rows of one action column (e.g. `add`) as a flat table in `schema`, reading only the leaves
     in `wanted` (log name -> our name) that the file has."""
-    top = pf.schema_arrow
     if struct not in top.names:
         return schema.empty_table()
     present = {f.name for f in top.field(struct).type}
     if "path" not in present:
         return schema.empty_table()
     names = [n for n in wanted if n in present]
-    # ParquetFile.read keeps the struct, with only the projected children.
-    col = pf.read(columns=[f"{struct}.{n}" for n in names]).column(struct).combine_chunks()
-    col = col.filter(col.is_valid())
+    # read_table returns projected leaves flat, named by their leaf name (faster than
+    # ParquetFile.read, which rebuilds the struct).
+    t = pq.read_table(path, columns=[f"{struct}.{n}" for n in names])
+    t = _rows_with(t, t.column("path").is_valid())  # an action always has a path
     arrays = []
     for log_name, our_name in wanted.items():
         target = schema.field(our_name).type
         if log_name not in names:
-            arrays.append(pa.nulls(len(col), target))
-        elif our_name == "deletion_vector":
-            arrays.append(_deletion_vectors(col.field(log_name)))
-        else:
-            child = col.field(log_name)
-            arrays.append(child.cast(target) if child.type != target else child)
-    return pa.Table.from_arrays(arrays, names=list(wanted.values())).select(schema.names).cast(schema)
+            arrays.append(pa.nulls(t.num_rows, target))
+            continue
+        col = t.column(names.index(log_name))
+        if our_name == "deletion_vector":
+            col = pa.chunked_array([_deletion_vectors(c) for c in col.chunks], type=target)
+        arrays.append(col.cast(target) if col.type != target else col)
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _rows_with(table: pa.Table, mask: pa.ChunkedArray) -> pa.Table:
+    """table.filter(mask), but a zero-copy slice when the selected rows are contiguous (always so in
+    checkpoints written here: all adds, then all removes)."""
+    idx = pc.indices_nonzero(mask)
+    if len(idx) == 0:
+        return table.slice(0, 0)
+    first, last = idx[0].as_py(), idx[-1].as_py()
+    if last - first + 1 == len(idx):
+        return table.slice(first, len(idx))
+    return table.take(idx)
 
 
 def _deletion_vectors(chunk: pa.StructArray) -> pa.Array:
@@ -244,17 +257,20 @@ def _deletion_vectors(chunk: pa.StructArray) -> pa.Array:
                                       mask=pc.invert(chunk.is_valid()))
 
 
-def _non_null_rows(pf: pq.ParquetFile, column: str) -> list[dict[str, Any]]:
-    if column not in pf.schema_arrow.names:
+def _non_null_rows(small: pa.Table, column: str) -> list[dict[str, Any]]:
+    if column not in small.column_names:
         return []
-    col = pf.read(columns=[column]).column(0)
-    return [row for row in col.filter(pc.is_valid(col)).to_pylist()]
+    col = small.column(column)
+    return col.filter(col.is_valid()).to_pylist()
 
 
 def _map_to_dict(value: Any) -> dict:
     if value is None:
         return {}
     return dict(value) if isinstance(value, list) else value
+
+
+_SMALL_COLUMNS = ("protocol", "metaData", "txn", "domainMetadata")
 
 
 def read_checkpoint(store: LogStore, parts: list[LogFile]) -> CheckpointState:
@@ -266,20 +282,22 @@ def read_checkpoint(store: LogStore, parts: list[LogFile]) -> CheckpointState:
     for part in parts:
         source = f"{store.table_uri}/_delta_log/{part.name}"
         try:
-            pf = pq.ParquetFile(store.file_path(part.name))
-            files.append(_project(pf, "add", _ADD_COLUMNS, FILES_SCHEMA))
-            tombstones.append(_project(pf, "remove", _REMOVE_COLUMNS, TOMBSTONES_SCHEMA))
-            for p in _non_null_rows(pf, "protocol"):
+            path = store.file_path(part.name)
+            top = pq.read_schema(path)
+            files.append(_project(path, top, "add", _ADD_COLUMNS, FILES_SCHEMA))
+            tombstones.append(_project(path, top, "remove", _REMOVE_COLUMNS, TOMBSTONES_SCHEMA))
+            small = pq.read_table(path, columns=[c for c in _SMALL_COLUMNS if c in top.names])
+            for p in _non_null_rows(small, "protocol"):
                 state.protocol = p
-            for m in _non_null_rows(pf, "metaData"):
+            for m in _non_null_rows(small, "metaData"):
                 m["configuration"] = _map_to_dict(m.get("configuration"))
                 fmt = m.get("format") or {}
                 fmt["options"] = _map_to_dict(fmt.get("options"))
                 m["format"] = fmt
                 state.metadata = m
-            for t in _non_null_rows(pf, "txn"):
+            for t in _non_null_rows(small, "txn"):
                 state.txns[t["appId"]] = (t["version"], t.get("lastUpdated"))
-            for d in _non_null_rows(pf, "domainMetadata"):
+            for d in _non_null_rows(small, "domainMetadata"):
                 state.domains[d["domain"]] = d
         except (OSError, pa.ArrowException, KeyError, TypeError, ValueError) as e:
             raise CorruptLogError(f"{source}: not a readable checkpoint ({e})") from None

@@ -124,8 +124,10 @@ class LocalLogStore(LogStore):
         for name in names:
             if name.startswith("."):  # Hadoop's `.name.crc` side files, temp files
                 continue
+            if name < prefix and name[0].isdigit():  # older versions: skip before parsing the name
+                continue
             v, kind, part, num_parts, v2 = classify(name)
-            if kind == "other" or (v is not None and name < prefix):
+            if kind == "other":
                 continue
             try:
                 st = os.stat(os.path.join(self.log_path, name))
