@@ -78,6 +78,16 @@ class PartitionPredicate:
         return self.text
 
 
+class _ExpressionPredicate:
+    """A skipping expression on partition columns, used as a replace-where predicate."""
+
+    def __init__(self, expr: Any, text: str):
+        self.expr, self.text = expr, text
+
+    def matches_partition(self, partition_values: dict[str, str | None]) -> bool:
+        return bool(self.expr.matches_partition(partition_values))
+
+
 _COND = re.compile(
     r"""^\s*`?(?P<col>[^`=\s<>!]+?)`?\s*(?:
         (?P<eq>=|==)\s*(?P<value>'(?:[^']|'')*'|[^\s']+) |
@@ -95,13 +105,22 @@ def _literal(text: str) -> Any:
     return text  # numbers keep their text; serialize_partition_value parses them by column type
 
 
-def parse_predicate(predicate: str | dict[str, Any], partition_columns: list[str],
-                    column_types: dict[str, str], table: str) -> PartitionPredicate:
-    """A predicate on partition columns: a dict, or SQL text `col = v AND col IN (a, b) AND col IS NULL`."""
+def parse_predicate(predicate: Any, partition_columns: list[str],
+                    column_types: dict[str, str], table: str) -> PartitionPredicate | _ExpressionPredicate:
+    """A predicate on partition columns: a dict, SQL text `col = v AND col IN (a, b) AND col IS NULL`, or a
+    skipping expression (`deltalog.skipping.col("d") >= "2024-01-01"`) on partition columns only."""
     allowed_msg = (f"Allowed: equality, IN and IS NULL tests on partition columns {partition_columns}, "
                    f"joined by AND (e.g. \"d = '2024-01-01' AND region IN ('eu', 'us')\") or a dict "
                    f"{{column: value}}.")
     conditions: dict[str, Any] = {}
+    if hasattr(predicate, "matches_partition"):  # a skipping expression, e.g. col("d") >= "2024-01-01"
+        bad = sorted(c for c in getattr(predicate, "columns", lambda: set())() if c not in partition_columns)
+        text = predicate.to_sql() if hasattr(predicate, "to_sql") else repr(predicate)
+        if bad:
+            raise InvalidTableError(
+                f"{table}: predicate {text!r} tests {bad}, which are not partition columns; this writer "
+                f"replaces whole partitions only. {allowed_msg}")
+        return _ExpressionPredicate(predicate, text)
     if isinstance(predicate, dict):
         conditions = dict(predicate)
         text = " AND ".join(f"{k} = {v!r}" for k, v in conditions.items())
@@ -296,7 +315,7 @@ def _as_table(data: Any, table: str) -> pa.Table:
 
 def write_deltalake(uri: str, data: Any, mode: str = "error", partition_by: list[str] | str | None = None,
                     configuration: dict[str, str] | None = None,
-                    predicate: str | dict[str, Any] | None = None, schema_mode: str | None = None,
+                    predicate: Any = None, schema_mode: str | None = None,
                     user_metadata: str | None = None, name: str | None = None,
                     description: str | None = None, max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
                     extra_commit_info: dict[str, Any] | None = None) -> int:

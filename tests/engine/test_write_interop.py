@@ -312,3 +312,32 @@ def test_delta_rs_removes_our_non_ascii_files(tmp_path):
     deltalake.DeltaTable(uri).delete("id = 1")
     assert read_theirs(uri).column("id").to_pylist() == [2]
     assert read_ours(uri).column("id").to_pylist() == [2]
+
+
+def test_replace_where_forms(tmp_path):
+    """Dict, SQL text (=, IN, IS NULL) and skipping expressions select the partitions replaced."""
+    from deltalog.skipping import col
+    uri = str(tmp_path / "t")
+    data = pa.table({"id": pa.array(range(6), pa.int64()),
+                     "d": pa.array([dt.date(2024, 1, 1 + i % 3) for i in range(5)] + [None], pa.date32()),
+                     "n": pa.array([i % 2 for i in range(6)], pa.int32())})
+    write_deltalake(uri, data, partition_by=["d", "n"])
+
+    def ids():
+        return sorted(read_theirs(uri).column("id").to_pylist())
+    new = lambda i, d, n: pa.table({"id": pa.array([i], pa.int64()), "d": pa.array([d], pa.date32()),
+                                    "n": pa.array([n], pa.int32())})
+    write_deltalake(uri, new(10, dt.date(2024, 1, 1), 0), mode="overwrite", predicate={"d": dt.date(2024, 1, 1), "n": 0})
+    assert ids() == [1, 2, 3, 4, 5, 10]                    # only id 0 was in (d=2024-01-01, n=0)
+    write_deltalake(uri, new(11, None, 1), mode="overwrite", predicate="d IS NULL")
+    assert ids() == [1, 2, 3, 4, 10, 11]
+    write_deltalake(uri, new(12, dt.date(2024, 1, 2), 1), mode="overwrite",
+                    predicate="d IN ('2024-01-02', '2024-01-03') AND n = 1")
+    assert ids() == [2, 3, 4, 10, 11, 12]
+    write_deltalake(uri, new(13, dt.date(2024, 1, 3), 0), mode="overwrite", predicate=col("d") >= "2024-01-02")
+    assert ids() == [3, 10, 11, 13]
+    assert_same_table(uri)
+    with pytest.raises(InvalidTableError, match="not partition columns"):
+        write_deltalake(uri, new(14, dt.date(2024, 1, 3), 0), mode="overwrite", predicate=col("id") == 1)
+    hist = DeltaTable(uri).history()
+    assert hist[0]["operationParameters"]["predicate"].startswith('["')
