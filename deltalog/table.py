@@ -45,7 +45,10 @@ class DeltaTable:
 
     def transaction(self, app_id: str | None = None, isolation_level: str | None = None) -> Transaction:
         """A transaction at the latest snapshot, or at none (read_version -1) for a table not yet created."""
-        snap = self.snapshot() if self.exists() else None
+        try:
+            snap = self.snapshot()
+        except NotATableError:
+            snap = None
         return Transaction(self.uri, snap, app_id=app_id, isolation_level=isolation_level, store=self.store)
 
     def create(self, schema: pa.Schema | dict[str, Any], partition_columns: list[str] | None = None,
@@ -85,6 +88,6 @@ def new_metadata(schema: pa.Schema | dict[str, Any], partition_columns: list[str
 
 def create_parameters(metadata: Metadata) -> dict[str, Any]:
     """operationParameters of CREATE TABLE, as delta-spark records them."""
-    return {"isManaged": "false", "description": metadata.description,
+    return {"isManaged": "false", "description": metadata.description,  # None -> JSON null, as delta-spark
             "partitionBy": json.dumps(metadata.partition_columns),
             "properties": json.dumps(metadata.configuration, separators=(",", ":"))}

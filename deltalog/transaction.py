@@ -437,7 +437,7 @@ class Transaction:
         commit_info = CommitInfo(
             timestamp=now_ms(),
             operation=operation,
-            operation_parameters={k: _json_param(v) for k, v in (parameters or {}).items()},
+            operation_parameters={k: None if v is None else _json_param(v) for k, v in (parameters or {}).items()},
             read_version=self.read_version if self.read_version >= 0 else None,
             isolation_level=level,
             is_blind_append=self.is_blind_append,

@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .actions import AddFile, Metadata, RemoveFile, now_ms
-from .errors import InvalidTableError, SchemaMismatchError
+from .errors import InvalidTableError, ProtocolChangedException, SchemaMismatchError
 from .paths import (
     encode_path, new_data_file_path, parse_partition_value, partition_folder,
     serialize_partition_value,
@@ -337,8 +337,24 @@ def write_deltalake(uri: str, data: Any, mode: str = "error", partition_by: list
     if isinstance(partition_by, str):
         partition_by = [partition_by]
     arrow = _as_table(data, table)
-    data_schema = from_arrow_schema(arrow.schema)
+    args = (dt, arrow, mode, partition_by, configuration, predicate, schema_mode, user_metadata, name,
+            description, max_rows_per_file, extra_commit_info)
+    try:
+        return _write(*args)
+    except ProtocolChangedException as e:
+        if e.winning_version != 0:
+            raise
+        # Another writer created the table first: write again, now into the existing table (whose
+        # schema and mode rules then apply), as delta-spark's retry of a blind append would.
+        return _write(*args)
 
+
+def _write(dt: DeltaTable, arrow: pa.Table, mode: str, partition_by: list[str] | None,
+           configuration: dict[str, str] | None, predicate: Any, schema_mode: str | None,
+           user_metadata: str | None, name: str | None, description: str | None, max_rows_per_file: int,
+           extra_commit_info: dict[str, Any] | None) -> int:
+    table = dt.uri
+    data_schema = from_arrow_schema(arrow.schema)
     txn = dt.transaction()
     snap = txn.snapshot
     if snap is not None and mode == "error":
@@ -374,6 +390,7 @@ def write_deltalake(uri: str, data: Any, mode: str = "error", partition_by: list
             md.configuration = conf
             txn.update_metadata(md)
     md = txn.metadata
+    txn.isolation_level()  # a bad delta.isolationLevel fails here, before any data file is written
     target = to_arrow_schema(md.schema_json)
     arrow = _conform(arrow, target, table)
     part_cols = list(md.partition_columns)

@@ -217,3 +217,20 @@ def test_read_modify_write_counter_loses_no_update(tmp_path, runner):
     data_files = [f for f in os.listdir(uri) if f.endswith(".parquet")]
     assert len(data_files) == writers * increments + 1
     print(f"\n{runner}: counter reached {writers * increments} with {sum(conflicts)} conflicts retried")
+
+
+def create_or_append_worker(uri: str, writer: int) -> int:
+    return write_deltalake(uri, pa.table({"id": pa.array([writer], pa.int64())}), mode="append")
+
+
+@pytest.mark.parametrize("runner", ["threads", "processes"])
+def test_concurrent_creation_by_appends(tmp_path, runner):
+    """Several writers append to a table that does not exist yet: one creates it, the others' version-0
+    commits lose (ProtocolChangedException inside) and land as appends; every row is there."""
+    uri = str(tmp_path / "t")
+    writers = 4 if runner == "threads" else 3
+    versions = (run_threads if runner == "threads" else run_processes)(
+        create_or_append_worker, [(uri, w) for w in range(writers)])
+    assert sorted(versions) == list(range(writers))
+    assert_log_consistent(uri, writers)
+    assert_rows(uri, list(range(writers)))
