@@ -41,9 +41,9 @@ def _common_prefix(values: Sequence[str]) -> str:
     return os.path.commonprefix([min(values), max(values)])
 
 
-def order_key(df: DataFrame, column: str, sample: list) -> Column:
-    """An order-preserving double for `column` (null stays null). `sample` holds sampled values of the
-    column (used by strings to find the common prefix to skip)."""
+def order_key(df: DataFrame, column: str, prefix: str | None = None) -> Column:
+    """An order-preserving double for `column` (null stays null). Strings are keyed on the bytes after
+    `prefix` (the common prefix of sampled values); values not starting with it sort before or after."""
     dtype = df.schema[column].dataType
     c = F.col(_q(column))
     if isinstance(dtype, (ByteType, ShortType, IntegerType, LongType, FloatType, DoubleType, DecimalType)):
@@ -56,7 +56,7 @@ def order_key(df: DataFrame, column: str, sample: list) -> Column:
         ts = c if isinstance(dtype, TimestampType) else F.to_timestamp(c)
         return F.unix_micros(ts).cast("double")
     if isinstance(dtype, StringType):
-        prefix = _common_prefix([v for v in sample if v is not None])
+        prefix = prefix or ""
         n = len(prefix)
         # Spark compares strings by their UTF-8 bytes, so big-endian bytes after the prefix keep order.
         rest = F.encode(F.substring(c, n + 1, _KEY_BYTES), "UTF-8")
@@ -82,40 +82,61 @@ def boundaries(values: Sequence[float | None], num_ranges: int) -> list[float]:
     return sorted(cuts)
 
 
-def range_ids(df: DataFrame, columns: Sequence[str], num_ranges: int = DEFAULT_NUM_RANGES,
-              sample_rows: int = DEFAULT_SAMPLE_ROWS, seed: int = 42) -> tuple[DataFrame, list[str], int]:
-    """`df` plus one int column per clustering column: the value's range id in [0, num_ranges), nulls
-    in range 0. Returns (frame, id column names, bits per id)."""
-    from pyspark.ml.feature import Bucketizer  # JVM-side binary search over the boundaries
+class RangeModel:
+    """Per clustering column, the cut points of its ranges (and for strings the common prefix skipped),
+    fitted on a sample so that several frames can be ranked the same way."""
 
+    def __init__(self, columns: Sequence[str], prefixes: dict[str, str], splits: dict[str, list[float]],
+                 num_ranges: int):
+        self.columns = list(columns)
+        self.prefixes = prefixes
+        self.splits = splits
+        self.bits = max(1, (num_ranges - 1).bit_length())
+
+    def with_range_ids(self, df: DataFrame) -> tuple[DataFrame, list[str]]:
+        """`df` plus one int column per clustering column: the value's range id, nulls in range 0."""
+        from pyspark.ml.feature import Bucketizer  # JVM-side binary search over the cut points
+
+        key_names = [f"{_INTERNAL}key{i}" for i in range(len(self.columns))]
+        id_names = [f"{_INTERNAL}rid{i}" for i in range(len(self.columns))]
+        out = df.select("*", *[F.coalesce(order_key(df, c, self.prefixes.get(c)), F.lit(float("-inf"))).alias(k)
+                               for c, k in zip(self.columns, key_names)])
+        for c, k, rid in zip(self.columns, key_names, id_names):
+            out = Bucketizer(splits=self.splits[c], inputCol=k, outputCol=rid + "_d",
+                             handleInvalid="keep").transform(out)
+            out = out.withColumn(rid, F.col(rid + "_d").cast("int")).drop(rid + "_d", k)
+        return out, id_names
+
+
+def fit_ranges(df: DataFrame, columns: Sequence[str], num_ranges: int = DEFAULT_NUM_RANGES,
+               sample_rows: int = DEFAULT_SAMPLE_ROWS, seed: int = 42) -> RangeModel:
+    """Sample `df` and cut each column's values into `num_ranges` ranges of equal row counts."""
     total = df.count()
     fraction = min(1.0, sample_rows / max(total, 1))
     sample_df = df.select(*[_q(c) for c in columns])
     if fraction < 1.0:
         sample_df = sample_df.sample(False, fraction, seed)
-    string_samples = {}
-    raw_rows = None
+    prefixes: dict[str, str] = {}
     if any(isinstance(df.schema[c].dataType, StringType) for c in columns):
-        raw_rows = sample_df.collect()
+        rows = sample_df.collect()
         for i, c in enumerate(columns):
             if isinstance(df.schema[c].dataType, StringType):
-                string_samples[c] = [r[i] for r in raw_rows]
-    keys = {c: order_key(df, c, string_samples.get(c, [])) for c in columns}
-    key_names = [f"{_INTERNAL}key{i}" for i in range(len(columns))]
-    sampled_keys = sample_df.select(*[order_key(sample_df, c, string_samples.get(c, [])).alias(k)
-                                      for c, k in zip(columns, key_names)]).collect()
-    out = df.select("*", *[F.coalesce(keys[c], F.lit(float("-inf"))).alias(k)
-                           for c, k in zip(columns, key_names)])
-    id_names = [f"{_INTERNAL}rid{i}" for i in range(len(columns))]
-    for i, (k, rid) in enumerate(zip(key_names, id_names)):
-        cuts = boundaries([r[i] for r in sampled_keys], num_ranges)
-        splits = [float("-inf")] + [x for x in cuts if x != float("-inf")] + [float("inf")]
-        if len(splits) < 3:
-            splits = [float("-inf"), 0.0, float("inf")]
-        out = Bucketizer(splits=splits, inputCol=k, outputCol=rid + "_d", handleInvalid="keep").transform(out)
-        out = out.withColumn(rid, F.col(rid + "_d").cast("int")).drop(rid + "_d", k)
-    bits = max(1, (num_ranges - 1).bit_length())
-    return out, id_names, bits
+                prefixes[c] = _common_prefix([r[i] for r in rows if r[i] is not None])
+    keys = sample_df.select(*[order_key(sample_df, c, prefixes.get(c)).alias(f"k{i}")
+                              for i, c in enumerate(columns)]).collect()
+    splits = {}
+    for i, c in enumerate(columns):
+        cuts = [x for x in boundaries([r[i] for r in keys], num_ranges) if x != float("-inf")]
+        splits[c] = [float("-inf")] + cuts + [float("inf")] if cuts else [float("-inf"), 0.0, float("inf")]
+    return RangeModel(columns, prefixes, splits, num_ranges)
+
+
+def range_ids(df: DataFrame, columns: Sequence[str], num_ranges: int = DEFAULT_NUM_RANGES,
+              sample_rows: int = DEFAULT_SAMPLE_ROWS, seed: int = 42) -> tuple[DataFrame, list[str], int]:
+    """`df` plus its range id columns. Returns (frame, id column names, bits per id)."""
+    model = fit_ranges(df, columns, num_ranges, sample_rows, seed)
+    out, ids = model.with_range_ids(df)
+    return out, ids, model.bits
 
 
 def interleave_bits(ids: Sequence[Column], bits: int) -> list[Column]:
@@ -183,18 +204,34 @@ def hilbert_transpose(df: DataFrame, id_names: Sequence[str], bits: int) -> tupl
     return df, xs
 
 
+def _curve(model: RangeModel, df: DataFrame, curve: str) -> tuple[DataFrame, list[str]]:
+    if curve not in CURVES:
+        raise ValueError(f"unknown clustering curve {curve!r}; allowed: {', '.join(CURVES)}")
+    out, id_names = model.with_range_ids(df)
+    if curve == "hilbert":
+        out, id_names = hilbert_transpose(out, id_names, model.bits)
+    zs = interleave_bits([F.col(c) for c in id_names], model.bits)
+    key_names = [f"{_INTERNAL}z{i}" for i in range(len(zs))]
+    out = out.select(*[F.col(_q(c)) for c in df.columns], *[z.alias(k) for z, k in zip(zs, key_names)])
+    return out, key_names
+
+
 def curve_keys(df: DataFrame, columns: Sequence[str], curve: str = "zorder",
                num_ranges: int = DEFAULT_NUM_RANGES, seed: int = 42) -> tuple[DataFrame, list[str]]:
     """`df` plus the curve's sort key columns (longs, most significant first)."""
     if curve not in CURVES:
         raise ValueError(f"unknown clustering curve {curve!r}; allowed: {', '.join(CURVES)}")
-    out, id_names, bits = range_ids(df, columns, num_ranges, seed=seed)
-    if curve == "hilbert":
-        out, id_names = hilbert_transpose(out, id_names, bits)
-    zs = interleave_bits([F.col(c) for c in id_names], bits)
-    key_names = [f"{_INTERNAL}z{i}" for i in range(len(zs))]
-    out = out.select(*[F.col(_q(c)) for c in df.columns], *[z.alias(k) for z, k in zip(zs, key_names)])
-    return out, key_names
+    return _curve(fit_ranges(df, columns, num_ranges, seed=seed), df, curve)
+
+
+def _layout(keyed: DataFrame, keys: list[str], num_files: int, partition_columns: Sequence[str],
+            columns: list[str], seed: int) -> DataFrame:
+    parts = [F.col(_q(c)) for c in partition_columns]
+    noise = f"{_INTERNAL}noise"
+    keyed = keyed.select("*", (F.rand(seed) * 256).cast("int").alias(noise))
+    ordered = keyed.repartitionByRange(max(1, int(num_files)), *parts, *[F.col(k) for k in keys], F.col(noise))
+    ordered = ordered.sortWithinPartitions(*parts, *[F.col(k) for k in keys])
+    return ordered.select(*[F.col(_q(c)) for c in columns])
 
 
 def cluster(df: DataFrame, columns: Sequence[str], num_files: int, curve: str = "zorder",
@@ -204,13 +241,24 @@ def cluster(df: DataFrame, columns: Sequence[str], num_files: int, curve: str = 
     curve key, a noise byte) into `num_files` Spark partitions, each sorted by the curve key. The
     columns are those of `df`."""
     keyed, keys = curve_keys(df, columns, curve, num_ranges, seed)
-    parts = [F.col(_q(c)) for c in partition_columns]
-    noise = (F.rand(seed) * 256).cast("int").alias(f"{_INTERNAL}noise")
-    keyed = keyed.select("*", noise)
-    ordered = keyed.repartitionByRange(max(1, int(num_files)), *parts, *[F.col(k) for k in keys],
-                                       F.col(f"{_INTERNAL}noise"))
-    ordered = ordered.sortWithinPartitions(*parts, *[F.col(k) for k in keys])
-    return ordered.select(*[F.col(_q(c)) for c in df.columns])
+    return _layout(keyed, keys, num_files, partition_columns, df.columns, seed)
+
+
+def cluster_parts(parts: Sequence[tuple[DataFrame, int]], columns: Sequence[str], curve: str = "zorder",
+                  partition_columns: Sequence[str] = (), num_ranges: int = DEFAULT_NUM_RANGES,
+                  seed: int = 42) -> DataFrame:
+    """Several frames (e.g. one per table partition), each laid out along the curve into its own number
+    of files, with range ids fitted once over all of them. A Spark partition of the result never mixes
+    two input frames, so no output file straddles two table partitions."""
+    from functools import reduce
+    frames = [f for f, _ in parts]
+    union = reduce(DataFrame.union, frames)
+    model = fit_ranges(union, columns, num_ranges, seed=seed)
+    out = []
+    for frame, n in parts:
+        keyed, keys = _curve(model, frame, curve)
+        out.append(_layout(keyed, keys, n, partition_columns, frame.columns, seed))
+    return reduce(DataFrame.union, out)
 
 
 def linear_sort(df: DataFrame, columns: Sequence[str], num_files: int,

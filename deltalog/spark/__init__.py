@@ -1,0 +1,3 @@
+"""The Spark data path: DataFrames written as Delta data files, snapshots read with Spark's native
+Parquet reader, and the operations (write/overwrite/replace_where, merge, delete) built on them.
+The only part of the engine that imports pyspark."""

@@ -1,0 +1,827 @@
+"""Spark-side table operations, each exactly ONE commit through a `Transaction`.
+
+- `write_dataframe`: create / append / overwrite / replaceWhere / dynamic partition overwrite.
+- `merge`: copy-on-write MERGE INTO: candidate files from min/max stats of the join keys, then a join on
+  the files' rows to find the files that really hold matched rows; only those are rewritten.
+- `delete`: copy-on-write DELETE; files wholly inside the predicate are removed without being read.
+
+Each returns the committed version, or None when there was nothing to commit. Data files are written
+before the commit; if anything fails before the commit lands, the log is untouched (the orphan files are
+invisible to readers and VACUUM removes them).
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+from typing import Any, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, SparkSession, functions as F
+from pyspark.sql.types import StructType
+
+from ..actions import AddFile, Metadata, RemoveFile, now_ms
+from ..errors import DeltaError, InvalidTableError, NotATableError, SchemaMismatchError
+from ..paths import parse_partition_value
+from ..schema import (
+    check_column_names, find_field, partition_column_types, quote_identifier, schema_string,
+    to_arrow_schema,
+)
+from ..skipping import ALWAYS, bind, files_matching, parse_sql_predicate, prune_snapshot
+from ..table import DeltaTable, new_metadata
+from .reader import FILE_COLUMN, ROW_INDEX_COLUMN, files_dataframe, local_path_of, absolute_file_path
+from .writer import write_files
+
+MODES = ("append", "overwrite", "error", "errorifexists", "ignore")
+SCHEMA_MODES = (None, "merge", "overwrite")
+_SPARK_MODE = {"append": "Append", "overwrite": "Overwrite", "error": "ErrorIfExists",
+               "errorifexists": "ErrorIfExists", "ignore": "Ignore"}
+_ACTION = "__deltalog_action"
+_NEW = "__deltalog_new_"
+
+
+# ---------------------------------------------------------------------------------------------------
+# helpers
+
+
+def _nullable(t: Any) -> Any:
+    """A Delta type with every nested field nullable (Delta creates tables from data as nullable)."""
+    if isinstance(t, dict):
+        kind = t.get("type")
+        if kind == "struct":
+            return {**t, "fields": [{**f, "nullable": True, "type": _nullable(f["type"])} for f in t["fields"]]}
+        if kind == "array":
+            return {**t, "elementType": _nullable(t["elementType"]), "containsNull": True}
+        if kind == "map":
+            return {**t, "keyType": t["keyType"], "valueType": _nullable(t["valueType"]), "valueContainsNull": True}
+    return t
+
+
+def dataframe_schema(df: DataFrame, table: str) -> dict[str, Any]:
+    """The Delta schema of a DataFrame: all nullable, names unique ignoring case, types Delta has."""
+    schema_json = _nullable(json.loads(df.schema.json()))
+    check_column_names(schema_json, table)
+    try:
+        to_arrow_schema(schema_json)
+    except DeltaError as e:
+        raise SchemaMismatchError(f"{table}: {e}") from None
+    return schema_json
+
+
+def _same_columns(a: Sequence[str], b: Sequence[str]) -> bool:
+    return [x.lower() for x in a] == [x.lower() for x in b]
+
+
+def _table_partition_names(schema_json: dict[str, Any], partition_by: Sequence[str], table: str) -> list[str]:
+    """Partition column names spelled as in the schema; each must exist and be primitive."""
+    out = []
+    for c in partition_by:
+        f = find_field(schema_json, c)
+        if f is None:
+            raise SchemaMismatchError(
+                f"{table}: partition column '{c}' is not a column of the data; columns are "
+                f"{', '.join(x['name'] for x in schema_json['fields'])}.")
+        out.append(f["name"])
+    partition_column_types(schema_json, out, table)
+    if len(set(c.lower() for c in out)) != len(out):
+        raise InvalidTableError(f"{table}: partition columns {out} repeat a column.")
+    if out and len(out) == len(schema_json["fields"]):
+        raise InvalidTableError(
+            f"{table}: every column is a partition column ({out}); Delta needs at least one data column.")
+    return out
+
+
+def _merge_schema(table: str, current: dict[str, Any], incoming: dict[str, Any]) -> dict[str, Any]:
+    """The table schema with the incoming columns it lacks appended (schema_mode='merge')."""
+    fields = list(current["fields"])
+    have = {f["name"].lower(): f for f in fields}
+    for f in incoming["fields"]:
+        old = have.get(f["name"].lower())
+        if old is None:
+            fields.append({**f, "nullable": True})
+        elif old["type"] != f["type"] and not _widens(old["type"], f["type"]):
+            raise SchemaMismatchError(
+                f"{table}: column '{f['name']}' is {_type_label(old['type'])} in the table but "
+                f"{_type_label(f['type'])} in the data; merging schemas cannot change a column's type. "
+                f"Cast the column, or overwrite the table with schema_mode='overwrite'.")
+    return {"type": "struct", "fields": fields}
+
+
+_WIDENS = {"short": {"byte"}, "integer": {"byte", "short"}, "long": {"byte", "short", "integer"},
+           "double": {"float", "byte", "short", "integer"}}
+
+
+def _widens(table_type: Any, data_type: Any) -> bool:
+    return isinstance(table_type, str) and isinstance(data_type, str) and data_type in _WIDENS.get(table_type, ())
+
+
+def _type_label(t: Any) -> str:
+    return t if isinstance(t, str) else t.get("type", "?")
+
+
+def _check_append_schema(table: str, current: dict[str, Any], incoming: dict[str, Any]) -> None:
+    """Data written to an existing table may lack nullable columns (they read as null) and may use
+    narrower numeric types; extra columns or other types need schema_mode."""
+    have = {f["name"].lower(): f for f in current["fields"]}
+    extra = [f["name"] for f in incoming["fields"] if f["name"].lower() not in have]
+    if extra:
+        raise SchemaMismatchError(
+            f"{table}: the data has column(s) {', '.join(extra)} that the table does not have (table columns: "
+            f"{', '.join(f['name'] for f in current['fields'])}). Write with schema_mode='merge' to add them, "
+            f"or schema_mode='overwrite' (with mode='overwrite') to replace the schema.")
+    for f in incoming["fields"]:
+        old = have[f["name"].lower()]
+        if old["type"] != f["type"] and not _widens(old["type"], f["type"]):
+            raise SchemaMismatchError(
+                f"{table}: column '{f['name']}' is {_type_label(old['type'])} in the table but "
+                f"{_type_label(f['type'])} in the data. Cast it to the table's type, or overwrite the table "
+                f"with schema_mode='overwrite'.")
+
+
+def _fill_missing(df: DataFrame, schema_json: dict[str, Any]) -> DataFrame:
+    """Add the table's columns that the DataFrame lacks, as nulls (then writer.conform orders/casts)."""
+    have = {c.lower() for c in df.columns}
+    target = StructType.fromJson(schema_json)
+    for f in target.fields:
+        if f.name.lower() not in have:
+            df = df.withColumn(f.name, F.lit(None).cast(f.dataType))
+    return df
+
+
+def _type_void_columns(df: DataFrame, schema_json: dict[str, Any]) -> DataFrame:
+    """Columns of NULL literals (Spark's void type) take the table's type for that column."""
+    target = StructType.fromJson(schema_json)
+    by_lower = {f.name.lower(): f for f in target.fields}
+    for f in df.schema.fields:
+        if f.dataType.typeName() == "void" and f.name.lower() in by_lower:
+            df = df.withColumn(f.name, F.col(quote_identifier(f.name)).cast(by_lower[f.name.lower()].dataType))
+    return df
+
+
+def _sum_records(adds: Sequence[AddFile]) -> int:
+    return sum(a.num_records or 0 for a in adds)
+
+
+def _records(files: pa.Table) -> int | None:
+    """Total numRecords over some of the snapshot's files (None when a file lacks stats)."""
+    total = 0
+    for s in files.column("stats").to_pylist():
+        if not s:
+            return None
+        n = json.loads(s).get("numRecords")
+        if n is None:
+            return None
+        total += int(n)
+    return total
+
+
+def _add_files_of(files: pa.Table) -> list[AddFile]:
+    out = []
+    for row in files.to_pylist():
+        out.append(AddFile(path=row["path"], partition_values=dict(row["partition_values"] or []),
+                           size=row["size"], modification_time=row["modification_time"],
+                           data_change=row["data_change"], stats=row["stats"],
+                           tags=dict(row["tags"]) if row.get("tags") is not None else None,
+                           deletion_vector=row.get("deletion_vector")))
+    return out
+
+
+def _removes(files: pa.Table, timestamp: int | None = None) -> list[RemoveFile]:
+    ts = timestamp or now_ms()
+    return [a.remove(deletion_timestamp=ts) for a in _add_files_of(files)]
+
+
+def _bytes(files: pa.Table) -> int:
+    return int(pc.sum(files.column("size")).as_py() or 0) if files.num_rows else 0
+
+
+def _file_index(snapshot: Any, files: pa.Table) -> dict[str, int]:
+    """Local path -> row of `files`, to map Spark's `_metadata.file_path` back to log paths."""
+    import os
+    root = snapshot.table_uri
+    return {os.path.normpath(absolute_file_path(root, p)): i
+            for i, p in enumerate(files.column("path").to_pylist())}
+
+
+def _take(files: pa.Table, rows: Sequence[int]) -> pa.Table:
+    return files.take(pa.array(sorted(rows), pa.int64())) if rows else files.slice(0, 0)
+
+
+# ---------------------------------------------------------------------------------------------------
+# rows matching a predicate (shared by delete, replace_where)
+
+
+def _partition_rows_matching(spark: SparkSession, snapshot: Any, files: pa.Table, predicate: str) -> list[int] | None:
+    """Rows of `files` whose partition values satisfy `predicate`, evaluated exactly by Spark over the
+    distinct partition values; None when the predicate needs more than partition columns."""
+    partitions = snapshot.partition_columns
+    if not partitions or files.num_rows == 0:
+        return None
+    full = StructType.fromJson(snapshot.schema_json)
+    part_schema = StructType([full[c] for c in partitions])
+    types = partition_column_types(snapshot.schema_json, partitions)
+    keys: dict[tuple, list[int]] = {}
+    for i, pv in enumerate(files.column("partition_values").to_pylist()):
+        pv = dict(pv or [])
+        keys.setdefault(tuple(pv.get(c) for c in partitions), []).append(i)
+    key_list = list(keys)
+    rows = [tuple(parse_partition_value(v, types[c]) for c, v in zip(partitions, k)) + (i,)
+            for i, k in enumerate(key_list)]
+    from pyspark.sql.types import IntegerType, StructField
+    schema = StructType(list(part_schema.fields) + [StructField("__deltalog_key", IntegerType())])
+    try:
+        matched = spark.createDataFrame(rows, schema).filter(predicate).select("__deltalog_key").collect()
+    except Exception as e:  # AnalysisException: the predicate mentions data columns
+        if "AnalysisException" in type(e).__name__ or "UNRESOLVED" in str(e) or "cannot be resolved" in str(e):
+            return None
+        raise
+    out: list[int] = []
+    for r in matched:
+        out.extend(keys[key_list[r[0]]])
+    return out
+
+
+def _split_files_by_predicate(spark: SparkSession, snapshot: Any, candidates: pa.Table,
+                              predicate: str) -> tuple[pa.Table, pa.Table, int]:
+    """(files wholly matching, files partly matching, number of matching rows) among `candidates`."""
+    if candidates.num_rows == 0:
+        return candidates, candidates, 0
+    df = files_dataframe(spark, snapshot, candidates, with_file=True)
+    flag = F.coalesce(F.expr(predicate), F.lit(False)).cast("int")
+    counts = (df.select(F.col(FILE_COLUMN), flag.alias("m"))
+              .groupBy(FILE_COLUMN).agg(F.count(F.lit(1)).alias("n"), F.sum("m").alias("m"))
+              .filter("m > 0").collect())
+    index = _file_index(snapshot, candidates)
+    whole, partial, matched = [], [], 0
+    for r in counts:
+        i = index.get(local_path_of(r[FILE_COLUMN]))
+        if i is None:
+            raise DeltaError(f"{snapshot.table_uri}: Spark read a file the snapshot does not list: {r[FILE_COLUMN]}")
+        matched += int(r["m"])
+        (whole if int(r["m"]) == int(r["n"]) else partial).append(i)
+    return _take(candidates, whole), _take(candidates, partial), matched
+
+
+def _remaining_rows(spark: SparkSession, snapshot: Any, files: pa.Table, predicate: str) -> DataFrame:
+    """The rows of `files` that do NOT satisfy `predicate` (null counts as not satisfied)."""
+    return files_dataframe(spark, snapshot, files).filter(~F.coalesce(F.expr(predicate), F.lit(False)))
+
+
+def _delete_plan(spark: SparkSession, txn: Any, predicate: str | None) -> dict[str, Any]:
+    """What deleting the rows matching `predicate` takes: files to remove whole, files to rewrite, the
+    DataFrame of rows to keep from them, and counts. Records what was read in the transaction."""
+    snapshot = txn.snapshot
+    files = snapshot.files
+    text = (predicate or "").strip()
+    if not text or text.lower() in ("true", "1=1", "(true)"):
+        txn.read_whole_table()
+        return {"remove": files, "rewrite": files.slice(0, 0), "keep": None, "deleted": _records(files),
+                "whole_table": True}
+    expr = parse_sql_predicate(text)
+    candidates = files_matching(snapshot, expr) if expr is not ALWAYS else files
+    txn.read_files(candidates)
+    if snapshot.partition_columns:
+        txn.read_predicate(bind(expr, snapshot.schema_json, snapshot.partition_columns))
+    else:
+        txn.read_whole_table()
+    by_partition = _partition_rows_matching(spark, snapshot, candidates, text)
+    if by_partition is not None:
+        whole = _take(candidates, by_partition)
+        return {"remove": whole, "rewrite": candidates.slice(0, 0), "keep": None, "deleted": _records(whole),
+                "whole_table": False}
+    whole, partial, matched = _split_files_by_predicate(spark, snapshot, candidates, text)
+    keep = _remaining_rows(spark, snapshot, partial, text) if partial.num_rows else None
+    return {"remove": whole, "rewrite": partial, "keep": keep, "deleted": matched, "whole_table": False}
+
+
+# ---------------------------------------------------------------------------------------------------
+# write_dataframe
+
+
+def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partition_by: Sequence[str] | str | None = None,
+                    replace_where: str | None = None, overwrite_partitions: bool = False,
+                    schema_mode: str | None = None, configuration: dict[str, str] | None = None,
+                    operation: str | None = None, operation_parameters: dict[str, Any] | None = None,
+                    user_metadata: str | None = None, extra_commit_info: dict[str, Any] | None = None,
+                    method: str = "native") -> int | None:
+    """Write a DataFrame to a Delta table in one commit (creating the table as version 0 when absent).
+
+    mode: 'append' (a blind append), 'overwrite' (remove all live files, add the new ones; history is
+    kept), 'error' (the table must not exist), 'ignore' (do nothing when it exists).
+    replace_where: with mode='overwrite', only the table's rows matching this SQL predicate are replaced.
+    overwrite_partitions: with mode='overwrite', replace only the partitions present in `df`.
+    schema_mode: 'merge' adds the data's new columns; 'overwrite' (with mode='overwrite') replaces the
+    schema and partitioning.
+    """
+    mode = (mode or "append").lower()
+    if mode not in MODES:
+        raise ValueError(f"{table_uri}: write mode {mode!r} is not one of {', '.join(MODES)}.")
+    if schema_mode not in SCHEMA_MODES:
+        raise ValueError(f"{table_uri}: schema_mode {schema_mode!r} is not one of None, 'merge', 'overwrite'.")
+    if isinstance(partition_by, str):
+        partition_by = [partition_by]
+    if (replace_where or overwrite_partitions) and mode != "overwrite":
+        raise ValueError(f"{table_uri}: replace_where and overwrite_partitions need mode='overwrite' (got {mode!r}).")
+    if replace_where and overwrite_partitions:
+        raise ValueError(f"{table_uri}: use either replace_where or overwrite_partitions, not both.")
+    if schema_mode == "overwrite" and mode != "overwrite":
+        raise ValueError(f"{table_uri}: schema_mode='overwrite' needs mode='overwrite'.")
+
+    table = DeltaTable(table_uri)
+    txn = table.transaction()
+    name = table.uri
+    snapshot = txn.snapshot
+    if snapshot is not None and schema_mode != "overwrite":
+        df = _type_void_columns(df, snapshot.schema_json)
+    data_schema = dataframe_schema(df, name)
+    params: dict[str, Any] = {"mode": _SPARK_MODE[mode]}
+    started = time.time()
+
+    if snapshot is None:
+        parts = _table_partition_names(data_schema, partition_by or [], name)
+        metadata = new_metadata(data_schema, parts, configuration, table=name)
+        txn.update_metadata(metadata)
+        schema_json, conf = data_schema, dict(metadata.configuration)
+        remove = None
+    else:
+        if mode in ("error", "errorifexists"):
+            raise InvalidTableError(
+                f"{name}: a Delta table already exists here (version {snapshot.version}); use mode='append' "
+                f"or 'overwrite'.")
+        if mode == "ignore":
+            return None
+        current = snapshot.schema_json
+        parts = list(snapshot.partition_columns)
+        conf = dict(snapshot.configuration)
+        new_conf = {**conf, **{str(k): str(v) for k, v in (configuration or {}).items()}}
+        if schema_mode == "overwrite" and not (replace_where or overwrite_partitions):
+            if partition_by is not None:
+                parts = _table_partition_names(data_schema, partition_by, name)
+            else:
+                parts = _table_partition_names(data_schema, parts, name) if all(
+                    find_field(data_schema, p) for p in parts) else []
+            schema_json = data_schema
+        else:
+            if partition_by is not None and partition_by and not _same_columns(partition_by, parts):
+                raise InvalidTableError(
+                    f"{name}: the table is partitioned by {parts}, not {list(partition_by)}. Overwrite it with "
+                    f"schema_mode='overwrite' to change its partitioning.")
+            if schema_mode == "merge":
+                schema_json = _merge_schema(name, current, data_schema)
+            else:
+                _check_append_schema(name, current, data_schema)
+                schema_json = current
+        if schema_json != current or parts != list(snapshot.partition_columns) or new_conf != conf:
+            txn.update_metadata(Metadata(
+                id=snapshot.metadata.id, schema_string=schema_string(schema_json), partition_columns=parts,
+                configuration=new_conf, format=snapshot.metadata.format, name=snapshot.metadata.name,
+                description=snapshot.metadata.description, created_time=snapshot.metadata.created_time))
+        conf = new_conf
+        remove = None
+        if mode == "overwrite":
+            if replace_where:
+                remove = _delete_plan(df.sparkSession, txn, replace_where)
+                params["predicate"] = json.dumps([replace_where])
+            elif not overwrite_partitions or not parts:
+                txn.read_whole_table()
+                remove = {"remove": snapshot.files, "rewrite": snapshot.files.slice(0, 0), "keep": None,
+                          "deleted": None}
+    params["partitionBy"] = json.dumps(parts)
+
+    df = _fill_missing(df, schema_json)
+    materialize = bool(txn.protocol and txn.protocol.has_writer_feature("materializePartitionColumns"))
+    adds = write_files(df, name, parts, schema_json, conf, method=method,
+                       store_partition_columns=materialize)
+    kept_adds: list[AddFile] = []
+    if remove is not None and remove.get("keep") is not None:
+        kept_adds = write_files(remove["keep"], name, parts, schema_json, conf, method=method,
+                                store_partition_columns=materialize)
+
+    removes: list[RemoveFile] = []
+    removed_files = None
+    if overwrite_partitions and snapshot is not None and parts and remove is None:
+        # Dynamic partition overwrite: the partitions the new data lands in are replaced.
+        written = {tuple(a.partition_values.get(c) for c in parts) for a in adds}
+        txn.read_predicate(lambda pv, _w=written, _p=parts: tuple(pv.get(c) for c in _p) in _w)
+        mask = [tuple(dict(pv or []).get(c) for c in parts) in written
+                for pv in snapshot.files.column("partition_values").to_pylist()]
+        removed_files = snapshot.files.filter(pa.array(mask, pa.bool_()))
+        params["partitionOverwriteMode"] = "DYNAMIC"
+    elif remove is not None:
+        removed_files = pa.concat_tables([remove["remove"], remove["rewrite"]]) \
+            if remove["rewrite"].num_rows else remove["remove"]
+    if removed_files is not None:
+        removes = _removes(removed_files)
+
+    if mode == "append" and snapshot is not None and not adds and not txn._new_metadata:
+        return None  # an empty append changes nothing
+    txn.add_actions([*removes, *adds, *kept_adds])
+    metrics = {
+        "numFiles": len(adds) + len(kept_adds),
+        "numOutputRows": _sum_records(adds) + _sum_records(kept_adds),
+        "numOutputBytes": sum(a.size for a in adds) + sum(a.size for a in kept_adds),
+    }
+    if removes:
+        metrics["numRemovedFiles"] = len(removes)
+        metrics["numRemovedBytes"] = _bytes(removed_files)
+    if remove is not None and remove.get("keep") is not None:
+        metrics["numCopiedRows"] = _sum_records(kept_adds)
+    if remove is not None and remove.get("deleted") is not None:
+        metrics["numDeletedRows"] = remove["deleted"]
+    metrics["executionTimeMs"] = int((time.time() - started) * 1000)
+    operation = operation or "WRITE"
+    if operation_parameters:
+        params.update(operation_parameters)
+    return txn.commit(operation=operation, parameters=params, metrics=metrics, user_metadata=user_metadata,
+                      extra_commit_info=extra_commit_info)
+
+
+# ---------------------------------------------------------------------------------------------------
+# delete
+
+
+def delete(spark: SparkSession, table_uri: str, predicate: str | None = None,
+           user_metadata: str | None = None, extra_commit_info: dict[str, Any] | None = None,
+           method: str = "native") -> int | None:
+    """DELETE FROM table WHERE predicate (None/'true': every row), copy-on-write, in one commit.
+    Returns None when no row matched (nothing is committed)."""
+    table = DeltaTable(table_uri)
+    if not table.exists():
+        raise NotATableError(f"{table.uri}: no Delta table here to delete from.")
+    txn = table.transaction()
+    started = time.time()
+    plan = _delete_plan(spark, txn, predicate)
+    snapshot = txn.snapshot
+    removed = pa.concat_tables([plan["remove"], plan["rewrite"]]) if plan["rewrite"].num_rows else plan["remove"]
+    if removed.num_rows == 0:
+        return None
+    adds: list[AddFile] = []
+    if plan["keep"] is not None:
+        materialize = bool(txn.protocol and txn.protocol.has_writer_feature("materializePartitionColumns"))
+        adds = write_files(plan["keep"], snapshot.table_uri, snapshot.partition_columns, snapshot.schema_json,
+                           snapshot.configuration, method=method, store_partition_columns=materialize)
+    txn.add_actions([*_removes(removed), *adds])
+    metrics = {
+        "numRemovedFiles": removed.num_rows, "numAddedFiles": len(adds),
+        "numRemovedBytes": _bytes(removed), "numAddedBytes": sum(a.size for a in adds),
+        "numCopiedRows": _sum_records(adds), "executionTimeMs": int((time.time() - started) * 1000),
+    }
+    if plan["deleted"] is not None:
+        metrics["numDeletedRows"] = plan["deleted"]
+    pred = (predicate or "").strip()
+    return txn.commit(operation="DELETE", parameters={"predicate": json.dumps([pred] if pred else [])},
+                      metrics=metrics, user_metadata=user_metadata, extra_commit_info=extra_commit_info)
+
+
+# ---------------------------------------------------------------------------------------------------
+# merge
+
+_EQ_PAIR = re.compile(
+    r"^\s*\(?\s*(?P<l>[`\w.]+)\s*(?:=|==|<=>)\s*(?P<r>[`\w.]+)\s*\)?\s*$")
+
+
+def _split_and(text: str) -> list[str]:
+    """Top-level AND conjuncts of a SQL condition (outside parentheses and quotes)."""
+    parts, depth, quote, start, i = [], 0, None, 0, 0
+    low = text.lower()
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            if ch == quote:
+                quote = None
+        elif ch in ("'", '"', "`"):
+            quote = ch
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif depth == 0 and low.startswith("and", i) and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")) \
+                and (i + 3 >= len(text) or not (text[i + 3].isalnum() or text[i + 3] == "_")):
+            parts.append(text[start:i])
+            start = i + 3
+            i += 3
+            continue
+        i += 1
+    parts.append(text[start:])
+    return [p.strip() for p in parts if p.strip()]
+
+
+def _strip_parens(text: str) -> str:
+    t = text.strip()
+    while t.startswith("(") and t.endswith(")"):
+        depth = 0
+        for i, ch in enumerate(t):
+            depth += ch == "("
+            depth -= ch == ")"
+            if depth == 0 and i < len(t) - 1:
+                return t
+        t = t[1:-1].strip()
+    return t
+
+
+def _column_ref(ref: str, alias: str) -> str | None:
+    """`alias.col` / `` `alias`.`col` `` -> col, when the reference is to `alias`."""
+    parts = [p.strip("`") for p in re.findall(r"`[^`]*`|[^.]+", ref)]
+    if len(parts) == 2 and parts[0].lower() == alias.lower():
+        return parts[1]
+    return None
+
+
+def _equi_keys(on: str, source_alias: str, target_alias: str) -> list[tuple[str, str]]:
+    """(source column, target column) of each top-level `S.a = T.b` conjunct of the merge condition."""
+    out = []
+    for conj in _split_and(on):
+        m = _EQ_PAIR.match(_strip_parens(conj))
+        if not m:
+            continue
+        l, r = m.group("l"), m.group("r")
+        s, t = _column_ref(l, source_alias), _column_ref(r, target_alias)
+        if s is None or t is None:
+            s, t = _column_ref(r, source_alias), _column_ref(l, target_alias)
+        if s is not None and t is not None:
+            out.append((s, t))
+    return out
+
+
+def _target_only_conjuncts(on: str, source_alias: str, target_alias: str) -> list[str]:
+    """Conjuncts that mention the target alias but not the source (incremental_predicates), with the
+    alias removed, usable to prune target files."""
+    out = []
+    src = re.compile(rf"(?<![\w`]){re.escape(source_alias)}\s*\.|`{re.escape(source_alias)}`\s*\.", re.I)
+    tgt = re.compile(rf"(?<![\w`]){re.escape(target_alias)}\s*\.|`{re.escape(target_alias)}`\s*\.", re.I)
+    for conj in _split_and(on):
+        if tgt.search(conj) and not src.search(conj):
+            out.append(tgt.sub("", conj))
+    return out
+
+
+def _assignments(spec: Any, target_columns: list[str], source_columns: list[str], source_alias: str,
+                 target_alias: str, table: str, what: str) -> dict[str, str]:
+    """target column -> SQL expression, for '*' or a dict (keys matched to target columns ignoring case)."""
+    if spec == "*":
+        src = {c.lower(): c for c in source_columns}
+        out = {}
+        for c in target_columns:
+            s = src.get(c.lower())
+            # UPDATE SET * keeps a column the source lacks; INSERT * fills it with null
+            out[c] = (f"{quote_identifier(source_alias)}.{quote_identifier(s)}" if s is not None else
+                      (f"{quote_identifier(target_alias)}.{quote_identifier(c)}" if what == "update" else "null"))
+        return out
+    if not isinstance(spec, dict):
+        raise ValueError(f"{table}: {what} must be '*' or a dict of target column -> SQL expression.")
+    by_lower = {c.lower(): c for c in target_columns}
+    out = {}
+    for k, v in spec.items():
+        c = by_lower.get(str(k).strip("`").lower())
+        if c is None:
+            raise SchemaMismatchError(
+                f"{table}: merge {what} sets column '{k}', which the table does not have; columns are "
+                f"{', '.join(target_columns)}.")
+        out[c] = str(v)
+    return out
+
+
+class MergeDuplicateSourceError(InvalidTableError):
+    """Several source rows matched one target row (Delta's DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE)."""
+
+
+def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
+          when_matched_update: Any = None, when_matched_condition: str | None = None,
+          when_matched_delete_condition: str | None = None, when_not_matched_insert: Any = None,
+          when_not_matched_condition: str | None = None, source_alias: str = "DBT_INTERNAL_SOURCE",
+          target_alias: str = "DBT_INTERNAL_DEST", operation: str = "MERGE",
+          user_metadata: str | None = None, extra_commit_info: dict[str, Any] | None = None,
+          method: str = "native") -> int | None:
+    """MERGE INTO the table USING source ON `on` (SQL with the two aliases), copy-on-write, one commit.
+
+    Matched target rows: deleted when `when_matched_delete_condition` holds (checked first), else updated
+    with `when_matched_update` ('*' or {target column: SQL expression}) when `when_matched_condition`
+    (default true) holds. Unmatched source rows: inserted with `when_not_matched_insert` when
+    `when_not_matched_condition` holds. Returns the version, or None when nothing changed.
+    """
+    table = DeltaTable(table_uri)
+    if not table.exists():
+        raise NotATableError(f"{table.uri}: no Delta table here to merge into; create it first.")
+    txn = table.transaction()
+    name = table.uri
+    snapshot = txn.snapshot
+    schema_json = snapshot.schema_json
+    target_schema = StructType.fromJson(schema_json)
+    target_columns = [f.name for f in target_schema.fields]
+    started = time.time()
+    S, T = quote_identifier(source_alias), quote_identifier(target_alias)
+
+    update = _assignments(when_matched_update, target_columns, source_df.columns, source_alias, target_alias,
+                          name, "update") if when_matched_update is not None else None
+    insert = _assignments(when_not_matched_insert, target_columns, source_df.columns, source_alias, target_alias,
+                          name, "insert") if when_not_matched_insert is not None else None
+    has_matched = update is not None or when_matched_delete_condition is not None
+
+    source = source_df.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        num_source = source.count()
+        if num_source == 0:
+            return None
+
+        # 1. Candidate files: min/max of the source's equi-join keys, and target-only conjuncts.
+        keys = [(s, t) for s, t in _equi_keys(on, source_alias, target_alias)
+                if find_field(schema_json, t) is not None and s.lower() in {c.lower() for c in source.columns}]
+        exprs = []
+        if keys:
+            aggs = []
+            src_types = {f.name.lower(): f.dataType.typeName() for f in source.schema.fields}
+            for i, (s, _) in enumerate(keys):
+                c = F.col(quote_identifier(s))
+                if src_types[s.lower()] == "timestamp":
+                    # as epoch micros: Python would read a collected timestamp in its own time zone
+                    aggs += [F.unix_micros(F.min(c)).alias(f"mn{i}"), F.unix_micros(F.max(c)).alias(f"mx{i}")]
+                else:
+                    aggs += [F.min(c).alias(f"mn{i}"), F.max(c).alias(f"mx{i}")]
+            bounds = source.agg(*aggs).collect()[0]
+            for i, (s, t) in enumerate(keys):
+                lo, hi = bounds[f"mn{i}"], bounds[f"mx{i}"]
+                if src_types[s.lower()] == "timestamp" and lo is not None:
+                    lo, hi = _utc_from_micros(lo), _utc_from_micros(hi)
+                if lo is None:  # every source key is null: equality matches nothing
+                    exprs.append("false")
+                else:
+                    exprs.append(f"{quote_identifier(t)} >= {_sql_literal(lo)} and "
+                                 f"{quote_identifier(t)} <= {_sql_literal(hi)}")
+        exprs += [f"({c})" for c in _target_only_conjuncts(on, source_alias, target_alias)]
+        prune_text = " and ".join(f"({e})" for e in exprs)
+        prune_expr = parse_sql_predicate(prune_text) if prune_text else ALWAYS
+        candidates = files_matching(snapshot, prune_expr) if prune_expr is not ALWAYS else snapshot.files
+        txn.read_files(candidates)
+        if snapshot.partition_columns:
+            txn.read_predicate(bind(prune_expr, schema_json, snapshot.partition_columns))
+        else:
+            txn.read_predicate(lambda pv: True)
+
+        # 2. Matched rows with the action each gets (at most one source row per target row).
+        target = files_dataframe(spark, snapshot, candidates, with_file=True, with_row_index=True).alias(target_alias)
+        src = source.alias(source_alias)
+        joined = target.join(src, F.expr(on), "inner") if candidates.num_rows else None
+        matched_rows = None
+        touched = candidates.slice(0, 0)
+        n_updated = n_deleted = 0
+        if has_matched and joined is not None:
+            delete_cond = F.coalesce(F.expr(when_matched_delete_condition), F.lit(False)) \
+                if when_matched_delete_condition else F.lit(False)
+            update_cond = (F.coalesce(F.expr(when_matched_condition), F.lit(False))
+                           if when_matched_condition else F.lit(True)) if update is not None else F.lit(False)
+            action = F.when(delete_cond, F.lit("delete")).when(update_cond, F.lit("update"))
+            new_values = [F.expr(update[c]).cast(target_schema[c].dataType).alias(_NEW + str(i))
+                          for i, c in enumerate(target_columns) if update and c in update]
+            key_cols = [F.col(f"{S}.{quote_identifier(s)}").alias(f"__deltalog_key{i}") for i, (s, _) in enumerate(keys)]
+            matched_rows = (joined.select(F.col(f"{T}.{FILE_COLUMN}").alias(FILE_COLUMN),
+                                          F.col(f"{T}.{ROW_INDEX_COLUMN}").alias(ROW_INDEX_COLUMN),
+                                          action.alias(_ACTION), *new_values, *key_cols)
+                            .filter(F.col(_ACTION).isNotNull())
+                            .persist(StorageLevel.MEMORY_AND_DISK))
+            per_file = (matched_rows.groupBy(FILE_COLUMN, ROW_INDEX_COLUMN)
+                        .agg(F.count(F.lit(1)).alias("n"), F.max(_ACTION).alias("a"))
+                        .groupBy(FILE_COLUMN)
+                        .agg(F.max("n").alias("max_n"),
+                             F.sum(F.when(F.col("a") == "update", 1).otherwise(0)).alias("u"),
+                             F.sum(F.when(F.col("a") == "delete", 1).otherwise(0)).alias("d"))
+                        .collect())
+            dup = [r for r in per_file if r["max_n"] > 1]
+            if dup:
+                sample = (matched_rows.filter(F.col(FILE_COLUMN) == dup[0][FILE_COLUMN])
+                          .groupBy(FILE_COLUMN, ROW_INDEX_COLUMN).agg(F.count(F.lit(1)).alias("n"),
+                                                                      *[F.first(f"__deltalog_key{i}").alias(s)
+                                                                        for i, (s, _) in enumerate(keys)])
+                          .filter("n > 1").limit(1).collect())
+                key_text = ", ".join(f"{s}={sample[0][s]!r}" for s, _ in keys) if sample and keys else "?"
+                raise MergeDuplicateSourceError(
+                    f"{name}: MERGE failed: several source rows matched the same target row and tried to "
+                    f"change it (e.g. {key_text}; the row appears {sample[0]['n'] if sample else '>1'} times "
+                    f"in the source). Make the merge key unique in the source (deduplicate it, or add "
+                    f"columns to unique_key). Nothing was committed.")
+            index = _file_index(snapshot, candidates)
+            rows = []
+            for r in per_file:
+                i = index.get(local_path_of(r[FILE_COLUMN]))
+                if i is None:
+                    raise DeltaError(f"{name}: Spark read a file the snapshot does not list: {r[FILE_COLUMN]}")
+                rows.append(i)
+                n_updated += int(r["u"])
+                n_deleted += int(r["d"])
+            touched = _take(candidates, rows)
+
+        # 3. New content: the touched files' rows (updated, deleted or copied) plus the inserts.
+        parts: list[DataFrame] = []
+        if touched.num_rows:
+            old = files_dataframe(spark, snapshot, touched, with_file=True, with_row_index=True)
+            changes = matched_rows.select(FILE_COLUMN, ROW_INDEX_COLUMN, _ACTION,
+                                          *[c for c in matched_rows.columns if c.startswith(_NEW)])
+            j = old.join(changes, [FILE_COLUMN, ROW_INDEX_COLUMN], "left")
+            j = j.filter(F.col(_ACTION).isNull() | (F.col(_ACTION) != "delete"))
+            out_cols = []
+            for i, c in enumerate(target_columns):
+                if update and c in update:
+                    out_cols.append(F.when(F.col(_ACTION) == "update", F.col(_NEW + str(i)))
+                                    .otherwise(F.col(quote_identifier(c))).alias(c))
+                else:
+                    out_cols.append(F.col(quote_identifier(c)))
+            parts.append(j.select(*out_cols))
+        n_insert_df = None
+        if insert is not None:
+            if candidates.num_rows:
+                tgt = files_dataframe(spark, snapshot, candidates).alias(target_alias)
+                unmatched = src.join(tgt, F.expr(on), "left_anti").alias(source_alias)
+            else:
+                unmatched = src
+            if when_not_matched_condition:
+                unmatched = unmatched.filter(F.coalesce(F.expr(when_not_matched_condition), F.lit(False)))
+            # A source alias stays resolvable in the insert expressions.
+            n_insert_df = unmatched.select(*[F.expr(insert.get(c, "null")).cast(target_schema[c].dataType).alias(c)
+                                             for c in target_columns])
+            parts.append(n_insert_df)
+
+        if not touched.num_rows and n_insert_df is None:
+            return None
+        out = parts[0]
+        for p in parts[1:]:
+            out = out.unionByName(p)
+        materialize = bool(txn.protocol and txn.protocol.has_writer_feature("materializePartitionColumns"))
+        adds = write_files(out, name, snapshot.partition_columns, schema_json, snapshot.configuration,
+                           method=method, conform=False, store_partition_columns=materialize)
+        written = _sum_records(adds)
+        touched_rows = _records(touched) if touched.num_rows else 0
+        if touched_rows is None:
+            touched_rows = files_dataframe(spark, snapshot, touched).count()
+        copied = touched_rows - n_updated - n_deleted
+        inserted = written - copied - n_updated
+        if not touched.num_rows and inserted == 0:
+            _discard(name, adds)
+            return None
+        txn.add_actions([*_removes(touched), *adds])
+        matched_preds = []
+        if when_matched_delete_condition is not None:
+            matched_preds.append({"actionType": "delete", "predicate": when_matched_delete_condition})
+        if update is not None:
+            p = {"actionType": "update"}
+            if when_matched_condition:
+                p["predicate"] = when_matched_condition
+            matched_preds.append(p)
+        not_matched = []
+        if insert is not None:
+            p = {"actionType": "insert"}
+            if when_not_matched_condition:
+                p["predicate"] = when_not_matched_condition
+            not_matched.append(p)
+        params = {"predicate": json.dumps([on]), "matchedPredicates": json.dumps(matched_preds),
+                  "notMatchedPredicates": json.dumps(not_matched), "notMatchedBySourcePredicates": "[]"}
+        metrics = {
+            "numSourceRows": num_source, "numTargetRowsInserted": inserted, "numTargetRowsUpdated": n_updated,
+            "numTargetRowsDeleted": n_deleted, "numTargetRowsMatchedUpdated": n_updated,
+            "numTargetRowsMatchedDeleted": n_deleted, "numTargetRowsNotMatchedBySourceUpdated": 0,
+            "numTargetRowsNotMatchedBySourceDeleted": 0, "numTargetRowsCopied": copied,
+            "numOutputRows": written, "numTargetFilesAdded": len(adds), "numTargetFilesRemoved": touched.num_rows,
+            "numTargetBytesAdded": sum(a.size for a in adds), "numTargetBytesRemoved": _bytes(touched),
+            "numTargetFilesScanned": candidates.num_rows,
+            "executionTimeMs": int((time.time() - started) * 1000),
+        }
+        return txn.commit(operation=operation, parameters=params, metrics=metrics, user_metadata=user_metadata,
+                          extra_commit_info=extra_commit_info)
+    finally:
+        source.unpersist()
+        if "matched_rows" in locals() and matched_rows is not None:
+            matched_rows.unpersist()
+
+
+def _discard(table_root: str, adds: Sequence[AddFile]) -> None:
+    """Delete data files written for a commit that will not happen."""
+    import os
+    for a in adds:
+        try:
+            os.unlink(absolute_file_path(table_root, a.path))
+        except OSError:
+            pass
+
+
+def _utc_from_micros(micros: int) -> Any:
+    import datetime as dt
+    return dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=micros)
+
+
+def _sql_literal(value: Any) -> str:
+    """A Python value (from a Spark row) as a SQL literal the skipping parser understands."""
+    import datetime as dt
+    from decimal import Decimal
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, Decimal)):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        return f"timestamp '{value.isoformat(sep=' ')}'"
+    if isinstance(value, dt.date):
+        return f"date '{value.isoformat()}'"
+    return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"

@@ -1,0 +1,189 @@
+"""Snapshot -> DataFrame, read by Spark's native Parquet reader over exactly the snapshot's live files.
+
+Spark infers partition columns from `col=value/` folders under `basePath`, typed by the declared schema.
+That is only right when every file's folders spell its `partitionValues` (the Delta convention, which
+our writer and delta-spark follow); otherwise the files are read per partition with the values added as
+literals. Delta readers take partition values from the log, never from folder names.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession, functions as F
+
+from ..paths import decode_path, is_absolute_path, parse_partition_folder, parse_partition_value
+from ..schema import partition_column_types, quote_identifier, without_columns
+from .writer import spark_schema
+
+# Spark lists the given files with a distributed job above this many paths, which is slow to plan.
+_DISCOVERY_THRESHOLD = "1000000"
+
+
+def snapshot_dataframe(spark: SparkSession, snapshot: Any) -> DataFrame:
+    """All rows of the snapshot, with the table's columns in the table's order."""
+    schema_json = snapshot.schema_json
+    schema = spark_schema(schema_json)
+    columns = [quote_identifier(f.name) for f in schema.fields]
+    if snapshot.num_files == 0:
+        return spark.createDataFrame(spark.sparkContext.emptyRDD(), schema)
+    spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.threshold", _DISCOVERY_THRESHOLD)
+    root = snapshot.table_uri
+    uris = snapshot.file_uris()
+    partitions = snapshot.partition_columns
+    if not partitions:
+        return spark.read.schema(schema).parquet(*uris).select(*columns)
+    if _folders_match(snapshot, spark):
+        return spark.read.schema(schema).option("basePath", root).parquet(*uris).select(*columns)
+    return _read_per_partition(spark, snapshot, uris).select(*columns)
+
+
+def _folders_match(snapshot: Any, spark: SparkSession) -> bool:
+    """Whether Spark's folder-based partition discovery yields exactly the log's partition values."""
+    partitions = snapshot.partition_columns
+    types = partition_column_types(snapshot.schema_json, partitions)
+    if "timestamp" in types.values():
+        tz = (spark.conf.get("spark.sql.session.timeZone") or "").upper()
+        if tz not in ("UTC", "Z", "ETC/UTC", "GMT", "+00:00"):
+            return False  # Spark would read folder timestamps in the session time zone
+    files = snapshot.files
+    paths = files.column("path").to_pylist()
+    values = files.column("partition_values").to_pylist()
+    lowered = [c.lower() for c in partitions]
+    for path, pv in zip(paths, values):
+        relative = decode_path(path)
+        if is_absolute_path(relative):
+            return False
+        folders = relative.split("/")[:-1]
+        if len(folders) != len(partitions):
+            return False
+        found = parse_partition_folder(relative)
+        if [k.lower() for k in found] != lowered:
+            return False
+        pv = dict(pv or [])
+        found_lower = {k.lower(): v for k, v in found.items()}
+        for c in partitions:
+            t = types[c]
+            try:
+                if parse_partition_value(found_lower[c.lower()], t) != parse_partition_value(pv.get(c), t):
+                    return False
+            except Exception:
+                return False
+            # Spark turns an empty string folder value into null; Delta's "" for a string is not null.
+            if t == "string" and pv.get(c) == "":
+                return False
+    return True
+
+
+def _read_per_partition(spark: SparkSession, snapshot: Any, uris: list[str]) -> DataFrame:
+    partitions = snapshot.partition_columns
+    types = partition_column_types(snapshot.schema_json, partitions)
+    data_schema = spark_schema(without_columns(snapshot.schema_json, partitions))
+    full = spark_schema(snapshot.schema_json)
+    groups: dict[tuple, list[str]] = {}
+    for uri, pv in zip(uris, snapshot.files.column("partition_values").to_pylist()):
+        pv = dict(pv or [])
+        groups.setdefault(tuple(pv.get(c) for c in partitions), []).append(uri)
+    out: DataFrame | None = None
+    for key, group in groups.items():
+        df = spark.read.schema(data_schema).parquet(*group)
+        for c, raw in zip(partitions, key):
+            value = parse_partition_value(raw, types[c])
+            df = df.withColumn(c, F.lit(value).cast(full[c].dataType))
+        out = df if out is None else out.unionByName(df)
+    return out
+
+
+def view_identifier(view_name: str) -> str:
+    """A one-part view name Spark accepts: `a.b` is backquoted so the dot stays part of the name."""
+    if view_name.startswith("`") and view_name.endswith("`"):
+        return view_name
+    return quote_identifier(view_name)
+
+
+def register_view(spark: SparkSession, view_name: str, table_uri: str, version: int | None = None) -> DataFrame:
+    """Create or replace the temporary view `view_name` over the table's latest (or given) snapshot."""
+    from ..snapshot import Snapshot
+    snapshot = Snapshot.load(os.fspath(table_uri), version=version)
+    df = snapshot_dataframe(spark, snapshot)
+    df.createOrReplaceTempView(view_identifier(view_name))
+    return df
+
+
+FILE_COLUMN = "__deltalog_file"
+ROW_INDEX_COLUMN = "__deltalog_row_index"
+
+
+def files_dataframe(spark: SparkSession, snapshot: Any, files: Any, with_file: bool = False,
+                    with_row_index: bool = False) -> DataFrame:
+    """The rows of some of the snapshot's live files (`files`: rows of `snapshot.files`), with the table's
+    columns, plus optionally the file each row comes from (`FILE_COLUMN`, as Spark spells the path: see
+    `local_path_of`) and its row position in that file (`ROW_INDEX_COLUMN`)."""
+    schema = spark_schema(snapshot.schema_json)
+    extra = []
+    if with_file:
+        extra.append(F.col("_metadata.file_path").alias(FILE_COLUMN))
+    if with_row_index:
+        extra.append(F.col("_metadata.row_index").alias(ROW_INDEX_COLUMN))
+    columns = [F.col(quote_identifier(f.name)) for f in schema.fields]
+    if files.num_rows == 0:
+        from pyspark.sql.types import LongType, StringType, StructField, StructType
+        fields = list(schema.fields)
+        if with_file:
+            fields.append(StructField(FILE_COLUMN, StringType()))
+        if with_row_index:
+            fields.append(StructField(ROW_INDEX_COLUMN, LongType()))
+        return spark.createDataFrame(spark.sparkContext.emptyRDD(), StructType(fields))
+    spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.threshold", _DISCOVERY_THRESHOLD)
+    root = snapshot.table_uri
+    uris = [absolute_file_path(root, p) for p in files.column("path").to_pylist()]
+    partitions = snapshot.partition_columns
+    if not partitions:
+        return spark.read.schema(schema).parquet(*uris).select(*columns, *extra)
+    if _folders_match(_SubSnapshot(snapshot, files), spark):
+        return spark.read.schema(schema).option("basePath", root).parquet(*uris).select(*columns, *extra)
+    types = partition_column_types(snapshot.schema_json, partitions)
+    data_schema = spark_schema(without_columns(snapshot.schema_json, partitions))
+    groups: dict[tuple, list[str]] = {}
+    for uri, pv in zip(uris, files.column("partition_values").to_pylist()):
+        pv = dict(pv or [])
+        groups.setdefault(tuple(pv.get(c) for c in partitions), []).append(uri)
+    out: DataFrame | None = None
+    for key, group in groups.items():
+        df = spark.read.schema(data_schema).parquet(*group).select("*", *extra)
+        for c, raw in zip(partitions, key):
+            df = df.withColumn(c, F.lit(parse_partition_value(raw, types[c])).cast(schema[c].dataType))
+        df = df.select(*columns, *[F.col(e) for e in ([FILE_COLUMN] if with_file else [])
+                                   + ([ROW_INDEX_COLUMN] if with_row_index else [])])
+        out = df if out is None else out.unionByName(df)
+    return out
+
+
+class _SubSnapshot:
+    """A snapshot restricted to some of its files (for the folder check)."""
+
+    def __init__(self, snapshot: Any, files: Any):
+        self.partition_columns = snapshot.partition_columns
+        self.schema_json = snapshot.schema_json
+        self.files = files
+
+
+def absolute_file_path(root: str, log_path: str) -> str:
+    """The local path (or URI of another store) of a file as the log names it."""
+    from urllib.parse import urlparse
+    p = decode_path(log_path)
+    parsed = urlparse(p)
+    if parsed.scheme == "file":
+        return parsed.path
+    if (parsed.scheme and len(parsed.scheme) > 1) or p.startswith("/"):
+        return p
+    return os.path.join(root, p)
+
+
+def local_path_of(spark_file_path: str) -> str:
+    """The local path of a `_metadata.file_path` value (Spark gives a URI-encoded `file:` URI)."""
+    from urllib.parse import unquote, urlparse
+    parsed = urlparse(spark_file_path)
+    if parsed.scheme in ("file", ""):
+        return os.path.normpath(unquote(parsed.path))
+    return spark_file_path

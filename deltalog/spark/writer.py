@@ -1,0 +1,275 @@
+"""DataFrame -> Parquet data files of a Delta table, plus their `add` actions (with stats).
+
+Executors write the data files; the driver only collects small descriptions of them and writes the log.
+Two ways, same result:
+
+- `native` (default): Spark's own Parquet writer into a staging folder inside the table, then each file's
+  statistics come from its Parquet footer (no data is read again) and the file is moved to its final
+  `col=value/` folder. This costs the same as `df.write.parquet` plus a footer read per file.
+- `arrow`: `mapInArrow` on the executors, writing with pyarrow and accumulating the statistics from the
+  record batches as they stream past. Works without a shared staging rename, but pays for Spark's
+  row-to-Arrow conversion (about 1.2x the native write).
+
+`bench/spark_write.py` measures both against `df.write.parquet`.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Iterator, Sequence
+from zoneinfo import ZoneInfo
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, functions as F
+from pyspark.sql.types import StructType
+
+from ..actions import AddFile, now_ms
+from ..errors import SchemaMismatchError
+from ..paths import (
+    encode_path, new_data_file_path, parse_partition_folder, parse_partition_value, partition_folder,
+    serialize_partition_value,
+)
+from ..schema import find_field, partition_column_types, without_columns
+from ..stats import StatsCollector
+from ..storage import table_path_from_uri
+
+STAGING_DIR = "_delta_staging"
+_FOOTER_THREADS = 8
+
+
+def spark_schema(schema_json: dict[str, Any]) -> StructType:
+    """The Spark StructType of a Delta schema (the same JSON)."""
+    return StructType.fromJson(schema_json)
+
+
+def conform_dataframe(df: DataFrame, schema_json: dict[str, Any], table: str) -> DataFrame:
+    """The DataFrame with exactly the table's columns, in its order and with its types (casts where the
+    types differ); a missing column is an error naming it, an extra one too."""
+    target = spark_schema(schema_json)
+    by_lower = {f.name.lower(): f for f in df.schema.fields}
+    missing = [f.name for f in target.fields if f.name.lower() not in by_lower]
+    wanted = {f.name.lower() for f in target.fields}
+    extra = [f.name for f in df.schema.fields if f.name.lower() not in wanted]
+    if missing or extra:
+        raise SchemaMismatchError(
+            f"{table}: the data's columns do not match the table schema"
+            + (f"; missing: {', '.join(missing)}" if missing else "")
+            + (f"; not in the table: {', '.join(extra)}" if extra else "")
+            + ". Select the table's columns, or write with schema_mode='merge' / 'overwrite'.")
+    cols = []
+    for f in target.fields:
+        src = by_lower[f.name.lower()]
+        c = F.col(_quote(src.name))
+        if src.dataType != f.dataType:
+            c = c.cast(f.dataType)
+        cols.append(c.alias(f.name) if src.name != f.name or src.dataType != f.dataType else c)
+    return df.select(*cols)
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def write_files(df: DataFrame, table_uri: str, partition_columns: Sequence[str], schema_json: dict[str, Any],
+                configuration: dict[str, str] | None = None, *, method: str = "native",
+                conform: bool = True, store_partition_columns: bool = False) -> list[AddFile]:
+    """Write `df` as new data files under the table and return their `add` actions (not committed).
+
+    `store_partition_columns`: keep the partition columns in the data files too (the table has the
+    materializePartitionColumns writer feature); only the arrow method can do that.
+    """
+    root = table_path_from_uri(table_uri)
+    partition_columns = list(partition_columns)
+    if conform:
+        df = conform_dataframe(df, schema_json, root)
+    if store_partition_columns and partition_columns:
+        return _write_arrow(df, root, partition_columns, schema_json, configuration or {}, keep_partitions=True)
+    if method == "native":
+        return _write_native(df, root, partition_columns, schema_json, configuration or {})
+    if method == "arrow":
+        return _write_arrow(df, root, partition_columns, schema_json, configuration or {})
+    raise ValueError(f"unknown write method {method!r}; use 'native' or 'arrow'")
+
+
+# ---------------------------------------------------------------------------------------------------
+# native: Spark's Parquet writer + footers
+
+
+def _write_native(df: DataFrame, root: str, partition_columns: list[str], schema_json: dict[str, Any],
+                  configuration: dict[str, str]) -> list[AddFile]:
+    spark = df.sparkSession
+    staging = os.path.join(root, STAGING_DIR, str(uuid.uuid4()))
+    conf = spark.conf
+    # Delta readers need real Parquet timestamps (INT96 has no statistics and is deprecated).
+    saved = conf.get("spark.sql.parquet.outputTimestampType", None)
+    conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+    try:
+        writer = df.write.mode("errorifexists").option("compression", "snappy")
+        if partition_columns:
+            writer = writer.partitionBy(*partition_columns)
+        writer.parquet(staging)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    finally:
+        if saved is None:
+            conf.unset("spark.sql.parquet.outputTimestampType")
+        else:
+            conf.set("spark.sql.parquet.outputTimestampType", saved)
+    try:
+        session_tz = ZoneInfo(conf.get("spark.sql.session.timeZone") or "UTC")
+    except Exception:
+        session_tz = dt.timezone.utc
+    types = partition_column_types(schema_json, partition_columns, root)
+    files = []
+    for dirpath, _, names in os.walk(staging):
+        for name in names:
+            if name.endswith(".parquet") and not name.startswith((".", "_")):
+                files.append(os.path.join(dirpath, name))
+    try:
+        with ThreadPoolExecutor(max_workers=min(_FOOTER_THREADS, max(len(files), 1))) as pool:
+            adds = list(pool.map(
+                lambda f: _adopt_staged_file(f, staging, root, partition_columns, types, schema_json,
+                                             configuration, session_tz), files))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        try:
+            os.rmdir(os.path.join(root, STAGING_DIR))
+        except OSError:
+            pass  # another writer's staging folder is still there
+    return [a for a in adds if a is not None]
+
+
+def _adopt_staged_file(path: str, staging: str, root: str, partition_columns: list[str],
+                       types: dict[str, str], schema_json: dict[str, Any], configuration: dict[str, str],
+                       session_tz: Any) -> AddFile | None:
+    metadata = pq.read_metadata(path)
+    if metadata.num_rows == 0:
+        return None  # Spark writes an empty file for an empty unpartitioned DataFrame
+    relative = os.path.relpath(path, staging).replace(os.sep, "/")
+    spark_values = parse_partition_folder(relative)
+    values: dict[str, str | None] = {}
+    for c in partition_columns:
+        raw = spark_values.get(c)
+        if raw is not None and types[c] == "timestamp":
+            # Spark spells timestamps in folders in the session time zone; Delta's value is UTC.
+            local = parse_partition_value(raw, "timestamp_ntz").replace(tzinfo=session_tz)
+            values[c] = serialize_partition_value(local, "timestamp")
+        else:
+            values[c] = serialize_partition_value(parse_partition_value(raw, types[c]), types[c]) \
+                if raw is not None else None
+    collector = StatsCollector(schema_json, partition_columns, configuration)
+    collector.update_from_parquet_metadata(metadata)
+    final_relative = new_data_file_path(partition_folder(partition_columns, values),
+                                        part=_part_number(os.path.basename(path)))
+    final = os.path.join(root, final_relative)
+    os.makedirs(os.path.dirname(final), exist_ok=True)
+    os.rename(path, final)
+    st = os.stat(final)
+    return AddFile(path=encode_path(final_relative), partition_values=values, size=st.st_size,
+                   modification_time=int(st.st_mtime * 1000), data_change=True, stats=collector.to_json())
+
+
+def _part_number(name: str) -> int:
+    try:
+        return int(name.split("-")[1])
+    except (IndexError, ValueError):
+        return 0
+
+
+# ---------------------------------------------------------------------------------------------------
+# arrow: mapInArrow on the executors
+
+_ADD_SCHEMA = "path string, partition_values string, size long, modification_time long, stats string"
+
+
+def _write_arrow(df: DataFrame, root: str, partition_columns: list[str], schema_json: dict[str, Any],
+                 configuration: dict[str, str], keep_partitions: bool = False) -> list[AddFile]:
+    types = partition_column_types(schema_json, partition_columns, root)
+    data_schema = schema_json if keep_partitions else without_columns(schema_json, partition_columns)
+    if partition_columns:
+        # Like Spark's writer: rows of one partition together, so each task keeps one file open.
+        df = df.sortWithinPartitions(*[F.col(_quote(c)) for c in partition_columns])
+    task = _ArrowFileTask(root, partition_columns, types, data_schema, schema_json, configuration)
+    rows = df.mapInArrow(task, _ADD_SCHEMA).collect()
+    return [AddFile(path=r["path"], partition_values=json.loads(r["partition_values"]), size=r["size"],
+                    modification_time=r["modification_time"], data_change=True, stats=r["stats"])
+            for r in rows]
+
+
+class _ArrowFileTask:
+    """Runs on an executor: writes the record batches of one Spark partition to data files."""
+
+    def __init__(self, root: str, partition_columns: list[str], types: dict[str, str],
+                 data_schema: dict[str, Any], schema_json: dict[str, Any], configuration: dict[str, str]):
+        self.root = root
+        self.partition_columns = partition_columns
+        self.types = types
+        self.data_names = [f["name"] for f in data_schema["fields"]]
+        self.schema_json = schema_json
+        self.configuration = configuration
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        current_key: tuple | None = None
+        writer: pq.ParquetWriter | None = None
+        collector: StatsCollector | None = None
+        relative = ""
+        values: dict[str, str | None] = {}
+        done: list[dict[str, Any]] = []
+        part = 0
+
+        def close() -> None:
+            nonlocal writer
+            if writer is None:
+                return
+            writer.close()
+            writer = None
+            full = os.path.join(self.root, relative)
+            st = os.stat(full)
+            done.append({"path": encode_path(relative), "partition_values": json.dumps(values),
+                         "size": st.st_size, "modification_time": int(st.st_mtime * 1000),
+                         "stats": collector.to_json()})
+
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            for key, chunk in self._runs(batch):
+                if writer is None or key != current_key:
+                    close()
+                    current_key = key
+                    values = {c: serialize_partition_value(v, self.types[c])
+                              for c, v in zip(self.partition_columns, key)}
+                    relative = new_data_file_path(partition_folder(self.partition_columns, values), part)
+                    part += 1
+                    full = os.path.join(self.root, relative)
+                    os.makedirs(os.path.dirname(full), exist_ok=True)
+                    data = chunk.select(self.data_names)
+                    writer = pq.ParquetWriter(full, data.schema, compression="snappy",
+                                              coerce_timestamps="us", allow_truncated_timestamps=True)
+                    collector = StatsCollector(self.schema_json, self.partition_columns, self.configuration)
+                else:
+                    data = chunk.select(self.data_names)
+                writer.write_batch(data)
+                collector.update(data)
+        close()
+        if done:
+            yield pa.RecordBatch.from_pylist(done, schema=pa.schema([
+                ("path", pa.string()), ("partition_values", pa.string()), ("size", pa.int64()),
+                ("modification_time", pa.int64()), ("stats", pa.string())]))
+
+    def _runs(self, batch: pa.RecordBatch) -> Iterator[tuple[tuple, pa.RecordBatch]]:
+        """(partition key, rows) for each run of equal partition values in a (sorted) batch."""
+        if not self.partition_columns:
+            yield (), batch
+            return
+        keys = list(zip(*[batch.column(c).to_pylist() for c in self.partition_columns]))
+        start = 0
+        for i in range(1, len(keys) + 1):
+            if i == len(keys) or keys[i] != keys[start]:
+                yield keys[start], batch.slice(start, i - start)
+                start = i
