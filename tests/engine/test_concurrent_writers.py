@@ -87,26 +87,32 @@ class timed:
         return out, time.perf_counter() - start
 
 
-def _proc_entry(fn, args, queue, barrier):
-    try:
-        barrier.wait(60)  # start together once every process has imported everything
-        queue.put(("ok", fn(*args)))
-    except BaseException as e:  # report to the parent instead of dying silently
-        queue.put(("error", repr(e)))
+def _ready() -> int:
+    return os.getpid()
 
 
-def run_processes(fn, arg_list, timeout=120):
-    ctx = multiprocessing.get_context("spawn")
-    queue, barrier = ctx.Queue(), ctx.Barrier(len(arg_list))
-    procs = [ctx.Process(target=_proc_entry, args=(fn, args, queue, barrier)) for args in arg_list]
-    for p in procs:
-        p.start()
-    results = [queue.get(timeout=timeout) for _ in procs]
-    for p in procs:
-        p.join(timeout)
-    errors = [r for s, r in results if s == "error"]
-    assert not errors, errors
-    return [r for _, r in results]
+@pytest.fixture(scope="module")
+def process_pool():
+    """Real worker processes (spawned: nothing inherited), started once for the module."""
+    from concurrent.futures import ProcessPoolExecutor
+    with ProcessPoolExecutor(max_workers=3, mp_context=multiprocessing.get_context("spawn")) as pool:
+        pids = set(f.result(timeout=120) for f in [pool.submit(_ready) for _ in range(6)])
+        assert os.getpid() not in pids
+        yield pool
+
+
+def run_processes(pool, fn, arg_list, timeout=120):
+    """Run fn(*args) for each args in the pool's separate processes, at the same time."""
+    assert len(arg_list) <= 3
+    futures = [pool.submit(fn, *args) for args in arg_list]
+    return [f.result(timeout=timeout) for f in futures]
+
+
+def runner_fn(runner: str, request):
+    if runner == "threads":
+        return run_threads
+    pool = request.getfixturevalue("process_pool")
+    return lambda fn, args: run_processes(pool, fn, args)
 
 
 def run_threads(fn, arg_list):
@@ -161,12 +167,12 @@ def make(uri: str, **config):
 # ---- tests -----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("runner", ["threads", "processes"])
-def test_concurrent_blind_appends(tmp_path, runner):
+def test_concurrent_blind_appends(tmp_path, runner, request):
     uri = str(tmp_path / "t")
     make(uri)
     writers, commits, rows = (4, 12, 3) if runner == "threads" else (3, 8, 3)
     args = [(uri, w, commits, rows) for w in range(writers)]
-    results = (run_threads if runner == "threads" else run_processes)(timed(append_worker), args)
+    results = runner_fn(runner, request)(timed(append_worker), args)
     elapsed = max(r[1] for r in results)
     results = [r[0] for r in results]
     total = writers * commits
@@ -187,26 +193,26 @@ def test_concurrent_blind_appends(tmp_path, runner):
 
 
 @pytest.mark.parametrize("runner", ["threads", "processes"])
-def test_concurrent_partition_replacements_do_not_conflict(tmp_path, runner):
+def test_concurrent_partition_replacements_do_not_conflict(tmp_path, runner, request):
     uri = str(tmp_path / "t")
     write_deltalake(uri, pa.table({"id": pa.array([0, 1, 2], pa.int64()), "part": ["w0", "w1", "w2"]}),
                     partition_by=["part"], configuration={"delta.isolationLevel": "Serializable"})
     writers, rounds = 3, 6
     args = [(uri, w, rounds) for w in range(writers)]
-    (run_threads if runner == "threads" else run_processes)(replace_partition_worker, args)
+    runner_fn(runner, request)(replace_partition_worker, args)
     infos = assert_log_consistent(uri, writers * rounds + 1)
     assert all(i["isolationLevel"] == "Serializable" for i in infos[1:])
     assert_rows(uri, [w * 100 + rounds - 1 for w in range(writers)])
 
 
 @pytest.mark.parametrize("runner", ["threads", "processes"])
-def test_read_modify_write_counter_loses_no_update(tmp_path, runner):
+def test_read_modify_write_counter_loses_no_update(tmp_path, runner, request):
     uri = str(tmp_path / "t")
     write_deltalake(uri, pa.table({"n": pa.array([0], pa.int64())}),
                     configuration={"delta.checkpointInterval": "4"})
     writers, increments = 3, 6
     args = [(uri, increments) for _ in range(writers)]
-    conflicts = (run_threads if runner == "threads" else run_processes)(increment_worker, args)
+    conflicts = runner_fn(runner, request)(increment_worker, args)
     assert_log_consistent(uri, writers * increments + 1)
     snap = Snapshot.load(uri)
     assert snap.num_files == 1
@@ -224,12 +230,12 @@ def create_or_append_worker(uri: str, writer: int) -> int:
 
 
 @pytest.mark.parametrize("runner", ["threads", "processes"])
-def test_concurrent_creation_by_appends(tmp_path, runner):
+def test_concurrent_creation_by_appends(tmp_path, runner, request):
     """Several writers append to a table that does not exist yet: one creates it, the others' version-0
     commits lose (ProtocolChangedException inside) and land as appends; every row is there."""
     uri = str(tmp_path / "t")
     writers = 4 if runner == "threads" else 3
-    versions = (run_threads if runner == "threads" else run_processes)(
+    versions = runner_fn(runner, request)(
         create_or_append_worker, [(uri, w) for w in range(writers)])
     assert sorted(versions) == list(range(writers))
     assert_log_consistent(uri, writers)
