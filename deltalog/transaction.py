@@ -302,6 +302,14 @@ class Transaction:
             return required_protocol(self._new_metadata, current)
         return current
 
+    @property
+    def metadata_changed(self) -> bool:
+        """Whether this transaction writes a new metaData action."""
+        return self._new_metadata is not None
+
+    def __repr__(self) -> str:
+        return f"Transaction({self.table_uri!r}, read_version={self.read_version})"
+
     def update_metadata(self, metadata: Metadata) -> None:
         validate_metadata(metadata, self.table_uri)
         if self.snapshot is not None and metadata.id != self.snapshot.metadata.id:
