@@ -75,6 +75,12 @@ def assert_same_history(uri: str):
     ours = DeltaTable(uri).history()
     theirs = deltalake.DeltaTable(uri).history()
     assert [(h["version"], h["operation"]) for h in ours] == [(h["version"], h["operation"]) for h in theirs]
+    for o, t in zip(ours, theirs):
+        assert o["timestamp"] == t["timestamp"]
+        for key in ("operationParameters", "readVersion", "isolationLevel", "isBlindAppend", "userMetadata",
+                    "engineInfo"):
+            if key in t:
+                assert o[key] == t[key], (o["version"], key)
 
 
 def assert_same_files(uri: str):
@@ -109,7 +115,7 @@ def test_ours_read_by_delta_rs(tmp_path, partition_by):
     v = write_deltalake(uri, awkward_batch(0, 24), partition_by=partition_by,
                         configuration={"delta.checkpointInterval": "2"}, description="awkward")
     assert v == 0
-    write_deltalake(uri, awkward_batch(100, 16), mode="append")
+    write_deltalake(uri, awkward_batch(100, 16), mode="append", user_metadata="second batch")
     if partition_by == ["s", "d"]:
         # Replace one awkward partition: only its rows change.
         write_deltalake(uri, awkward_batch(200, 16).filter(pc.equal(pc.field("s"), "a/b")),
