@@ -1,0 +1,167 @@
+"""VACUUM: delete data files that no retained version of the table needs.
+
+Kept: the live files, and every file removed less than the retention ago (time travel to versions in
+the retention window still reads them). Deleted: other files under the table older than the cutoff —
+expired tombstones and orphans of failed writers. Names starting with `_` or `.` are not the table's
+data (the log, checkpoints, Hadoop side files) and are left alone, except partition folders
+(`_col=value`) and this engine's own write staging area. The retention defaults to the table's
+`delta.deletedFileRetentionDuration` (1 week); a shorter one is refused unless forced, because a
+concurrent reader or writer of an older version may still need the files.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from typing import Any
+
+from ..errors import InvalidTableError
+from ..paths import decode_path, is_absolute_path
+from ..snapshot import Snapshot, tombstone_retention_ms
+from ..storage import LOG_DIR
+from ..table import DeltaTable
+
+log = logging.getLogger(__name__)
+
+STAGING_DIR = "_delta_staging"  # the Spark writer's staging folder (deltalog/spark/writer.py)
+
+
+def _removed_since(snapshot: Snapshot, cutoff_ms: int) -> set[str]:
+    """Decoded relative paths of files removed after `cutoff_ms`, from the snapshot's tombstones and
+    from every commit file still in the log (the snapshot drops tombstones older than the table's
+    retention, which may be shorter than the one asked for)."""
+    out = set()
+    t = snapshot.tombstones
+    for path, ts in zip(t.column("path").to_pylist(), t.column("deletion_timestamp").to_pylist()):
+        if (ts or 0) > cutoff_ms:
+            out.add(decode_path(path))
+    store = snapshot.store
+    for f in store.list_from(0):
+        if f.kind != "commit" or f.version is None or f.version > snapshot.version:
+            continue
+        if f.modification_time and f.modification_time < cutoff_ms - 86_400_000:
+            continue  # a commit written long before the cutoff holds no remove after it
+        try:
+            text = store.read(f.name).decode("utf-8")
+        except FileNotFoundError:
+            continue
+        for line in text.splitlines():
+            if '"remove"' not in line:
+                continue
+            try:
+                r = json.loads(line).get("remove")
+            except ValueError:
+                continue
+            if r and (r.get("deletionTimestamp") or 0) > cutoff_ms:
+                out.add(decode_path(r["path"]))
+    return out
+
+
+def _is_partition_folder(name: str) -> bool:
+    return "=" in name and not name.startswith(".")
+
+
+def _candidates(root: str):
+    """(relative path, absolute path, mtime ms) of every file vacuum may consider."""
+    for dirpath, dirs, names in os.walk(root):
+        rel_dir = os.path.relpath(dirpath, root)
+        rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/")
+        in_staging = rel_dir == STAGING_DIR or rel_dir.startswith(STAGING_DIR + "/")
+        dirs[:] = [d for d in dirs
+                   if (rel_dir == "" and d == STAGING_DIR) or in_staging
+                   or not d.startswith(("_", ".")) or _is_partition_folder(d)]
+        if rel_dir == "" and LOG_DIR in dirs:
+            dirs.remove(LOG_DIR)
+        for n in names:
+            if n.startswith((".", "_")) and not in_staging:
+                continue
+            full = os.path.join(dirpath, n)
+            try:
+                mtime = int(os.stat(full).st_mtime * 1000)
+            except FileNotFoundError:
+                continue
+            yield (f"{rel_dir}/{n}" if rel_dir else n), full, mtime
+
+
+def _remove_empty_dirs(root: str, rel_files: list[str]) -> int:
+    removed = 0
+    dirs = sorted({os.path.dirname(p) for p in rel_files if os.path.dirname(p)}, key=len, reverse=True)
+    for d in dirs:
+        while d:
+            full = os.path.join(root, d)
+            try:
+                os.rmdir(full)  # only succeeds when empty
+                removed += 1
+            except OSError:
+                break
+            d = os.path.dirname(d)
+    return removed
+
+
+def vacuum(table_uri: str, retain_hours: float | None = None, dry_run: bool = False, force: bool = False,
+           log_commits: bool = False) -> list[str]:
+    """Delete the files no retained version needs; return their paths relative to the table (what
+    would be deleted, with dry_run). With `log_commits`, a real run records VACUUM START and VACUUM END
+    commits (commitInfo only), as delta-spark does when vacuum logging is on (off by default there too)."""
+    snapshot = Snapshot.load(table_uri)
+    root = snapshot.table_uri
+    table_retention = tombstone_retention_ms(snapshot.configuration)
+    if retain_hours is None:
+        retention = table_retention
+    else:
+        try:
+            retention = int(float(retain_hours) * 3_600_000)
+        except (TypeError, ValueError):
+            raise InvalidTableError(f"{root}: VACUUM retain_hours must be a number of hours, got "
+                                    f"{retain_hours!r}.") from None
+        if retention < 0:
+            raise InvalidTableError(f"{root}: VACUUM retain_hours must be >= 0, got {retain_hours}.")
+        if retention < table_retention and not force:
+            raise InvalidTableError(
+                f"{root}: VACUUM with a retention of {retain_hours} hours is below the table's "
+                f"delta.deletedFileRetentionDuration ({table_retention / 3_600_000:g} hours). Files "
+                f"removed in that window may still be read by running queries or time travel. Use at "
+                f"least {table_retention / 3_600_000:g} hours, lower the table property, or pass "
+                f"force=true if no one reads older versions.")
+    now = int(time.time() * 1000)
+    cutoff = now - retention
+    keep = {decode_path(p) for p in snapshot.files.column("path").to_pylist()}
+    keep |= _removed_since(snapshot, cutoff)
+    keep = {p for p in keep if not is_absolute_path(p)}
+    doomed: list[tuple[str, str, int]] = []
+    for rel, full, mtime in _candidates(root):
+        if rel in keep or mtime >= cutoff:
+            continue
+        doomed.append((rel, full, mtime))
+    rels = sorted(r for r, _, _ in doomed)
+    if dry_run:
+        return rels
+    size = 0
+    for _, full, _ in doomed:
+        try:
+            size += os.path.getsize(full)
+        except OSError:
+            pass
+    parameters = {"retentionCheckEnabled": not force, "defaultRetentionMillis": table_retention}
+    if retain_hours is not None:
+        parameters["specifiedRetentionMillis"] = retention
+    if log_commits:
+        txn = DeltaTable(root).transaction()
+        txn.commit(operation="VACUUM START", parameters=parameters,
+                   metrics={"numFilesToDelete": len(doomed), "sizeOfDataToDelete": size})
+    deleted = []
+    for rel, full, _ in doomed:
+        try:
+            os.unlink(full)
+            deleted.append(rel)
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            log.warning("%s: VACUUM could not delete %s: %s", root, rel, e)
+    dirs = _remove_empty_dirs(root, deleted)
+    if log_commits:
+        txn = DeltaTable(root).transaction()
+        txn.commit(operation="VACUUM END", parameters={"status": "COMPLETED"},
+                   metrics={"numDeletedFiles": len(deleted), "numVacuumedDirectories": dirs})
+    return sorted(deleted)
