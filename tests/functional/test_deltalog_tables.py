@@ -49,13 +49,17 @@ def table_dir(warehouse, project, name):
 
 def delta_rows(path, columns):
     table = deltalake.DeltaTable(path).to_pyarrow_table(columns=columns)
-    return sorted(tuple(r[c] for c in columns) for r in table.to_pylist())
+    return sorted((tuple(r[c] for c in columns) for r in table.to_pylist()), key=_nulls_first)
+
+
+def _nulls_first(row):
+    return [(v is not None, v) for v in row]
 
 
 def spark_rows(project, name, columns):
     cols = ", ".join(columns)
     rows = project.run_sql(f"select {cols} from `{project.test_schema}.{name}`", fetch="all")
-    return sorted(tuple(r) for r in rows)
+    return sorted((tuple(r) for r in rows), key=_nulls_first)
 
 
 class TestDeltaTablesThroughDbt:
@@ -158,15 +162,9 @@ class TestDeltaTablesThroughDbt:
         assert dict(delta_rows(path, ["id", "name"])) == {1: "ALICE", 2: "bob", 3: "carol", 9: "zed"}
 
     def test_7_contract_failure_commits_nothing(self, project, deltalog_warehouse):
-        path = table_dir(deltalog_warehouse, project, "people_table")
-        before = deltalake.DeltaTable(path).version()
-        bad = """
-{{ config(materialized='table', alias='people_table', contract={'enforced': true}) }}
-select 1 as id
-"""
         yml = """
 models:
-  - name: people_table_contract
+  - name: contracted
     config:
       contract: {enforced: true}
     columns:
@@ -174,16 +172,24 @@ models:
         data_type: string
 """
         models_dir = os.path.join(project.project_root, "models")
-        with open(os.path.join(models_dir, "people_table_contract.sql"), "w") as f:
-            f.write(bad)
+        sql_file = os.path.join(models_dir, "contracted.sql")
         with open(os.path.join(models_dir, "contract.yml"), "w") as f:
             f.write(yml)
         try:
-            _, out = run_dbt_and_capture(["run", "--select", "people_table_contract"], expect_pass=False)
+            with open(sql_file, "w") as f:
+                f.write("{{ config(materialized='table') }} select 'a' as id")
+            run_dbt(["run", "--select", "contracted"])
+            path = table_dir(deltalog_warehouse, project, "contracted")
+            assert deltalake.DeltaTable(path).version() == 0
+            # the contract says string; an integer id fails the model before anything is written
+            with open(sql_file, "w") as f:
+                f.write("{{ config(materialized='table') }} select 1 as id")
+            _, out = run_dbt_and_capture(["run", "--select", "contracted"], expect_pass=False)
             assert "contract" in out.lower()
-            assert deltalake.DeltaTable(path).version() == before
+            assert deltalake.DeltaTable(path).version() == 0
+            assert delta_rows(path, ["id"]) == [("a",)]
         finally:
-            os.remove(os.path.join(models_dir, "people_table_contract.sql"))
+            os.remove(sql_file)
             os.remove(os.path.join(models_dir, "contract.yml"))
 
 
@@ -220,7 +226,9 @@ class TestIncrementalStrategies:
             "s_replace_where.sql": STRATEGY_SQL.format(
                 config="incremental_strategy='replace_where', incremental_predicates=[\"day = date'2024-01-02'\"]"
             ),
-            "s_append_cols.sql": STRATEGY_SQL.replace("'d' as value", "'d' as value, 7 as extra").format(
+            "s_append_cols.sql": STRATEGY_SQL.replace("'c2' as value", "'c2' as value, 7 as extra").replace(
+                "'d' as value", "'d' as value, 7 as extra"
+            ).format(
                 config="incremental_strategy='append', on_schema_change='append_new_columns'"
             ),
         }
@@ -245,7 +253,7 @@ class TestIncrementalStrategies:
         dt = deltalake.DeltaTable(path)
         assert "extra" in [f.name for f in dt.schema().fields]
         assert dt.version() == 2
-        assert rows("s_append_cols", ("id", "extra")) == [(1, None), (2, None), (3, None), (3, None), (4, 7)]
+        assert rows("s_append_cols", ("id", "extra")) == [(1, None), (2, None), (3, None), (3, 7), (4, 7)]
 
 
 class TestDocsGenerateFromTheLog:
