@@ -101,6 +101,19 @@ def _schema_uses_type(schema: Any, type_name: str) -> bool:
     return False
 
 
+def _invariant_columns(schema: Any, prefix: str = "") -> list[str]:
+    """Columns carrying a `delta.invariants` SQL expression in their field metadata."""
+    out: list[str] = []
+    for f in (schema.get("fields") or []) if isinstance(schema, dict) else []:
+        name = prefix + f.get("name", "")
+        if "delta.invariants" in (f.get("metadata") or {}):
+            out.append(name)
+        t = f.get("type")
+        if isinstance(t, dict) and t.get("type") == "struct":
+            out.extend(_invariant_columns(t, name + "."))
+    return out
+
+
 def validate_isolation_level(level: str, table: str) -> str:
     if level not in ISOLATION_LEVELS:
         raise InvalidTableError(
@@ -415,6 +428,15 @@ class Transaction:
                         f"add or remove a path only once.")
                 seen.add(k)
 
+        md = self.metadata
+        if md is not None and any(isinstance(a, AddFile) and a.data_change for a in self._actions):
+            # Writer version 2 obliges writers to enforce column invariants (SQL expressions); this
+            # engine cannot evaluate them, so it must not add rows to such a table.
+            invariants = _invariant_columns(md.schema_json)
+            if invariants:
+                raise UnsupportedFeatureError(
+                    f"{table}: column(s) {invariants} carry delta.invariants constraints, which this engine "
+                    f"cannot check, so it refuses to add rows. Drop the invariant or write with Delta Lake.")
         table_conf = self.snapshot.metadata.configuration if self.snapshot is not None else {}
         if str(table_conf.get(APPEND_ONLY_KEY, "false")).lower() == "true":
             bad = [a.path for a in self._actions if isinstance(a, RemoveFile) and a.data_change]

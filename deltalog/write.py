@@ -209,6 +209,8 @@ def _conform(data: pa.Table, target: pa.Schema, table: str) -> pa.Table:
     for field in target:
         i = by_lower.get(field.name.lower())
         if i is None:
+            if not field.nullable and data.num_rows:
+                raise SchemaMismatchError(f"{table}: NOT NULL column {field.name!r} is missing from the data.")
             columns.append(pa.nulls(data.num_rows, field.type))
             continue
         col = data.column(i)
@@ -221,6 +223,10 @@ def _conform(data: pa.Table, target: pa.Schema, table: str) -> pa.Table:
                 raise SchemaMismatchError(
                     f"{table}: column {field.name!r} of type {col.type} cannot be written as {field.type}: "
                     f"{e}. Nothing was written.") from None
+        if not field.nullable and col.null_count:
+            raise InvalidTableError(
+                f"{table}: column {field.name!r} is NOT NULL in the table, but the data holds "
+                f"{col.null_count} null value(s). Nothing was written. Fill or filter them first.")
         columns.append(col)
     return pa.Table.from_arrays(columns, schema=target)
 

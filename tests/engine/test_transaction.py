@@ -392,3 +392,23 @@ def test_writer_only_feature_gives_writer_version_7(tmp_path):
     assert sorted(deltalake.DeltaTable(uri).to_pyarrow_table().column("id").to_pylist()) == [1, 2]
     with pytest.raises(UnsupportedFeatureError, match="rowTracking"):
         write_deltalake(str(tmp_path / "t2"), small([1]), configuration={"delta.feature.rowTracking": "supported"})
+
+
+def test_not_null_and_invariants(tmp_path):
+    uri = str(tmp_path / "t")
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("part", pa.string())])
+    write_deltalake(uri, pa.table({"id": [1], "part": ["a"]}, schema=schema))
+    with pytest.raises(InvalidTableError, match="NOT NULL") as err:
+        write_deltalake(uri, pa.table({"id": pa.array([2, None], pa.int64()), "part": ["a", "b"]}), mode="append")
+    assert "'id'" in str(err.value) and uri in str(err.value)
+    assert DeltaTable(uri).version() == 0
+    # A column invariant (writer version 2) cannot be checked here: adding rows is refused.
+    from deltalog.table import new_metadata
+    uri2 = str(tmp_path / "t2")
+    t = DeltaTable(uri2)
+    t.create({"type": "struct", "fields": [
+        {"name": "x", "type": "long", "nullable": True,
+         "metadata": {"delta.invariants": '{"expression":{"expression":"x > 0"}}'}}]})
+    with pytest.raises(UnsupportedFeatureError, match="invariants"):
+        write_deltalake(uri2, pa.table({"x": pa.array([1], pa.int64())}), mode="append")
+    assert t.version() == 0 and [f for f in os.listdir(uri2) if f != "_delta_log"] == []
