@@ -1,10 +1,94 @@
-{# Delta model configs and table maintenance. Filled in by the maintenance work. #}
+{# Delta model configs and table maintenance. Jinja only picks the call; the adapter does the work. #}
+
+{% macro _deltalog_delta_config() %}
+  {{ return({
+      'tblproperties': config.get('tblproperties'),
+      'isolation_level': config.get('isolation_level'),
+      'checkpoint_interval': config.get('checkpoint_interval'),
+      'zorder_by': config.get('zorder_by'),
+      'zorder': config.get('zorder'),
+      'cluster_curve': config.get('cluster_curve'),
+      'skip_optimize': config.get('skip_optimize'),
+      'partition_by': config.get('partition_by'),
+  }) }}
+{% endmacro %}
 
 {% macro validate_delta_config(relation) %}
   {#- Fails the model before anything is written when zorder_by / isolation_level /
-      checkpoint_interval / tblproperties hold bad values. -#}
+      checkpoint_interval / tblproperties / cluster_curve / skip_optimize hold bad values. -#}
+  {%- if execute -%}
+    {%- set sql = model.get('compiled_code') if model.get('resource_type') in ('model',) else none -%}
+    {%- do adapter.deltalog_validate_config(relation, _deltalog_delta_config(), model.get('name'), sql) -%}
+  {%- endif -%}
 {% endmacro %}
 
 {% macro apply_delta_config(relation) %}
-  {#- Post-hook work after the model's data commit: table properties, then OPTIMIZE ZORDER BY. -#}
+  {#- After the model's data commit and post-hooks: table properties (one commit, only on a change),
+      then OPTIMIZE ZORDER BY when zorder_by is set (off with skip_optimize or var deltalog_skip_optimize). -#}
+  {%- if execute -%}
+    {%- set done = adapter.deltalog_apply_config(relation, _deltalog_delta_config(), model.get('name'),
+                                                 var('deltalog_skip_optimize', false)) -%}
+    {%- if done -%}{{ log(relation ~ ': ' ~ done) }}{%- endif -%}
+  {%- endif -%}
+{% endmacro %}
+
+{% macro optimize(relation, zorder_by=none, where=none, curve=none) %}
+  {%- if execute -%}
+    {%- set version = adapter.deltalog_optimize(relation, zorder_by, where, curve) -%}
+    {{ log(relation ~ ': OPTIMIZE ' ~ ('committed version ' ~ version if version is not none else 'had nothing to do'), info=true) }}
+    {{ return(version) }}
+  {%- endif -%}
+{% endmacro %}
+
+{% macro vacuum(relation, retain_hours=none, dry_run=false, force=false) %}
+  {%- if execute -%}
+    {%- set files = adapter.deltalog_vacuum(relation, retain_hours, dry_run, force) -%}
+    {{ log(relation ~ ': VACUUM ' ~ ('would delete ' if dry_run else 'deleted ') ~ files | length ~ ' file(s)', info=true) }}
+    {%- for f in files -%}{{ log('  ' ~ f, info=dry_run) }}{%- endfor -%}
+    {{ return(files) }}
+  {%- endif -%}
+{% endmacro %}
+
+{% macro history(relation, limit=none) %}
+  {%- if execute -%}
+    {%- set rows = adapter.deltalog_history(relation, limit) -%}
+    {%- for r in rows -%}
+      {{ log(relation ~ ' v' ~ r['version'] ~ ' ' ~ r.get('operation') ~ ' ' ~ tojson(r.get('operationParameters') or {}) ~ ' ' ~ tojson(r.get('operationMetrics') or {}), info=true) }}
+    {%- endfor -%}
+    {{ return(rows) }}
+  {%- endif -%}
+{% endmacro %}
+
+{% macro restore(relation, version=none, timestamp=none) %}
+  {%- if execute -%}
+    {%- set new_version = adapter.deltalog_restore(relation, version, timestamp) -%}
+    {{ log(relation ~ ': RESTORE ' ~ ('committed version ' ~ new_version if new_version is not none else 'had nothing to do'), info=true) }}
+    {{ return(new_version) }}
+  {%- endif -%}
+{% endmacro %}
+
+{% macro as_of(relation, version=none, timestamp=none) %}
+  {#- The relation's rows as of a version or a timestamp: `select * from {{ as_of(ref('x'), version=3) }}` -#}
+  {%- if execute -%}
+    {{ return(adapter.deltalog_as_of(relation, version, timestamp)) }}
+  {%- else -%}
+    {{ return(relation) }}
+  {%- endif -%}
+{% endmacro %}
+
+{% macro added_rows(relation, start_version, end_version=none) %}
+  {#- The rows added after start_version (up to end_version, default the latest):
+      `select * from {{ added_rows(ref('events'), 12) }}` -#}
+  {%- if execute -%}
+    {{ return(adapter.deltalog_added_rows(relation, start_version, end_version)) }}
+  {%- else -%}
+    {{ return(relation) }}
+  {%- endif -%}
+{% endmacro %}
+
+{% macro table_version(relation) %}
+  {#- The relation's latest Delta version (none when it is not a table yet). -#}
+  {%- if execute -%}
+    {{ return(adapter.deltalog_table_version(relation)) }}
+  {%- endif -%}
 {% endmacro %}
