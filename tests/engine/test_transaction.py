@@ -412,3 +412,17 @@ def test_not_null_and_invariants(tmp_path):
     with pytest.raises(UnsupportedFeatureError, match="invariants"):
         write_deltalake(uri2, pa.table({"x": pa.array([1], pa.int64())}), mode="append")
     assert t.version() == 0 and [f for f in os.listdir(uri2) if f != "_delta_log"] == []
+
+
+def test_created_empty_table_read_by_delta_rs(tmp_path):
+    import deltalake
+    uri = str(tmp_path / "t")
+    DeltaTable(uri).create({"type": "struct", "fields": [
+        {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+        {"name": "d", "type": "date", "nullable": True, "metadata": {}}]}, partition_columns=["d"],
+        configuration={"delta.isolationLevel": "Serializable"}, name="events")
+    theirs = deltalake.DeltaTable(uri)
+    assert theirs.version() == 0 and theirs.to_pyarrow_table().num_rows == 0
+    assert pa.schema(theirs.schema().to_arrow()).names == ["id", "d"]
+    assert theirs.metadata().partition_columns == ["d"] and theirs.metadata().name == "events"
+    assert theirs.metadata().configuration == {"delta.isolationLevel": "Serializable"}
