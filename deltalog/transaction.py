@@ -567,9 +567,13 @@ class Transaction:
         if candidates and not self.is_blind_append:
             hit = self._first_read_add(candidates)
             if hit is not None:
+                advice = separate
+                if level == SERIALIZABLE and winner.is_blind_append:
+                    advice += (f" At {WRITE_SERIALIZABLE} ({ISOLATION_LEVEL_KEY}) a concurrent blind "
+                               f"append does not conflict.")
                 raise self._conflict(ConcurrentAppendException, winner,
                                      f"files were added to data this transaction read (e.g. {hit.path!r}, "
-                                     f"partition {hit.partition_values})", separate)
+                                     f"partition {hit.partition_values})", advice)
         # 6. files removed that this transaction read.
         if winner.removes:
             if self._read_whole_table:
