@@ -285,3 +285,25 @@ def test_reads_table_written_by_delta_rs(tmp_path):
     assert pvs == ["", "", "x", "x"]  # id 2 lived alone in p=y/z
     rows = sorted(i for f in snap.file_uris() for i in pq.read_table(f).column("id").to_pylist())
     assert rows == sorted(dt.to_pyarrow_table().column("id").to_pylist()) == [1, 1, 3, 3]
+
+
+def test_load_by_file_uri(log_writer):
+    log_writer.create()
+    log_writer.commit(1, [add("a")])
+    snap = Snapshot.load(log_writer.path.as_uri())
+    assert snap.table_uri == str(log_writer.path) and snap.num_files == 1
+
+
+def test_version_held_only_by_checkpoint(log_writer):
+    from deltalog.checkpoint import write_checkpoint
+    log_writer.create()
+    log_writer.commit(1, [add("a")])
+    log_writer.commit(2, [add("b")])
+    snap = Snapshot.load(str(log_writer.path))
+    write_checkpoint(snap.store, snap)
+    for v in range(3):
+        (log_writer.log / ("%020d.json" % v)).unlink()
+    again = Snapshot.load(str(log_writer.path))
+    assert again.version == 2 and paths(again) == ["a", "b"] and again.timestamp > 0
+    with pytest.raises(VersionNotFoundError):
+        Snapshot.load(str(log_writer.path), version=1)
