@@ -101,7 +101,7 @@ def _merge_schema(table: str, current: dict[str, Any], incoming: dict[str, Any])
         old = have.get(f["name"].lower())
         if old is None:
             fields.append({**f, "nullable": True})
-        elif old["type"] != f["type"] and not _widens(old["type"], f["type"]):
+        elif _shape(old["type"]) != _shape(f["type"]) and not _widens(old["type"], f["type"]):
             raise SchemaMismatchError(
                 f"{table}: column '{f['name']}' is {_type_label(old['type'])} in the table but "
                 f"{_type_label(f['type'])} in the data; merging schemas cannot change a column's type. "
@@ -111,6 +111,19 @@ def _merge_schema(table: str, current: dict[str, Any], incoming: dict[str, Any])
 
 _WIDENS = {"short": {"byte"}, "integer": {"byte", "short"}, "long": {"byte", "short", "integer"},
            "double": {"float", "byte", "short", "integer"}}
+
+
+def _shape(t: Any) -> Any:
+    """A type without nullability and field metadata (what must agree between data and table)."""
+    if isinstance(t, dict):
+        kind = t.get("type")
+        if kind == "struct":
+            return ("struct", tuple((f["name"].lower(), _shape(f["type"])) for f in t["fields"]))
+        if kind == "array":
+            return ("array", _shape(t["elementType"]))
+        if kind == "map":
+            return ("map", _shape(t["keyType"]), _shape(t["valueType"]))
+    return t
 
 
 def _widens(table_type: Any, data_type: Any) -> bool:
@@ -133,7 +146,7 @@ def _check_append_schema(table: str, current: dict[str, Any], incoming: dict[str
             f"or schema_mode='overwrite' (with mode='overwrite') to replace the schema.")
     for f in incoming["fields"]:
         old = have[f["name"].lower()]
-        if old["type"] != f["type"] and not _widens(old["type"], f["type"]):
+        if _shape(old["type"]) != _shape(f["type"]) and not _widens(old["type"], f["type"]):
             raise SchemaMismatchError(
                 f"{table}: column '{f['name']}' is {_type_label(old['type'])} in the table but "
                 f"{_type_label(f['type'])} in the data. Cast it to the table's type, or overwrite the table "
@@ -748,7 +761,7 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
             out = out.unionByName(p)
         materialize = bool(txn.protocol and txn.protocol.has_writer_feature("materializePartitionColumns"))
         adds = write_files(out, name, snapshot.partition_columns, schema_json, snapshot.configuration,
-                           method=method, conform=False, store_partition_columns=materialize)
+                           method=method, store_partition_columns=materialize)
         written = _sum_records(adds)
         touched_rows = _records(touched) if touched.num_rows else 0
         if touched_rows is None:

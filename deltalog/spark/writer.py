@@ -31,7 +31,7 @@ from pyspark.sql.types import StructType
 from ..actions import AddFile, now_ms
 from ..errors import SchemaMismatchError
 from ..paths import (
-    encode_path, new_data_file_path, parse_partition_folder, parse_partition_value, partition_folder,
+    decode_path, encode_path, new_data_file_path, parse_partition_folder, parse_partition_value, partition_folder,
     serialize_partition_value,
 )
 from ..schema import find_field, partition_column_types, without_columns
@@ -67,7 +67,12 @@ def conform_dataframe(df: DataFrame, schema_json: dict[str, Any], table: str) ->
         c = F.col(_quote(src.name))
         if src.dataType != f.dataType:
             c = c.cast(f.dataType)
-        cols.append(c.alias(f.name) if src.name != f.name or src.dataType != f.dataType else c)
+        if not f.nullable:
+            # A NOT NULL column is an invariant writers must honour; checked while writing, no extra pass.
+            c = F.when(c.isNull(), F.raise_error(F.lit(
+                f"{table}: NULL value in column '{f.name}', which the table declares NOT NULL; nothing was "
+                f"committed. Filter or fill the nulls before writing."))).otherwise(c)
+        cols.append(c.alias(f.name) if src.name != f.name or src.dataType != f.dataType or not f.nullable else c)
     return df.select(*cols)
 
 
@@ -142,7 +147,9 @@ def _write_native(df: DataFrame, root: str, partition_columns: list[str], schema
             os.rmdir(os.path.join(root, STAGING_DIR))
         except OSError:
             pass  # another writer's staging folder is still there
-    return [a for a in adds if a is not None]
+    adds = [a for a in adds if a is not None]
+    _fsync_dirs(root, [decode_path(a.path) for a in adds])
+    return adds
 
 
 def _adopt_staged_file(path: str, staging: str, root: str, partition_columns: list[str],
@@ -170,9 +177,27 @@ def _adopt_staged_file(path: str, staging: str, root: str, partition_columns: li
     final = os.path.join(root, final_relative)
     os.makedirs(os.path.dirname(final), exist_ok=True)
     os.rename(path, final)
+    _fsync(final)
     st = os.stat(final)
     return AddFile(path=encode_path(final_relative), partition_values=values, size=st.st_size,
                    modification_time=int(st.st_mtime * 1000), data_change=True, stats=collector.to_json())
+
+
+def _fsync(path: str) -> None:
+    """Data files must be durable before the commit that names them is (the log store fsyncs the log)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dirs(root: str, relatives: list[str]) -> None:
+    for folder in sorted({os.path.dirname(os.path.join(root, r)) for r in relatives}):
+        try:
+            _fsync(folder)
+        except OSError:
+            pass
 
 
 def _part_number(name: str) -> int:
@@ -230,6 +255,8 @@ class _ArrowFileTask:
             writer.close()
             writer = None
             full = os.path.join(self.root, relative)
+            _fsync(full)
+            _fsync_dirs(self.root, [relative])
             st = os.stat(full)
             done.append({"path": encode_path(relative), "partition_values": json.dumps(values),
                          "size": st.st_size, "modification_time": int(st.st_mtime * 1000),

@@ -268,3 +268,31 @@ def test_write_files_stats_match_delta_rs(spark, tmp_path):
     log = (tmp_path / "theirs" / "_delta_log" / "00000000000000000000.json").read_text().splitlines()
     theirs = json.loads(next(json.loads(line)["add"]["stats"] for line in log if line.startswith('{"add"')))
     assert ours == theirs
+
+
+def test_not_null_column_is_enforced(spark, tmp_path):
+    import pyarrow as pa
+    uri = str(tmp_path / "nn")
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.string())])
+    deltalake.write_deltalake(uri, pa.table({"id": [1], "v": ["a"]}, schema=schema))
+    write_dataframe(spark.sql("select 2L as id, 'b' as v"), uri, mode="append")
+    with pytest.raises(Exception, match="NOT NULL"):
+        write_dataframe(spark.sql("select cast(null as bigint) as id, 'c' as v"), uri, mode="append")
+    assert deltalake.DeltaTable(uri).version() == 1
+    assert sorted(r["id"] for r in deltalake.DeltaTable(uri).to_pyarrow_table().to_pylist()) == [1, 2]
+
+
+def test_timestamp_partitions_in_another_session_time_zone(spark, tmp_path):
+    uri = str(tmp_path / "tz")
+    spark.conf.set("spark.sql.session.timeZone", "America/New_York")
+    try:
+        df = spark.sql("select 1 as id, timestamp'2024-03-01 12:00:00' as ts")  # 17:00 UTC
+        write_dataframe(df, uri, mode="error", partition_by=["ts"])
+        pv = dict(Snapshot.load(uri).files.column("partition_values").to_pylist()[0])
+        assert pv == {"ts": "2024-03-01 17:00:00"}
+        got = snapshot_dataframe(spark, Snapshot.load(uri)).selectExpr("cast(ts as string) s").collect()[0].s
+        assert got == "2024-03-01 12:00:00"  # shown in the session's zone, same instant
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", "UTC")
+    rs = deltalake.DeltaTable(uri).to_pyarrow_table().to_pylist()[0]["ts"]
+    assert rs.astimezone(UTC) == dt.datetime(2024, 3, 1, 17, tzinfo=UTC)
