@@ -71,7 +71,7 @@ def deltalake_ids(uri: str, column: str = "id") -> tuple[int, list[int], set[str
 
 
 def check_table(uri: str, expected_ids: list[int] | None = None, every_version: bool = True,
-                compare_deltalake: bool = True) -> TableCheck:
+                compare_deltalake: bool = True, column: str = "id") -> TableCheck:
     """Assert the table is consistent (see the module doc) and return what was found."""
     names = commit_names(uri)
     latest = len(names) - 1
@@ -97,10 +97,10 @@ def check_table(uri: str, expected_ids: list[int] | None = None, every_version: 
         assert all(os.path.exists(p) for p in live), f"{uri}: version {v} names a missing data file"
         if verify_checksum(s.store, s):
             crc_verified.append(v)
-    ours = live_ids(snap)
+    ours = live_ids(snap, column)
     theirs = ours
     if compare_deltalake:
-        their_version, theirs, their_files = deltalake_ids(uri)
+        their_version, theirs, their_files = deltalake_ids(uri, column)
         assert their_version == latest, f"{uri}: delta-rs reads version {their_version}, deltalog {latest}"
         assert ours == theirs, f"{uri}: deltalog and delta-rs read different rows"
         assert not (their_files & orphans), f"{uri}: delta-rs reads orphan files {their_files & orphans}"

@@ -1,0 +1,133 @@
+"""Bad input that is a model's concern, through `dbt run`: the model fails with a message naming the
+model and what is allowed, the other models still build, and the table is left as it was (same
+version, same files)."""
+from __future__ import annotations
+
+import os
+
+import deltalake
+import pytest
+from dbt.tests.util import run_dbt
+
+from table_checks import data_files_on_disk
+
+pytestmark = pytest.mark.dbt
+
+BASE_SQL = """
+{{ config(materialized='incremental', incremental_strategy='merge', unique_key='id') }}
+{% if var('round', 1) == 1 %}
+select 1 as id, 'a' as name union all select 2 as id, 'b' as name
+{% elif var('round') == 'dup' %}
+select 2 as id, 'x' as name union all select 2 as id, 'y' as name
+{% elif var('round') == 'null' %}
+select cast(null as int) as id, 'nobody' as name union all select 3 as id, 'c' as name
+{% else %}
+select 1 as id, 'a' as name, 42 as extra
+{% endif %}
+"""
+
+STRICT_SQL = """
+{{ config(materialized='incremental', incremental_strategy='append', on_schema_change='fail') }}
+{% if var('round', 1) == 1 %}
+select 1 as id, 'a' as name
+{% else %}
+select 2 as id, 'b' as name, 42 as extra
+{% endif %}
+"""
+
+GOOD_SQL = "{{ config(materialized='table') }} select 1 as id"
+
+BAD_ISOLATION_SQL = "{{ config(materialized='table', isolation_level='Snapshot') }} select 1 as id"
+BAD_INTERVAL_SQL = "{{ config(materialized='table', checkpoint_interval=0) }} select 1 as id"
+BAD_INTERVAL_TEXT_SQL = "{{ config(materialized='table', checkpoint_interval='often') }} select 1 as id"
+BAD_STRATEGY_SQL = ("{{ config(materialized='incremental', incremental_strategy='upsert', unique_key='id') }}"
+                    " select 1 as id")
+
+
+def table_dir(warehouse, project, name):
+    return os.path.join(warehouse, project.test_schema, name)
+
+
+def state(path: str):
+    if not os.path.isdir(path):
+        return None
+    log = os.path.join(path, "_delta_log")
+    names = sorted(n for n in os.listdir(log) if not n.startswith("."))
+    return names, frozenset(data_files_on_disk(path))
+
+
+def failed(results, name):
+    by_name = {r.node.name: r for r in results}
+    r = by_name[name]
+    assert str(r.status) in ("error", "RunStatus.Error"), f"{name} did not fail: {r.status}"
+    return r.message or ""
+
+
+class TestBadModelInput:
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"keyed.sql": BASE_SQL, "strict.sql": STRICT_SQL, "good.sql": GOOD_SQL}
+
+    def test_1_build(self, project, deltalog_warehouse):
+        assert len(run_dbt(["run"])) == 3
+        assert deltalake.DeltaTable(table_dir(deltalog_warehouse, project, "keyed")).version() == 0
+
+    def test_2_duplicate_keys_in_merge_source(self, project, deltalog_warehouse):
+        path = table_dir(deltalog_warehouse, project, "keyed")
+        before = state(path)
+        results = run_dbt(["run", "--select", "keyed", "--vars", "{round: dup}"], expect_pass=False)
+        msg = failed(results, "keyed")
+        assert "several source rows matched the same target row" in msg or "MergeDuplicateSource" in msg, msg
+        assert "id=2" in msg or "'id'" in msg or "unique_key" in msg, msg
+        assert "Nothing was committed" in msg
+        assert state(path) == before
+
+    def test_3_null_in_unique_key(self, project, deltalog_warehouse):
+        """A NULL key never matches, so every run would insert the row again: the model must fail,
+        naming the key column, before anything is committed."""
+        path = table_dir(deltalog_warehouse, project, "keyed")
+        before = state(path)
+        results = run_dbt(["run", "--select", "keyed", "--vars", "{round: 'null'}"], expect_pass=False)
+        msg = failed(results, "keyed")
+        assert "null" in msg.lower() and "id" in msg, msg
+        assert state(path) == before
+
+    def test_4_schema_change_with_on_schema_change_fail(self, project, deltalog_warehouse):
+        path = table_dir(deltalog_warehouse, project, "strict")
+        before = state(path)
+        results = run_dbt(["run", "--select", "strict", "--vars", "{round: 2}"], expect_pass=False)
+        msg = failed(results, "strict")
+        assert "out of sync" in msg and "strict" in msg and "extra" in msg.lower(), msg
+        assert state(path) == before
+
+    def test_5_bad_configs_fail_their_model_only(self, project, deltalog_warehouse):
+        models = os.path.join(project.project_root, "models")
+        bad = {"bad_isolation": (BAD_ISOLATION_SQL, ["isolation_level", "Snapshot", "Serializable",
+                                                      "WriteSerializable"]),
+               "bad_interval": (BAD_INTERVAL_SQL, ["checkpoint_interval", "0"]),
+               "bad_interval_text": (BAD_INTERVAL_TEXT_SQL, ["checkpoint_interval", "often"]),
+               "bad_strategy": (BAD_STRATEGY_SQL, ["upsert", "merge", "append"])}
+        for name, (sql, _) in bad.items():
+            with open(os.path.join(models, f"{name}.sql"), "w") as f:
+                f.write(sql)
+        try:
+            good_before = deltalake.DeltaTable(table_dir(deltalog_warehouse, project, "good")).version()
+            results = run_dbt(["run", "--select", "good", *bad], expect_pass=False)
+            assert str({r.node.name: r for r in results}["good"].status) in ("success", "RunStatus.Success")
+            assert deltalake.DeltaTable(table_dir(deltalog_warehouse, project, "good")).version() == good_before + 1
+            problems = []
+            for name, (_, fragments) in bad.items():
+                try:
+                    msg = failed(results, name)
+                except AssertionError as e:
+                    problems.append(str(e))
+                    continue
+                missing = [f for f in fragments if f not in msg]
+                if missing:
+                    problems.append(f"{name}: message lacks {missing}: {msg}")
+                if state(table_dir(deltalog_warehouse, project, name)) is not None:
+                    problems.append(f"{name}: a table was created although the model failed")
+            assert not problems, "\n".join(problems)
+        finally:
+            for name in bad:
+                os.remove(os.path.join(models, f"{name}.sql"))
