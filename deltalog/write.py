@@ -13,8 +13,8 @@ import json
 import logging
 import os
 import re
-from urllib.parse import quote
 from typing import Any, Iterable
+from urllib.parse import quote
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -29,7 +29,7 @@ from .paths import (
 from .schema import (
     from_arrow_schema, normalize_type_name, partition_column_types, schema_string, to_arrow_schema,
 )
-from .stats import file_stats
+from .stats import StatsCollector
 from .table import DeltaTable, new_metadata
 
 log = logging.getLogger(__name__)
@@ -249,31 +249,104 @@ def _partition_groups(data: pa.Table, partition_columns: list[str]) -> list[tupl
     return out
 
 
-def _write_files(table_path: str, data: pa.Table, metadata: Metadata, store_partition_columns: bool,
-                 max_rows_per_file: int, written: list[str]) -> list[AddFile]:
-    schema_json = metadata.schema_json
-    part_cols = list(metadata.partition_columns)
-    types = partition_column_types(schema_json, part_cols, table_path) if part_cols else {}
-    adds: list[AddFile] = []
-    for key, rows in _partition_groups(data, part_cols):
-        values = {c: serialize_partition_value(key[c], types[c]) for c in part_cols}
-        folder = partition_folder(part_cols, values)
-        file_rows = rows if store_partition_columns else rows.drop_columns(part_cols)
-        for start in range(0, max(rows.num_rows, 1), max_rows_per_file):
-            chunk = file_rows.slice(start, max_rows_per_file)
-            if chunk.num_rows == 0:
-                continue
-            rel = new_data_file_path(folder)
-            full = os.path.join(table_path, rel)
-            os.makedirs(os.path.dirname(full), exist_ok=True)
-            written.append(full)
-            _write_parquet_durably(chunk, full)
-            st = os.stat(full)
-            adds.append(AddFile(
-                path=_log_path(rel), partition_values=values, size=st.st_size,
-                modification_time=st.st_mtime_ns // 1_000_000, data_change=True,
-                stats=file_stats(chunk, schema_json, part_cols, metadata.configuration)))
-    return adds
+class _OpenFile:
+    def __init__(self, full: str, rel: str, values: dict, schema: pa.Schema, stats: StatsCollector):
+        self.full, self.rel, self.values, self.stats = full, rel, values, stats
+        self.handle = open(full, "xb")
+        self.writer = pq.ParquetWriter(self.handle, schema, compression="snappy")
+        self.rows = 0
+        self.pending: list[pa.Table] = []
+        self.pending_rows = 0
+
+
+class _FileSink:
+    """Streams rows into Parquet data files: one open file per partition, rolled at `max_rows` rows,
+    statistics accumulated as rows pass, small batches buffered into row groups. `close()` makes
+    the files durable and returns their add actions; `abort()` deletes everything written."""
+
+    ROW_GROUP_ROWS = 128 * 1024
+    MAX_OPEN_FILES = 64
+
+    def __init__(self, table_path: str, metadata: Metadata, store_partition_columns: bool, max_rows: int):
+        self.table_path = table_path
+        self.metadata = metadata
+        self.schema_json = metadata.schema_json
+        self.part_cols = list(metadata.partition_columns)
+        self.types = partition_column_types(self.schema_json, self.part_cols, table_path) if self.part_cols else {}
+        self.store_partition_columns = store_partition_columns
+        self.max_rows = max_rows
+        target = to_arrow_schema(self.schema_json)
+        drop = [] if store_partition_columns else self.part_cols
+        self.file_schema = pa.schema([f for f in target if f.name not in drop])
+        self.open: dict[str, _OpenFile] = {}  # by partition folder, oldest first
+        self.adds: list[AddFile] = []
+        self.written: list[str] = []
+        self.num_rows = 0
+
+    def write(self, data: pa.Table) -> None:
+        self.num_rows += data.num_rows
+        for key, rows in _partition_groups(data, self.part_cols):
+            values = {c: serialize_partition_value(key[c], self.types[c]) for c in self.part_cols}
+            folder = partition_folder(self.part_cols, values)
+            rows = rows.select(self.file_schema.names)
+            while rows.num_rows:
+                f = self.open.get(folder) or self._new_file(folder, values)
+                chunk = rows.slice(0, self.max_rows - f.rows)
+                rows = rows.slice(chunk.num_rows)
+                f.pending.append(chunk)
+                f.pending_rows += chunk.num_rows
+                f.rows += chunk.num_rows
+                f.stats.update(chunk)
+                if f.pending_rows >= self.ROW_GROUP_ROWS:
+                    self._flush(f)
+                if f.rows >= self.max_rows:
+                    self._finish(folder)
+
+    def _new_file(self, folder: str, values: dict) -> _OpenFile:
+        if len(self.open) >= self.MAX_OPEN_FILES:  # bound open handles: finish the oldest file
+            self._finish(next(iter(self.open)))
+        rel = new_data_file_path(folder)
+        full = os.path.join(self.table_path, rel)
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        self.written.append(full)
+        f = _OpenFile(full, rel, values, self.file_schema,
+                      StatsCollector(self.schema_json, self.part_cols, self.metadata.configuration))
+        self.open[folder] = f
+        return f
+
+    @staticmethod
+    def _flush(f: _OpenFile) -> None:
+        if f.pending:
+            f.writer.write_table(pa.concat_tables(f.pending))
+            f.pending, f.pending_rows = [], 0
+
+    def _finish(self, folder: str) -> None:
+        f = self.open.pop(folder)
+        self._flush(f)
+        f.writer.close()
+        f.handle.flush()
+        os.fsync(f.handle.fileno())  # data files are durable before the commit that names them
+        f.handle.close()
+        _fsync_dir(os.path.dirname(f.full))
+        st = os.stat(f.full)
+        self.adds.append(AddFile(
+            path=_log_path(f.rel), partition_values=f.values, size=st.st_size,
+            modification_time=st.st_mtime_ns // 1_000_000, data_change=True, stats=f.stats.to_json()))
+
+    def close(self) -> list[AddFile]:
+        while self.open:
+            self._finish(next(iter(self.open)))
+        return self.adds
+
+    def abort(self) -> None:
+        for f in self.open.values():
+            try:
+                f.writer.close()
+            except Exception:
+                pass
+            f.handle.close()
+        self.open.clear()
+        _delete_quietly(self.written)
 
 
 def _log_path(relative_path: str) -> str:
@@ -281,15 +354,6 @@ def _log_path(relative_path: str) -> str:
     delta-spark decodes either, but delta-rs matches a later `remove` (which it always writes ASCII-encoded)
     against the add's raw string, so a raw non-ASCII add would never be removed there."""
     return "".join(c if ord(c) < 128 else quote(c, safe="") for c in encode_path(relative_path))
-
-
-def _write_parquet_durably(data: pa.Table, path: str) -> None:
-    """Data files reach the disk before the commit that references them does."""
-    with open(path, "xb") as f:
-        pq.write_table(data, f, compression="snappy")
-        f.flush()
-        os.fsync(f.fileno())
-    _fsync_dir(os.path.dirname(path))
 
 
 def _fsync_dir(path: str) -> None:
@@ -305,18 +369,22 @@ def _fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def _as_table(data: Any, table: str) -> pa.Table:
+def _as_stream(data: Any, table: str) -> tuple[pa.Schema, Iterable[pa.RecordBatch]]:
+    """The schema and the record batches of the data, without reading a stream into memory."""
     if isinstance(data, pa.Table):
-        return data
+        return data.schema, data.to_batches()
     if isinstance(data, pa.RecordBatchReader):
-        return data.read_all()
+        return data.schema, data
     if isinstance(data, pa.RecordBatch):
-        return pa.Table.from_batches([data])
-    if hasattr(data, "__arrow_c_stream__"):
-        return pa.RecordBatchReader.from_stream(data).read_all()
+        return data.schema, [data]
     if type(data).__module__.startswith("pandas"):
-        return pa.Table.from_pandas(data, preserve_index=False)
-    raise TypeError(f"{table}: data must be a pyarrow Table or RecordBatchReader, not {type(data).__name__}")
+        t = pa.Table.from_pandas(data, preserve_index=False)
+        return t.schema, t.to_batches()
+    if hasattr(data, "__arrow_c_stream__"):
+        reader = pa.RecordBatchReader.from_stream(data)
+        return reader.schema, reader
+    raise TypeError(f"{table}: data must be a pyarrow Table or RecordBatchReader (or another Arrow "
+                    f"stream), not {type(data).__name__}")
 
 
 def write_deltalake(uri: str, data: Any, mode: str = "error", partition_by: list[str] | str | None = None,
@@ -325,8 +393,15 @@ def write_deltalake(uri: str, data: Any, mode: str = "error", partition_by: list
                     user_metadata: str | None = None, name: str | None = None,
                     description: str | None = None, max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
                     extra_commit_info: dict[str, Any] | None = None) -> int:
-    """Write Arrow data to the Delta table at `uri` as one commit; returns the committed version
-    (for mode='ignore' on an existing table, the current version)."""
+    """Write Arrow data (a Table, a RecordBatchReader streamed batch by batch, or any Arrow stream) to
+    the Delta table at `uri` as one commit; returns the committed version (for mode='ignore' on an
+    existing table, the current version).
+
+    mode: 'error' (the table must not exist), 'append', 'overwrite', 'ignore' (do nothing if it exists).
+    predicate (overwrite only): replace only the partitions it selects — SQL text of =, IN, IS NULL on
+    partition columns joined by AND, a dict {column: value | [values]}, or a skipping expression.
+    schema_mode: None (data must fit the table), 'merge' (add new columns), 'overwrite' (replace the
+    schema and partitioning; with mode='overwrite')."""
     dt = DeltaTable(uri)
     table = dt.uri
     if mode not in MODES:
@@ -342,25 +417,9 @@ def write_deltalake(uri: str, data: Any, mode: str = "error", partition_by: list
         raise ValueError(f"{table}: max_rows_per_file must be >= 1")
     if isinstance(partition_by, str):
         partition_by = [partition_by]
-    arrow = _as_table(data, table)
-    args = (dt, arrow, mode, partition_by, configuration, predicate, schema_mode, user_metadata, name,
-            description, max_rows_per_file, extra_commit_info)
-    try:
-        return _write(*args)
-    except ProtocolChangedException as e:
-        if e.winning_version != 0:
-            raise
-        # Another writer created the table first: write again, now into the existing table (whose
-        # schema and mode rules then apply), as delta-spark's retry of a blind append would.
-        return _write(*args)
+    arrow_schema, batches = _as_stream(data, table)
+    data_schema = from_arrow_schema(arrow_schema)
 
-
-def _write(dt: DeltaTable, arrow: pa.Table, mode: str, partition_by: list[str] | None,
-           configuration: dict[str, str] | None, predicate: Any, schema_mode: str | None,
-           user_metadata: str | None, name: str | None, description: str | None, max_rows_per_file: int,
-           extra_commit_info: dict[str, Any] | None) -> int:
-    table = dt.uri
-    data_schema = from_arrow_schema(arrow.schema)
     txn = dt.transaction()
     snap = txn.snapshot
     if snap is not None and mode == "error":
@@ -398,43 +457,91 @@ def _write(dt: DeltaTable, arrow: pa.Table, mode: str, partition_by: list[str] |
     md = txn.metadata
     txn.isolation_level()  # a bad delta.isolationLevel fails here, before any data file is written
     target = to_arrow_schema(md.schema_json)
-    arrow = _conform(arrow, target, table)
+    _conform(arrow_schema.empty_table(), target, table)  # type problems fail before any file is written
     part_cols = list(md.partition_columns)
 
     removes: list[RemoveFile] = []
     replace_where = None
+    types = partition_column_types(md.schema_json, part_cols, table) if part_cols else {}
     if snap is not None and mode == "overwrite":
-        now = now_ms()
         if predicate is not None:
-            types = partition_column_types(md.schema_json, part_cols, table) if part_cols else {}
             replace_where = parse_predicate(predicate, part_cols, types, table)
             txn.read_predicate(replace_where)
             touched = [a for a in snap.add_files() if replace_where.matches_partition(a.partition_values)]
-            _check_rows_match(arrow, part_cols, types, replace_where, table)
         else:
             txn.read_whole_table()
             touched = snap.add_files()
         txn.read_files(touched)
+        now = now_ms()
         removes = [a.remove(now, data_change=True) for a in touched]
 
     protocol = txn.protocol
-    store_partition_columns = bool(protocol and protocol.has_writer_feature("materializePartitionColumns"))
-    written: list[str] = []
+    sink = _FileSink(table, md, bool(protocol and protocol.has_writer_feature("materializePartitionColumns")),
+                     max_rows_per_file)
     try:
-        adds = _write_files(table, arrow, md, store_partition_columns, max_rows_per_file, written)
-        txn.add_actions([*removes, *adds])
+        for batch in batches:
+            rows = _conform(pa.Table.from_batches([batch]), target, table)
+            if replace_where is not None:
+                _check_rows_match(rows, part_cols, types, replace_where, table)
+            sink.write(rows)
+        adds = sink.close()
         params: dict[str, Any] = {"mode": _DELTA_SPARK_MODE.get(mode, "Append"), "partitionBy": json.dumps(part_cols)}
         if replace_where is not None:
             params["predicate"] = json.dumps([replace_where.text])
-        metrics = {"numFiles": len(adds), "numOutputRows": arrow.num_rows,
+        metrics = {"numFiles": len(adds), "numOutputRows": sink.num_rows,
                    "numOutputBytes": sum(a.size for a in adds)}
         if removes:
             metrics.update(numRemovedFiles=len(removes), numRemovedBytes=sum(r.size or 0 for r in removes))
-        return txn.commit(operation="WRITE", parameters=params, metrics=metrics, user_metadata=user_metadata,
-                          extra_commit_info=extra_commit_info)
+        commit_args = dict(operation="WRITE", parameters=params, metrics=metrics, user_metadata=user_metadata,
+                           extra_commit_info=extra_commit_info)
+        txn.add_actions([*removes, *adds])
+        try:
+            return txn.commit(**commit_args)
+        except ProtocolChangedException as e:
+            if snap is not None or e.winning_version != 0:
+                raise
+            return _commit_into_created_table(dt, mode, md, adds, commit_args)
+    except _Ignored as ignored:
+        sink.abort()
+        return ignored.version
     except BaseException:
-        _delete_quietly(written)
+        sink.abort()
         raise
+
+
+class _Ignored(Exception):
+    def __init__(self, version: int):
+        self.version = version
+
+
+def _commit_into_created_table(dt: DeltaTable, mode: str, md: Metadata, adds: list[AddFile],
+                               commit_args: dict[str, Any]) -> int:
+    """Another writer created the table while this one wrote its files. Commit the same files into
+    that table when its partitioning and schema are the ones the files were written for (as a
+    retried append or overwrite would); otherwise fail, naming the difference."""
+    table = dt.uri
+    txn = dt.transaction()
+    snap = txn.snapshot
+    if mode == "error":
+        raise InvalidTableError(f"{table}: the table was created concurrently (version 0) by another writer "
+                                f"while this one ran with mode='error'. Nothing was written.")
+    if mode == "ignore":
+        raise _Ignored(snap.version)
+    mine = [(f["name"], f["type"]) for f in md.schema_json["fields"]]
+    theirs = [(f["name"], f["type"]) for f in snap.schema_json["fields"]]
+    if snap.partition_columns != list(md.partition_columns) or mine != theirs:
+        raise SchemaMismatchError(
+            f"{table}: the table was created concurrently by another writer with partitioning "
+            f"{snap.partition_columns} and columns {theirs}; this write prepared partitioning "
+            f"{list(md.partition_columns)} and columns {mine}. Nothing was written; retry the write.")
+    removes = []
+    if mode == "overwrite":
+        txn.read_whole_table()
+        files = snap.add_files()
+        txn.read_files(files)
+        removes = [f.remove() for f in files]
+    txn.add_actions([*removes, *adds])
+    return txn.commit(**commit_args)
 
 
 def _check_rows_match(data: pa.Table, part_cols: list[str], types: dict[str, str],

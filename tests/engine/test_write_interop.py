@@ -371,3 +371,82 @@ def test_append_to_delta_spark_table_matches_its_partition_encoding(tmp_path):
     both = read_theirs(uri)
     assert both.num_rows == 2 * original.num_rows and deltalake.DeltaTable(uri).version() == v
     assert_same_table(uri, key="value")
+
+
+# ---- streaming, and the table created under a running write -------------------------------------
+
+def _reader(batches, schema, during=None, fail_after=None):
+    """A RecordBatchReader over a generator; `during()` runs after the first batch was consumed."""
+    def gen():
+        for i, b in enumerate(batches):
+            if fail_after is not None and i == fail_after:
+                raise RuntimeError("source failed mid-stream")
+            yield b
+            if i == 0 and during is not None:
+                during()
+    return pa.RecordBatchReader.from_batches(schema, gen())
+
+
+def _data_files(uri):
+    return sorted(os.path.relpath(os.path.join(d, f), uri) for d, _, fs in os.walk(uri)
+                  for f in fs if f.endswith(".parquet") and "_delta_log" not in d)
+
+
+def test_stream_failure_leaves_nothing(tmp_path):
+    uri = str(tmp_path / "t")
+    schema = pa.schema([("id", pa.int64()), ("p", pa.string())])
+    write_deltalake(uri, schema.empty_table(), partition_by=["p"])
+    batches = [pa.record_batch([pa.array([i], pa.int64()), pa.array([f"p{i}"])], schema=schema) for i in range(5)]
+    with pytest.raises(RuntimeError, match="mid-stream"):
+        write_deltalake(uri, _reader(batches, schema, fail_after=3), mode="append", max_rows_per_file=1)
+    assert _data_files(uri) == [] and DeltaTable(uri).version() == 0
+    # The same stream, complete: one file per partition, streamed batch by batch.
+    write_deltalake(uri, _reader(batches, schema), mode="append")
+    assert sorted(read_theirs(uri).column("id").to_pylist()) == list(range(5))
+    assert len(_data_files(uri)) == 5
+
+
+def test_many_small_batches_make_few_row_groups(tmp_path):
+    uri = str(tmp_path / "t")
+    schema = pa.schema([("id", pa.int64())])
+    batches = [pa.record_batch([pa.array(range(i * 10, i * 10 + 10), pa.int64())], schema=schema)
+               for i in range(500)]
+    write_deltalake(uri, _reader(batches, schema))
+    [path] = Snapshot.load(uri).file_uris()
+    assert pq.ParquetFile(path).metadata.num_row_groups == 1
+    assert Snapshot.load(uri).add_files()[0].num_records == 5000
+
+
+@pytest.mark.parametrize("mode", ["append", "overwrite", "error", "ignore"])
+def test_table_created_while_writing(tmp_path, mode):
+    """Another writer creates the table after this write started (it saw no table): the prepared
+    files are committed into that table when they fit it, else nothing is committed."""
+    uri = str(tmp_path / "t")
+    schema = pa.schema([("id", pa.int64()), ("p", pa.string())])
+    first = pa.table({"id": pa.array([100], pa.int64()), "p": ["x"]})
+    batches = [pa.record_batch([pa.array([i], pa.int64()), pa.array(["a"])], schema=schema) for i in range(3)]
+    run = lambda: write_deltalake(uri, _reader(batches, schema, during=lambda: write_deltalake(
+        uri, first, partition_by=["p"])), mode=mode, partition_by=["p"])
+    if mode == "error":
+        with pytest.raises(InvalidTableError, match="created concurrently"):
+            run()
+        expected = [100]
+    elif mode == "ignore":
+        assert run() == 0
+        expected = [100]
+    else:
+        assert run() == 1
+        expected = [0, 1, 2] + ([100] if mode == "append" else [])
+    assert sorted(read_theirs(uri).column("id").to_pylist()) == expected
+    assert len(_data_files(uri)) == (1 if mode in ("error", "ignore") else 2)  # removed files stay until vacuum
+    assert_same_table(uri)
+
+
+def test_table_created_while_writing_with_another_schema(tmp_path):
+    uri = str(tmp_path / "t")
+    schema = pa.schema([("id", pa.int64())])
+    batches = [pa.record_batch([pa.array([1], pa.int64())], schema=schema)] * 2
+    other = pa.table({"id": pa.array(["one"])})
+    with pytest.raises(SchemaMismatchError, match="created concurrently"):
+        write_deltalake(uri, _reader(batches, schema, during=lambda: write_deltalake(uri, other)), mode="append")
+    assert read_theirs(uri).to_pylist() == [{"id": "one"}] and len(_data_files(uri)) == 1
