@@ -461,6 +461,10 @@ class Transaction:
                              f"{self.committed_version}; start a new one.")
         if isolation_level is not None:
             self.isolation_level_override = validate_isolation_level(isolation_level, self.table_uri)
+        clash = sorted(set(extra_commit_info or {}) & CommitInfo._KNOWN)
+        if clash:
+            raise ValueError(f"{self.table_uri}: extra_commit_info may not set the commitInfo fields {clash}; "
+                             f"pass them as commit() arguments.")
         actions = self._prepare()
         level = self.isolation_level()
         txn_id = str(uuid.uuid4())
