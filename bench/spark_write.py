@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -26,6 +27,36 @@ def make_df(spark, rows: int, cols: int):
              "timestamp_seconds(1600000000 + id * {i})", "cast(id % 100000 as decimal(18,2)) / 7"]
     exprs = [f"{kinds[i % len(kinds)].format(i=i + 1)} as c{i}" for i in range(cols)]
     return spark.range(rows).selectExpr(*exprs)
+
+
+def _children() -> dict[int, list[int]]:
+    tree: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                tree.setdefault(ppid, []).append(int(d))
+            except (OSError, IndexError, ValueError):
+                pass
+    return tree
+
+
+def cpu_seconds(root_pid: int) -> float:
+    """CPU time (user + system) of a process and all its live descendants, plus this process."""
+    tick = os.sysconf("SC_CLK_TCK")
+    tree = _children()
+    total, stack = 0, [root_pid]
+    while stack:
+        pid = stack.pop()
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
+        except (OSError, IndexError, ValueError):
+            pass
+        stack.extend(tree.get(pid, []))
+    return total / tick + time.process_time()
 
 
 def main() -> None:
@@ -51,11 +82,14 @@ def main() -> None:
     print(f"{args.rows} rows x {args.cols} columns, local[2]")
     methods = args.methods.split(",")
     times: dict[str, list[float]] = {m: [] for m in ["spark"] + methods}
+    cpus: dict[str, list[float]] = {m: [] for m in ["spark"] + methods}
+    jvm = spark.sparkContext._gateway.proc.pid  # the JVM, whose descendants are the Python workers
     try:
         for r in range(args.repeat):
             for m in ["spark"] + methods:
                 out = os.path.join(work, f"{m}-{r}")
                 os.makedirs(out, exist_ok=True)
+                c0 = cpu_seconds(jvm)
                 t0 = time.perf_counter()
                 if m == "spark":
                     df.write.mode("overwrite").option("compression", "snappy").parquet(out)
@@ -63,11 +97,16 @@ def main() -> None:
                     adds = write_files(df, out, [], schema_json, method=m, conform=False)
                     assert sum(a.num_records for a in adds) == args.rows
                 times[m].append(time.perf_counter() - t0)
+                cpus[m].append(cpu_seconds(jvm) - c0)
                 shutil.rmtree(out, ignore_errors=True)
-                print(f"  run {r}: {m:7s} {times[m][-1]:7.2f} s", flush=True)
-        base = min(times["spark"])
+                print(f"  run {r}: {m:7s} {times[m][-1]:7.2f} s wall, {cpus[m][-1]:7.2f} s cpu", flush=True)
+        base, base_cpu = min(times["spark"]), statistics.median(cpus["spark"])
         for m in methods:
-            print(f"{m}: best {min(times[m]):.2f} s vs spark {base:.2f} s -> ratio {min(times[m]) / base:.3f}")
+            per_round = statistics.median(t / s for t, s in zip(times[m], times["spark"]))
+            cpu = statistics.median(cpus[m])
+            print(f"{m}: best wall {min(times[m]):.2f} s vs spark {base:.2f} s -> ratio {min(times[m]) / base:.3f}; "
+                  f"median per-round wall ratio {per_round:.3f}; median cpu {cpu:.1f} s vs {base_cpu:.1f} s -> "
+                  f"cpu ratio {cpu / base_cpu:.3f}")
     finally:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)

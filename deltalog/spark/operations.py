@@ -298,7 +298,7 @@ def _delete_plan(spark: SparkSession, txn: Any, predicate: str | None) -> dict[s
     if snapshot.partition_columns:
         txn.read_predicate(bind(expr, snapshot.schema_json, snapshot.partition_columns))
     else:
-        txn.read_whole_table()
+        txn.read_predicate(lambda pv: True)  # unpartitioned: any concurrently added file may match
     by_partition = _partition_rows_matching(spark, snapshot, candidates, text)
     if by_partition is not None:
         whole = _take(candidates, by_partition)

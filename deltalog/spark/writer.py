@@ -24,6 +24,7 @@ from typing import Any, Iterator, Sequence
 from zoneinfo import ZoneInfo
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, functions as F
 from pyspark.sql.types import StructType
@@ -294,9 +295,16 @@ class _ArrowFileTask:
         if not self.partition_columns:
             yield (), batch
             return
-        keys = list(zip(*[batch.column(c).to_pylist() for c in self.partition_columns]))
-        start = 0
-        for i in range(1, len(keys) + 1):
-            if i == len(keys) or keys[i] != keys[start]:
-                yield keys[start], batch.slice(start, i - start)
-                start = i
+        n = batch.num_rows
+        change = None
+        for c in self.partition_columns:
+            arr = batch.column(c)
+            prev, cur = arr.slice(0, n - 1), arr.slice(1)
+            differs = pc.or_(pc.fill_null(pc.not_equal(prev, cur), False),
+                             pc.xor(pc.is_null(prev), pc.is_null(cur)))
+            change = differs if change is None else pc.or_(change, differs)
+        starts = [0] + [i + 1 for i in pc.indices_nonzero(change).to_pylist()] if n > 1 else [0]
+        for k, start in enumerate(starts):
+            end = starts[k + 1] if k + 1 < len(starts) else n
+            key = tuple(batch.column(c)[start].as_py() for c in self.partition_columns)
+            yield key, batch.slice(start, end - start)
