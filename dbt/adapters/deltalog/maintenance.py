@@ -267,6 +267,7 @@ class MaintenanceMixin:
     @available
     def deltalog_set_properties(self, relation: Any, properties: Dict[str, Any]) -> Optional[int]:
         """Set table properties in one metadata commit, only when a value changes."""
+        relation = self._relation(relation)
         if not properties:
             return None
         from dataclasses import replace
@@ -285,6 +286,15 @@ class MaintenanceMixin:
                              parameters={"properties": json.dumps(wanted, separators=(",", ":"))})
         self._refresh_view(relation)
         return version
+
+    def _relation(self, relation: Any) -> Any:
+        """A relation from a Relation or from 'schema.table' (what `dbt run-operation --args` passes)."""
+        if not isinstance(relation, str):
+            return relation
+        parts = [p.strip().strip("`") for p in relation.strip().strip("`").split(".")]
+        if len(parts) != 2 or not all(parts):
+            raise CompilationError(f"{relation!r} is not a relation: pass ref('model') or 'schema.table'.")
+        return self.Relation.create(schema=parts[0], identifier=parts[1], type="table")
 
     def _refresh_view(self, relation: Any) -> None:
         from dbt.adapters.deltalog.catalog import SESSION_VIEWS
@@ -306,6 +316,7 @@ class MaintenanceMixin:
     def deltalog_optimize(self, relation: Any, zorder_by: Any = None, where: Optional[str] = None,
                           curve: Optional[str] = None) -> Optional[int]:
         """OPTIMIZE (compaction, or clustering with zorder_by); the new version or None."""
+        relation = self._relation(relation)
         from deltalog.spark.optimize import optimize
         version = self._engine_call(relation, "OPTIMIZE", optimize, self.spark, self.table_uri(relation),
                                     zorder_by=zorder_by or None, where=where or None, curve=curve or "zorder")
@@ -316,18 +327,21 @@ class MaintenanceMixin:
     @available
     def deltalog_vacuum(self, relation: Any, retain_hours: Any = None, dry_run: bool = False,
                         force: bool = False) -> List[str]:
+        relation = self._relation(relation)
         from deltalog.operations.vacuum import vacuum
         return self._engine_call(relation, "VACUUM", vacuum, self.table_uri(relation),
                                  retain_hours=retain_hours, dry_run=_truthy(dry_run), force=_truthy(force))
 
     @available
     def deltalog_history(self, relation: Any, limit: Optional[int] = None) -> List[Dict[str, Any]]:
+        relation = self._relation(relation)
         from deltalog.history import history
         return self._engine_call(relation, "history", history, self.table_uri(relation),
                                  limit=int(limit) if limit is not None else None)
 
     @available
     def deltalog_restore(self, relation: Any, version: Any = None, timestamp: Any = None) -> Optional[int]:
+        relation = self._relation(relation)
         from deltalog.operations.restore import restore
         result = self._engine_call(relation, "RESTORE", restore, self.table_uri(relation),
                                    version=int(version) if version is not None else None, timestamp=timestamp)
@@ -341,6 +355,7 @@ class MaintenanceMixin:
     @available
     def deltalog_as_of(self, relation: Any, version: Any = None, timestamp: Any = None) -> str:
         """A temporary view of the table as of a version or timestamp; returns its name for SQL."""
+        relation = self._relation(relation)
         from deltalog.snapshot import Snapshot
         from deltalog.spark.reader import snapshot_dataframe
         if (version is None) == (timestamp is None):
@@ -355,6 +370,7 @@ class MaintenanceMixin:
     def deltalog_added_rows(self, relation: Any, start_version: Any, end_version: Any = None) -> str:
         """A temporary view of the rows added after `start_version` (up to `end_version`, default the
         latest); returns its name for SQL."""
+        relation = self._relation(relation)
         from deltalog.operations.changes import changes_snapshot
         from deltalog.spark.reader import snapshot_dataframe
         if start_version is None:
@@ -368,6 +384,7 @@ class MaintenanceMixin:
     @available
     def deltalog_table_version(self, relation: Any) -> Optional[int]:
         """The latest version of the relation's table (None when it is not a Delta table)."""
+        relation = self._relation(relation)
         from deltalog.table import DeltaTable
         t = DeltaTable(self.table_uri(relation))
         return t.version() if t.exists() else None
