@@ -13,7 +13,7 @@ from dbt.adapters.exceptions import FailedToConnectError
 from dbt.adapters.spark.connections import SparkConnectionManager
 from dbt_common.exceptions import DbtRuntimeError
 
-from dbt.adapters.deltalog.catalog import SESSION_VIEWS, Warehouse
+from dbt.adapters.deltalog.catalog import SESSION_VIEWS, Warehouse, quote_warehouse_refs
 
 logger = AdapterLogger("Deltalog")
 
@@ -85,6 +85,7 @@ class DeltalogCursor:
         self._df, self._rows = None, None
         if not strip_leading_comments(sql):
             return  # an empty statement (a macro that did its work through the adapter)
+        sql = quote_warehouse_refs(sql, self.warehouse)
         SESSION_VIEWS.refresh_for_sql(self.spark, self.warehouse, sql)
         from dbt.adapters.deltalog.dml import try_execute_dml
 

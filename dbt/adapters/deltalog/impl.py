@@ -22,7 +22,7 @@ from dbt.adapters.spark.impl import SparkAdapter
 from dbt_common.contracts.constraints import ConstraintType
 from dbt_common.exceptions import CompilationError, DbtRuntimeError
 
-from dbt.adapters.deltalog.catalog import SESSION_VIEWS, Warehouse
+from dbt.adapters.deltalog.catalog import SESSION_VIEWS, Warehouse, quote_warehouse_refs
 from dbt.adapters.deltalog.column import DeltalogColumn
 from dbt.adapters.deltalog.connections import DeltalogConnectionManager
 from dbt.adapters.deltalog.maintenance import MaintenanceMixin
@@ -135,6 +135,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
     def _dataframe(self, sql: str):
         """The model's SQL as a lazy DataFrame: the engine's write is the one execution."""
         spark = self.spark
+        sql = quote_warehouse_refs(sql, self.warehouse)
         SESSION_VIEWS.refresh_for_sql(spark, self.warehouse, sql)
         try:
             return spark.sql(sql)
@@ -319,6 +320,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
     def create_view(self, relation: BaseRelation, sql: str) -> AdapterResponse:
         """A dbt view: its SQL is kept in the warehouse, and a session view runs it."""
         spark = self.spark
+        sql = quote_warehouse_refs(sql, self.warehouse)
         SESSION_VIEWS.refresh_for_sql(spark, self.warehouse, sql)
         # check it compiles before it is saved
         try:
@@ -336,6 +338,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
     @available
     def create_temp_view(self, relation: BaseRelation, sql: str) -> BaseRelation:
         spark = self.spark
+        sql = quote_warehouse_refs(sql, self.warehouse)
         SESSION_VIEWS.refresh_for_sql(spark, self.warehouse, sql)
         spark.sql(f"create or replace temporary view {relation.render()} as\n{sql}")
         return relation
