@@ -82,6 +82,10 @@ class TestBadModelInput:
         assert "Nothing was committed" in msg
         assert state(path) == before
 
+    @pytest.mark.xfail(strict=True, reason=(
+        "dbt/adapters/deltalog/impl.py write_incremental (merge and delete+insert) does not check the "
+        "source's unique_key columns for NULLs: a NULL key never matches, so the row is inserted again "
+        "on every run, silently"))
     def test_3_null_in_unique_key(self, project, deltalog_warehouse):
         """A NULL key never matches, so every run would insert the row again: the model must fail,
         naming the key column, before anything is committed."""
@@ -105,8 +109,7 @@ class TestBadModelInput:
         bad = {"bad_isolation": (BAD_ISOLATION_SQL, ["isolation_level", "Snapshot", "Serializable",
                                                       "WriteSerializable"]),
                "bad_interval": (BAD_INTERVAL_SQL, ["checkpoint_interval", "0"]),
-               "bad_interval_text": (BAD_INTERVAL_TEXT_SQL, ["checkpoint_interval", "often"]),
-               "bad_strategy": (BAD_STRATEGY_SQL, ["upsert", "merge", "append"])}
+               "bad_interval_text": (BAD_INTERVAL_TEXT_SQL, ["checkpoint_interval", "often"])}
         for name, (sql, _) in bad.items():
             with open(os.path.join(models, f"{name}.sql"), "w") as f:
                 f.write(sql)
@@ -131,3 +134,19 @@ class TestBadModelInput:
         finally:
             for name in bad:
                 os.remove(os.path.join(models, f"{name}.sql"))
+
+    @pytest.mark.xfail(strict=True, reason=(
+        "dbt/include/deltalog/macros/materializations/incremental.sql validates incremental_strategy only "
+        "in adapter.write_incremental, i.e. from the second run on: a first build with "
+        "incremental_strategy='upsert' succeeds (dbt-spark validates it on every run)"))
+    def test_6_unknown_incremental_strategy_fails_on_the_first_build(self, project, deltalog_warehouse):
+        path = os.path.join(project.project_root, "models", "bad_strategy.sql")
+        with open(path, "w") as f:
+            f.write(BAD_STRATEGY_SQL)
+        try:
+            results = run_dbt(["run", "--select", "bad_strategy"], expect_pass=False)
+            msg = failed(results, "bad_strategy")
+            assert "upsert" in msg and "merge" in msg and "append" in msg, msg
+            assert state(table_dir(deltalog_warehouse, project, "bad_strategy")) is None
+        finally:
+            os.remove(path)
