@@ -115,6 +115,8 @@ def main() -> None:
         shipping = money(rng.choice([0, 4.95, 9.9]))
         coupon = rng.choice(COUPONS) if rng.random() < 0.2 else None
         updated = ordered_at + timedelta(hours=rng.randrange(1, 96))
+        if batch == 1:  # batch 1 is the data as of Sep 30: nothing in it is newer than that
+            updated = min(updated, datetime(2026, 9, 30, 23, 59, 59))
         orders.append([oid, customer, ts(ordered_at), status, shipping, coupon, ts(updated), batch])
 
         total = Decimal(0)

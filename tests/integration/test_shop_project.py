@@ -12,7 +12,7 @@ import json
 from decimal import Decimal
 import os
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -44,18 +44,21 @@ SPARK_LITTER = ["metastore_db", "derby.log", "spark-warehouse"]
 
 @dataclass
 class Build:
-    result: object  # dbtRunnerResult
+    success: bool
+    failures: list[str]
+    kinds: dict[str, int]  # node results per resource type
     versions: dict[str, int] = field(default_factory=dict)
 
-    @property
-    def node_results(self):
-        return list(getattr(self.result.result, "results", None) or [])
-
-    def failures(self) -> list[str]:
-        if self.result.exception is not None:
-            return [f"dbt raised: {self.result.exception!r}"]
-        return [f"{r.node.resource_type} {r.node.name}: {r.status}: {r.message}"
-                for r in self.node_results if str(r.status) not in ("success", "pass")]
+    @classmethod
+    def of(cls, result, warehouse: Path) -> "Build":
+        nodes = list(getattr(result.result, "results", None) or [])
+        if result.exception is not None:
+            failures = [f"dbt raised: {result.exception!r}"]
+        else:
+            failures = [f"{r.node.resource_type} {r.node.name}: {r.status}: {r.message}"
+                        for r in nodes if str(r.status) not in ("success", "pass")]
+        kinds = pd.Series([str(r.node.resource_type) for r in nodes], dtype=object).value_counts().to_dict()
+        return cls(bool(result.success), failures, kinds, _versions(warehouse))
 
 
 @dataclass
@@ -66,7 +69,7 @@ class ShopRun:
     second: Build
     rerun_merges: Build
     shown_fct_orders_count: int | None
-    litter_in_cwd_before: set[str]
+    litter_in_cwd_before: list[str]
 
 
 def _dbt(project: Path, *args: str):
@@ -82,31 +85,44 @@ def _versions(warehouse: Path) -> dict[str, int]:
     return out
 
 
-@pytest.fixture(scope="module")
-def shop(tmp_path_factory) -> ShopRun:
-    project = tmp_path_factory.mktemp("shop") / "integration_tests"
-    shutil.copytree(PROJECT_SRC, project, ignore=shutil.ignore_patterns(
-        "target", "logs", "warehouse", "dbt_packages", *SPARK_LITTER))
+def _run_shop(project: Path) -> ShopRun:
     warehouse = project / "warehouse"
-    before = {p for p in SPARK_LITTER if (Path.cwd() / p).exists()}
+    before = [p for p in SPARK_LITTER if (Path.cwd() / p).exists()]
     old_cwd = os.getcwd()
     os.chdir(project)
     try:
-        first = Build(_dbt(project, "build"))
-        first.versions = _versions(warehouse)
+        first = Build.of(_dbt(project, "build"), warehouse)
         shown = _dbt(project, "show", "--inline", "select count(*) as n from {{ ref('fct_orders') }}")
         try:
             shown_count = int(shown.result.results[0].agate_table.rows[0][0])
         except Exception:
             shown_count = None
-        second = Build(_dbt(project, "build", *BATCH_2))
-        second.versions = _versions(warehouse)
+        second = Build.of(_dbt(project, "build", *BATCH_2), warehouse)
         # Nothing new since the second build: the merges find an empty source.
-        rerun = Build(_dbt(project, "run", "--select", "orders_merge customers_merge", *BATCH_2))
-        rerun.versions = _versions(warehouse)
+        rerun = Build.of(_dbt(project, "run", "--select", "orders_merge customers_merge", *BATCH_2), warehouse)
     finally:
         os.chdir(old_cwd)
     return ShopRun(project, warehouse, first, second, rerun, shown_count, before)
+
+
+@pytest.fixture(scope="module")
+def shop(tmp_path_factory) -> ShopRun:
+    # SHOP_WORKDIR=<dir> builds there and keeps it; run again with the same value to re-check the
+    # tables of that build (its run.json) without running dbt.
+    workdir = os.environ.get("SHOP_WORKDIR")
+    base = Path(workdir) if workdir else tmp_path_factory.mktemp("shop")
+    project = base / "integration_tests"
+    if (project / "run.json").is_file():
+        data = json.loads((project / "run.json").read_text())
+        builds = {k: Build(**data.pop(k)) for k in ("first", "second", "rerun_merges")}
+        return ShopRun(project=Path(data["project"]), warehouse=Path(data["warehouse"]), **builds,
+                       shown_fct_orders_count=data["shown_fct_orders_count"],
+                       litter_in_cwd_before=data["litter_in_cwd_before"])
+    shutil.copytree(PROJECT_SRC, project, ignore=shutil.ignore_patterns(
+        "target", "logs", "warehouse", "dbt_packages", *SPARK_LITTER))
+    run = _run_shop(project)
+    (project / "run.json").write_text(json.dumps(asdict(run), default=str, indent=1))
+    return run
 
 
 @pytest.fixture(scope="module")
@@ -162,8 +178,8 @@ def log_actions(shop: ShopRun, name: str, version: int) -> list[dict]:
 # ---- the builds -------------------------------------------------------------------------------------
 
 def test_first_build_passes(shop):
-    assert shop.first.result.success, "\n".join(shop.first.failures())
-    kinds = pd.Series([r.node.resource_type for r in shop.first.node_results]).value_counts().to_dict()
+    assert shop.first.success, "\n".join(shop.first.failures)
+    kinds = shop.first.kinds
     assert kinds.get("seed") == len(SEEDS)
     assert kinds.get("snapshot") == len(SNAPSHOTS)
     assert kinds.get("model") == len(VIEWS + TABLES + INCREMENTALS)
@@ -172,12 +188,12 @@ def test_first_build_passes(shop):
 
 
 def test_second_build_passes(shop):
-    assert shop.second.result.success, "\n".join(shop.second.failures())
+    assert shop.second.success, "\n".join(shop.second.failures)
 
 
 def test_no_spark_litter_in_the_project_or_working_dir(shop):
     assert [p for p in SPARK_LITTER if (shop.project / p).exists()] == []
-    assert {p for p in SPARK_LITTER if (Path.cwd() / p).exists()} <= shop.litter_in_cwd_before
+    assert {p for p in SPARK_LITTER if (Path.cwd() / p).exists()} <= set(shop.litter_in_cwd_before)
 
 
 def test_every_table_is_a_delta_table_and_views_are_kept_as_sql(shop):
@@ -421,6 +437,6 @@ def test_commits_name_the_dbt_model(shop):
 
 
 def test_merge_with_an_empty_source_commits_nothing(shop):
-    assert shop.rerun_merges.result.success, "\n".join(shop.rerun_merges.failures())
+    assert shop.rerun_merges.success, "\n".join(shop.rerun_merges.failures)
     for name in ("orders_merge", "customers_merge"):
         assert shop.rerun_merges.versions[name] == shop.second.versions[name], name
