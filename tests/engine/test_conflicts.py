@@ -281,3 +281,25 @@ def test_conflict_on_second_winner_names_it(tmp_path):
         loser.commit(operation="UPDATE")
     assert err.value.winning_version == 2 and err.value.winning_operation == "DELETE"
     assert not os.path.exists(os.path.join(table.uri, "_delta_log", "%020d.json" % 3))
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("update_first", [True, False], ids=["update_wins", "optimize_wins"])
+def test_update_and_optimize_of_other_files_in_one_partition(tmp_path, level, update_first):
+    """Same partition, different files: OPTIMIZE's rewritten rows are not new rows, so both land."""
+    data = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "part": ["a", "a", "a"]})
+    write_deltalake(str(tmp_path / "t"), data, partition_by=["part"], max_rows_per_file=1,
+                    configuration={"delta.isolationLevel": level})
+    table = DeltaTable(str(tmp_path / "t"))
+    upd, opt = table.transaction(), table.transaction()
+    a1, a2, a3 = files_of(upd, "a")
+    upd.read_predicate(col("part") == "a")
+    upd.read_files([a1])
+    upd.add_actions([a1.remove(), new_file(table, "a", [10])])
+    opt.read_files([a2, a3])
+    opt.add_actions([a2.remove(data_change=False), a3.remove(data_change=False),
+                     new_file(table, "a", [2, 3], data_change=False)])
+    first, second = (upd, opt) if update_first else (opt, upd)
+    assert first.commit(operation="UPDATE" if first is upd else "OPTIMIZE") == 1
+    assert second.commit(operation="UPDATE" if second is upd else "OPTIMIZE") == 2
+    assert table.snapshot().num_files == 2
