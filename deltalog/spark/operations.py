@@ -63,6 +63,11 @@ def dataframe_schema(df: DataFrame, table: str) -> dict[str, Any]:
     """The Delta schema of a DataFrame: all nullable, names unique ignoring case, types Delta has."""
     schema_json = _nullable(json.loads(df.schema.json()))
     check_column_names(schema_json, table)
+    void = [f["name"] for f in schema_json["fields"] if f["type"] == "void"]
+    if void:
+        raise SchemaMismatchError(
+            f"{table}: column(s) {', '.join(repr(v) for v in void)} have no type (a bare NULL); Delta needs a "
+            f"type for every column: cast them, e.g. cast(null as string).")
     try:
         to_arrow_schema(schema_json)
     except DeltaError as e:
