@@ -496,8 +496,8 @@ def delete(spark: SparkSession, table_uri: str, predicate: str | None = None,
 # ---------------------------------------------------------------------------------------------------
 # merge
 
-_EQ_PAIR = re.compile(
-    r"^\s*\(?\s*(?P<l>[`\w.]+)\s*(?:=|==|<=>)\s*(?P<r>[`\w.]+)\s*\)?\s*$")
+_REF = r"(?:`[^`]*`|\w+)(?:\s*\.\s*(?:`[^`]*`|\w+))*"
+_EQ_PAIR = re.compile(rf"^\s*(?P<l>{_REF})\s*(?:=|==|<=>)\s*(?P<r>{_REF})\s*$")
 
 
 def _split_and(text: str) -> list[str]:
@@ -541,7 +541,7 @@ def _strip_parens(text: str) -> str:
 
 def _column_ref(ref: str, alias: str) -> str | None:
     """`alias.col` / `` `alias`.`col` `` -> col, when the reference is to `alias`."""
-    parts = [p.strip("`") for p in re.findall(r"`[^`]*`|[^.]+", ref)]
+    parts = [p.strip().strip("`") for p in re.findall(r"`[^`]*`|[^.`]+", ref) if p.strip()]
     if len(parts) == 2 and parts[0].lower() == alias.lower():
         return parts[1]
     return None

@@ -151,3 +151,35 @@ def test_merge_partitioned_table_and_incremental_predicate(spark, tmp_path):
     assert rows[0]["val"] == "zero" and rows[3]["val"] == "three" and len(rows) == 30
     m = deltalake.DeltaTable(uri).history(1)[0]["operationMetrics"]
     assert int(m["numTargetFilesScanned"]) < before.num_files  # pruned by stats and the predicate
+
+
+def test_merge_condition_parsing():
+    from deltalog.spark.operations import _equi_keys, _split_and, _target_only_conjuncts
+    on = ("DBT_INTERNAL_SOURCE.id = DBT_INTERNAL_DEST.id and (`DBT_INTERNAL_DEST`.`Order Id` = "
+          "DBT_INTERNAL_SOURCE.oid) and (DBT_INTERNAL_DEST.day >= '2024-01-01' and DBT_INTERNAL_DEST.x = 'band')")
+    assert _split_and("a = 1 and (b = 2 and c = 3) AND d = 'x and y'") == ["a = 1", "(b = 2 and c = 3)", "d = 'x and y'"]
+    assert _equi_keys(on, "DBT_INTERNAL_SOURCE", "DBT_INTERNAL_DEST") == [("id", "id"), ("oid", "Order Id")]
+    assert _target_only_conjuncts(on, "DBT_INTERNAL_SOURCE", "DBT_INTERNAL_DEST") == [
+        "(day >= '2024-01-01' and x = 'band')"]
+
+
+def test_merge_into_delta_rs_table_with_timestamp_key(spark, tmp_path):
+    import datetime as dt
+    import pyarrow as pa
+    uri = str(tmp_path / "rs")
+    utc = dt.timezone.utc
+    ts = [dt.datetime(2024, 1, 1, tzinfo=utc) + dt.timedelta(hours=i) for i in range(10)]
+    deltalake.write_deltalake(uri, pa.table({"ts": pa.array(ts, pa.timestamp("us", tz="UTC")),
+                                             "v": list(range(10)), "p": ["a"] * 5 + ["b"] * 5}),
+                              partition_by=["p"])
+    source = spark.sql("select timestamp'2024-01-01 03:00:00' as ts, 100L as v, 'a' as p union all "
+                       "select timestamp'2024-02-01 00:00:00', 200L, 'c'")
+    v = merge(spark, uri, source, "s.ts = t.ts", when_matched_update="*", when_not_matched_insert="*",
+              source_alias="s", target_alias="t")
+    assert v == 1
+    rows = {r["ts"].astimezone(utc): r for r in deltalake.DeltaTable(uri).to_pyarrow_table().to_pylist()}
+    assert len(rows) == 11
+    assert rows[dt.datetime(2024, 1, 1, 3, tzinfo=utc)]["v"] == 100
+    assert rows[dt.datetime(2024, 2, 1, tzinfo=utc)]["p"] == "c"
+    m = deltalake.DeltaTable(uri).history(1)[0]["operationMetrics"]
+    assert int(m["numTargetFilesRemoved"]) == 1  # only the file holding 03:00 is rewritten
