@@ -19,7 +19,7 @@ from typing import Any, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame, SparkSession, functions as F
+from pyspark.sql import DataFrame, SparkSession, functions as F
 from pyspark.sql.types import StructType
 
 from ..actions import AddFile, Metadata, RemoveFile, now_ms
@@ -29,7 +29,7 @@ from ..schema import (
     check_column_names, find_field, partition_column_types, quote_identifier, schema_string,
     to_arrow_schema,
 )
-from ..skipping import ALWAYS, bind, files_matching, parse_sql_predicate, prune_snapshot
+from ..skipping import ALWAYS, bind, files_matching, parse_sql_predicate
 from ..table import DeltaTable, new_metadata
 from .reader import FILE_COLUMN, ROW_INDEX_COLUMN, files_dataframe, local_path_of, absolute_file_path
 from .writer import write_files
@@ -637,7 +637,10 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
                           name, "insert") if when_not_matched_insert is not None else None
     has_matched = update is not None or when_matched_delete_condition is not None
 
-    source = source_df.persist(StorageLevel.MEMORY_AND_DISK)
+    # The source is read several times (bounds, join, inserts): compute it once, as delta-spark does.
+    we_cached = not source_df.is_cached
+    source = source_df.persist(StorageLevel.MEMORY_AND_DISK) if we_cached else source_df
+    matched_rows = None
     try:
         num_source = source.count()
         if num_source == 0:
@@ -681,7 +684,6 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
         target = files_dataframe(spark, snapshot, candidates, with_file=True, with_row_index=True).alias(target_alias)
         src = source.alias(source_alias)
         joined = target.join(src, F.expr(on), "inner") if candidates.num_rows else None
-        matched_rows = None
         touched = candidates.slice(0, 0)
         n_updated = n_deleted = 0
         if has_matched and joined is not None:
@@ -806,8 +808,9 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
         return txn.commit(operation=operation, parameters=params, metrics=metrics, user_metadata=user_metadata,
                           extra_commit_info=extra_commit_info)
     finally:
-        source.unpersist()
-        if "matched_rows" in locals() and matched_rows is not None:
+        if we_cached:
+            source.unpersist()
+        if matched_rows is not None:
             matched_rows.unpersist()
 
 

@@ -29,13 +29,13 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, functions as F
 from pyspark.sql.types import StructType
 
-from ..actions import AddFile, now_ms
+from ..actions import AddFile
 from ..errors import SchemaMismatchError
 from ..paths import (
     decode_path, encode_path, new_data_file_path, parse_partition_folder, parse_partition_value, partition_folder,
     serialize_partition_value,
 )
-from ..schema import find_field, partition_column_types, without_columns
+from ..schema import partition_column_types, without_columns
 from ..stats import StatsCollector
 from ..storage import table_path_from_uri
 
@@ -111,9 +111,11 @@ def _write_native(df: DataFrame, root: str, partition_columns: list[str], schema
     spark = df.sparkSession
     staging = os.path.join(root, STAGING_DIR, str(uuid.uuid4()))
     conf = spark.conf
-    # Delta readers need real Parquet timestamps (INT96 has no statistics and is deprecated).
-    saved = conf.get("spark.sql.parquet.outputTimestampType", None)
-    conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+    # Delta readers need real Parquet timestamps (INT96 has no statistics and is deprecated). Only the
+    # session setting reaches Spark's Parquet writer; it is left set, because restoring it could undo it
+    # under another thread's write in the same session.
+    if conf.get("spark.sql.parquet.outputTimestampType", None) != "TIMESTAMP_MICROS":
+        conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     try:
         writer = df.write.mode("errorifexists").option("compression", "snappy")
         if partition_columns:
@@ -122,11 +124,6 @@ def _write_native(df: DataFrame, root: str, partition_columns: list[str], schema
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    finally:
-        if saved is None:
-            conf.unset("spark.sql.parquet.outputTimestampType")
-        else:
-            conf.set("spark.sql.parquet.outputTimestampType", saved)
     try:
         session_tz = ZoneInfo(conf.get("spark.sql.session.timeZone") or "UTC")
     except Exception:
