@@ -79,6 +79,22 @@ def install(hook: str) -> None:
         return counts[kind] == n
 
     if name in ("data_file", "torn_data"):
+        sink = getattr(write_module, "_FileSink", None)
+        if sink is not None:  # streaming writer: a data file is complete when `_finish` returns
+            original_finish = sink._finish
+
+            def finish(self, folder):
+                if nth("data"):
+                    if name == "torn_data":  # rows written, footer never: a truncated Parquet file
+                        f = self.open[folder]
+                        self._flush(f)
+                        f.handle.flush()
+                        die()
+                    original_finish(self, folder)
+                    die()
+                original_finish(self, folder)
+            sink._finish = finish
+            return
         original = write_module._write_parquet_durably
 
         def write_parquet(data, path):
