@@ -147,7 +147,8 @@ def ideal_read(sels: dict, n_files: int, k: int) -> float:
     for c, f in sels.items():
         if c == "_in":
             continue
-        frac *= min(1.0, f + side) * (sels.get("_in", 1))
+        m = sels.get("_in")
+        frac *= (1 - (1 - side) ** m) if m else min(1.0, f + side)
     return min(1.0, frac)
 
 

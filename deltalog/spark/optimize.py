@@ -159,6 +159,19 @@ def _size_metrics(sizes: list[int], prefix: str = "") -> dict[str, Any]:
             f"{prefix}p75FileSize": pct(0.75), f"{prefix}maxFileSize": s[-1]}
 
 
+def _num_records(files: pa.Table) -> int | None:
+    """Rows in the files from their stats (None when a file has none: then Spark counts)."""
+    total = 0
+    for text in files.column("stats").to_pylist():
+        if not text:
+            return None
+        n = json.loads(text).get("numRecords")
+        if n is None:
+            return None
+        total += int(n)
+    return total
+
+
 def _bins(files: pa.Table, min_file_size: int, max_file_size: int) -> list[list[int]]:
     """Row indexes of `files` grouped per partition into bins of small files up to max_file_size;
     single-file bins dropped (rewriting one file alone gains nothing)."""
@@ -249,11 +262,12 @@ def optimize(spark: SparkSession, table_uri: str, zorder_by: Any = None, where: 
             num_files = int(target_files) if target_files is not None else sum(n for _, n in plan)
             df = snapshot_dataframe(spark, _subset(snapshot, rewrite))
             out_df = zorder.cluster(df, columns, max(1, num_files), curve, snapshot.partition_columns,
-                                    num_ranges)
+                                    num_ranges, total_rows=_num_records(rewrite))
         else:
             parts = [(snapshot_dataframe(spark, _subset(snapshot, candidates.take(pa.array(chosen, pa.int64())))), n)
                      for chosen, n in plan]
-            out_df = zorder.cluster_parts(parts, columns, curve, snapshot.partition_columns, num_ranges)
+            out_df = zorder.cluster_parts(parts, columns, curve, snapshot.partition_columns, num_ranges,
+                                          total_rows=_num_records(rewrite))
         cube = str(uuid.uuid4())
         tags = {TAG_ZORDER_BY: json.dumps(columns), TAG_CURVE: curve, TAG_CUBE_ID: cube}
     else:

@@ -109,24 +109,25 @@ class RangeModel:
 
 
 def fit_ranges(df: DataFrame, columns: Sequence[str], num_ranges: int = DEFAULT_NUM_RANGES,
-               sample_rows: int = DEFAULT_SAMPLE_ROWS, seed: int = 42) -> RangeModel:
-    """Sample `df` and cut each column's values into `num_ranges` ranges of equal row counts."""
-    total = df.count()
+               sample_rows: int = DEFAULT_SAMPLE_ROWS, seed: int = 42, total_rows: int | None = None) -> RangeModel:
+    """Sample `df` (one Spark job) and cut each column's values into `num_ranges` ranges of equal row
+    counts. `total_rows` (e.g. from the files' stats) saves counting the rows first."""
+    total = total_rows if total_rows is not None else df.count()
     fraction = min(1.0, sample_rows / max(total, 1))
     sample_df = df.select(*[_q(c) for c in columns])
     if fraction < 1.0:
         sample_df = sample_df.sample(False, fraction, seed)
+    rows = sample_df.collect()
     prefixes: dict[str, str] = {}
-    if any(isinstance(df.schema[c].dataType, StringType) for c in columns):
-        rows = sample_df.collect()
-        for i, c in enumerate(columns):
-            if isinstance(df.schema[c].dataType, StringType):
-                prefixes[c] = _common_prefix([r[i] for r in rows if r[i] is not None])
-    keys = sample_df.select(*[order_key(sample_df, c, prefixes.get(c)).alias(f"k{i}")
-                              for i, c in enumerate(columns)]).collect()
     splits = {}
     for i, c in enumerate(columns):
-        cuts = [x for x in boundaries([r[i] for r in keys], num_ranges) if x != float("-inf")]
+        dtype = df.schema[c].dataType
+        values = [r[i] for r in rows]
+        if isinstance(dtype, StringType):
+            prefixes[c] = _common_prefix([v for v in values if v is not None])
+        order_key(df, c, prefixes.get(c))  # refuses types that cannot be clustered
+        keys = [_python_key(v, dtype, prefixes.get(c)) for v in values]
+        cuts = [x for x in boundaries(keys, num_ranges) if x != float("-inf")]
         splits[c] = [float("-inf")] + cuts + [float("inf")] if cuts else [float("-inf"), 0.0, float("inf")]
     return RangeModel(columns, prefixes, splits, num_ranges)
 
@@ -163,45 +164,72 @@ def interleave_bits(ids: Sequence[Column], bits: int) -> list[Column]:
 
 
 def hilbert_transpose(df: DataFrame, id_names: Sequence[str], bits: int) -> tuple[DataFrame, list[str]]:
-    """Skilling's AxestoTranspose (2004) on the range ids, one Spark projection per step: afterwards the
-    Hilbert index is the interleaving of the columns' bits. Returns (frame, transposed column names)."""
+    """Skilling's AxestoTranspose (2004) on the range ids, one Spark projection per bit level:
+    afterwards the Hilbert index is the interleaving of the columns' bits. Returns (frame, transposed
+    column names)."""
     n = len(id_names)
     xs = [f"{_INTERNAL}h{i}" for i in range(n)]
-    df = df.select("*", *[F.col(c).cast("long").alias(x) for c, x in zip(id_names, xs)])
+    keep = [F.col(_q(c)) for c in df.columns]
+    df = df.select(*keep, *[F.col(c).cast("long").alias(x) for c, x in zip(id_names, xs)])
     if n == 1:
         return df, xs
-    x = [F.col(v) for v in xs]
-
-    def step(frame: DataFrame, updates: dict[str, Column]) -> DataFrame:
-        return frame.withColumns(updates)
-
     m = 1 << (bits - 1)
     q = m
-    while q > 1:  # inverse undo
+    while q > 1:  # inverse undo, one level per projection (the steps within a level composed)
         p = q - 1
+        x = [F.col(v) for v in xs]
         for i in range(n):
-            x0, xi = F.col(xs[0]), F.col(xs[i])
-            high = xi.bitwiseAND(F.lit(q)) != 0
+            high = x[i].bitwiseAND(F.lit(q)) != 0
             if i == 0:
-                df = step(df, {xs[0]: F.when(high, x0.bitwiseXOR(F.lit(p))).otherwise(x0)})
+                x[0] = F.when(high, x[0].bitwiseXOR(F.lit(p))).otherwise(x[0])
                 continue
-            t = x0.bitwiseXOR(xi).bitwiseAND(F.lit(p))
-            df = step(df, {
-                xs[0]: F.when(high, x0.bitwiseXOR(F.lit(p))).otherwise(x0.bitwiseXOR(t)),
-                xs[i]: F.when(high, xi).otherwise(xi.bitwiseXOR(t)),
-            })
+            t = x[0].bitwiseXOR(x[i]).bitwiseAND(F.lit(p))
+            x[0], x[i] = (F.when(high, x[0].bitwiseXOR(F.lit(p))).otherwise(x[0].bitwiseXOR(t)),
+                          F.when(high, x[i]).otherwise(x[i].bitwiseXOR(t)))
+        df = df.select(*[F.col(_q(c)) for c in df.columns if c not in xs], *[e.alias(v) for e, v in zip(x, xs)])
         q >>= 1
+    x = [F.col(v) for v in xs]
     for i in range(1, n):  # Gray encode
-        df = step(df, {xs[i]: F.col(xs[i]).bitwiseXOR(F.col(xs[i - 1]))})
+        x[i] = x[i].bitwiseXOR(x[i - 1])
+    df = df.select(*[F.col(_q(c)) for c in df.columns if c not in xs], *[e.alias(v) for e, v in zip(x, xs)])
     last = F.col(xs[n - 1])
     t = F.lit(0).cast("long")
     q = m
     while q > 1:
         t = t.bitwiseXOR(F.when(last.bitwiseAND(F.lit(q)) != 0, F.lit(q - 1)).otherwise(F.lit(0)))
         q >>= 1
-    df = df.withColumn(f"{_INTERNAL}t", t)
-    df = step(df, {v: F.col(v).bitwiseXOR(F.col(f"{_INTERNAL}t")) for v in xs}).drop(f"{_INTERNAL}t")
+    tn = f"{_INTERNAL}t"
+    df = df.withColumn(tn, t)
+    df = df.select(*[F.col(_q(c)) for c in df.columns if c not in xs and c != tn],
+                   *[F.col(v).bitwiseXOR(F.col(tn)).alias(v) for v in xs])
     return df, xs
+
+
+def _python_key(value, dtype, prefix: str | None) -> float | None:
+    """The same order key as `order_key`, computed in Python for sampled values."""
+    import datetime as dt
+    if value is None:
+        return None
+    if isinstance(dtype, StringType):
+        p = prefix or ""
+        head = value[:len(p)]
+        if head < p:
+            return -1.0
+        if head > p:
+            return float(1 << (8 * _KEY_BYTES))
+        raw = (value[len(p):len(p) + _KEY_BYTES].encode("utf-8") + b"\0" * _KEY_BYTES)[:_KEY_BYTES]
+        return float(int.from_bytes(raw, "big"))
+    if isinstance(dtype, BooleanType):
+        return float(int(value))
+    if isinstance(dtype, DateType):
+        return float((value - dt.date(1970, 1, 1)).days)
+    if isinstance(dtype, (TimestampType, TimestampNTZType)):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.timezone.utc) if isinstance(dtype, TimestampNTZType) else \
+                value.astimezone(dt.timezone.utc)
+        delta = value - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+        return float((delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds)
+    return float(value)
 
 
 def _curve(model: RangeModel, df: DataFrame, curve: str) -> tuple[DataFrame, list[str]]:
@@ -217,11 +245,12 @@ def _curve(model: RangeModel, df: DataFrame, curve: str) -> tuple[DataFrame, lis
 
 
 def curve_keys(df: DataFrame, columns: Sequence[str], curve: str = "zorder",
-               num_ranges: int = DEFAULT_NUM_RANGES, seed: int = 42) -> tuple[DataFrame, list[str]]:
+               num_ranges: int = DEFAULT_NUM_RANGES, seed: int = 42,
+               total_rows: int | None = None) -> tuple[DataFrame, list[str]]:
     """`df` plus the curve's sort key columns (longs, most significant first)."""
     if curve not in CURVES:
         raise ValueError(f"unknown clustering curve {curve!r}; allowed: {', '.join(CURVES)}")
-    return _curve(fit_ranges(df, columns, num_ranges, seed=seed), df, curve)
+    return _curve(fit_ranges(df, columns, num_ranges, seed=seed, total_rows=total_rows), df, curve)
 
 
 def _layout(keyed: DataFrame, keys: list[str], num_files: int, partition_columns: Sequence[str],
@@ -236,24 +265,24 @@ def _layout(keyed: DataFrame, keys: list[str], num_files: int, partition_columns
 
 def cluster(df: DataFrame, columns: Sequence[str], num_files: int, curve: str = "zorder",
             partition_columns: Sequence[str] = (), num_ranges: int = DEFAULT_NUM_RANGES,
-            seed: int = 42) -> DataFrame:
+            seed: int = 42, total_rows: int | None = None) -> DataFrame:
     """`df` with its rows laid out along the curve: range-partitioned on (table partition columns,
     curve key, a noise byte) into `num_files` Spark partitions, each sorted by the curve key. The
     columns are those of `df`."""
-    keyed, keys = curve_keys(df, columns, curve, num_ranges, seed)
+    keyed, keys = curve_keys(df, columns, curve, num_ranges, seed, total_rows)
     return _layout(keyed, keys, num_files, partition_columns, df.columns, seed)
 
 
 def cluster_parts(parts: Sequence[tuple[DataFrame, int]], columns: Sequence[str], curve: str = "zorder",
                   partition_columns: Sequence[str] = (), num_ranges: int = DEFAULT_NUM_RANGES,
-                  seed: int = 42) -> DataFrame:
+                  seed: int = 42, total_rows: int | None = None) -> DataFrame:
     """Several frames (e.g. one per table partition), each laid out along the curve into its own number
     of files, with range ids fitted once over all of them. A Spark partition of the result never mixes
     two input frames, so no output file straddles two table partitions."""
     from functools import reduce
     frames = [f for f, _ in parts]
     union = reduce(DataFrame.union, frames)
-    model = fit_ranges(union, columns, num_ranges, seed=seed)
+    model = fit_ranges(union, columns, num_ranges, seed=seed, total_rows=total_rows)
     out = []
     for frame, n in parts:
         keyed, keys = _curve(model, frame, curve)

@@ -92,7 +92,7 @@ def test_zorder_prunes_better_and_reruns_are_cheap(spark, tmp_path, base_rows):
     assert snap.num_files == 8
     assert rows(uri) == base_rows[1]
     after_a, after_s = pruned_fraction(uri, predicates_a), pruned_fraction(uri, predicates_s)
-    assert after_a > before_a + 0.3 and after_s > before_s + 0.3, (before_a, after_a, before_s, after_s)
+    assert after_a > before_a + 0.3 and after_s > before_s + 0.2, (before_a, after_a, before_s, after_s)
     info = last_commit(uri)[0]["commitInfo"]
     assert json.loads(info["operationParameters"]["zOrderBy"]) == ["a", "s"]
     tags = [dict(t) for t in snap.files.column("tags").to_pylist()]
@@ -163,3 +163,22 @@ def test_validation_names_table_column_and_what_is_allowed(spark, tmp_path):
     with pytest.raises(InvalidTableError, match="'b' has no statistics"):
         optimize(spark, uri2, zorder_by=["b"])
     assert Snapshot.load(uri).version == version
+
+
+def test_order_keys_match_between_spark_and_the_sample(spark):
+    """Range cut points come from sampled values keyed in Python; rows are keyed by Spark. Both must
+    agree, or rows would land in the wrong ranges."""
+    import datetime as dt
+
+    from deltalog.spark.zorder import _python_key, order_key
+    df = spark.createDataFrame(
+        [("prefix-aé中b", dt.date(2020, 3, 1), dt.datetime(2021, 5, 6, 7, 8, 9, 123456), 5, 2.5, True),
+         ("prefix-", dt.date(1969, 12, 31), dt.datetime(1960, 1, 1), -3, -0.5, False),
+         ("prefiw-zzz", dt.date(2000, 1, 1), dt.datetime(2000, 1, 1), 0, 0.0, None),
+         ("prefix-zzzzzzzzzz", None, None, None, None, None)],
+        "s string, d date, t timestamp, i long, f double, b boolean")
+    for c in df.columns:
+        prefix = "prefix-" if c == "s" else None
+        spark_keys = [r[0] for r in df.select(order_key(df, c, prefix)).collect()]
+        py_keys = [_python_key(r[c], df.schema[c].dataType, prefix) for r in df.collect()]
+        assert spark_keys == py_keys, c
