@@ -11,13 +11,14 @@ from dbt.tests.adapter.dbt_show.test_dbt_show import BaseShowDoesNotHandleDouble
 
 
 class SparkTypes:
+    # dbt prints the types as Spark names them (lower case)
     @pytest.fixture
     def string_type(self):
-        return "STRING"
+        return "string"
 
     @pytest.fixture
     def int_type(self):
-        return "INT"
+        return "int"
 
     @pytest.fixture
     def data_types(self, schema_int_type, int_type, string_type):
@@ -25,11 +26,11 @@ class SparkTypes:
         return [
             ["1", schema_int_type, int_type],
             ["'1'", string_type, string_type],
-            ["true", "boolean", "BOOLEAN"],
-            ["cast('2013-11-03' as date)", "date", "DATE"],
-            ["cast('2013-11-03 00:00:00' as timestamp)", "timestamp", "TIMESTAMP"],
-            ["array('a','b','c')", "array<string>", "ARRAY<STRING>"],
-            ["cast(1 as decimal(10,2))", "decimal(10,2)", "DECIMAL(10,2)"],
+            ["true", "boolean", "boolean"],
+            ["cast('2013-11-03' as date)", "date", "date"],
+            ["cast('2013-11-03 00:00:00' as timestamp)", "timestamp", "timestamp"],
+            ["array('a','b','c')", "array<string>", "array<string>"],
+            ["cast(1 as decimal(10,2))", "decimal(10,2)", "decimal(10,2)"],
         ]
 
 

@@ -26,5 +26,4 @@ class TestUnitTestingTypes(BaseUnitTestingTypes):
             ["true", "true"],
             ["date '2011-11-11'", "2011-11-11"],
             ["timestamp '2013-11-03 00:00:00'", "2013-11-03 00:00:00"],
-            ["array(1, 2, 3)", "array(1, 2, 3)"],
         ]

@@ -64,8 +64,8 @@ def _as_list(value: Any) -> List[str]:
     if value is None:
         return []
     if isinstance(value, str):
-        return [value]
-    return list(value)
+        value = [value]
+    return [v for v in value if not (isinstance(v, str) and not v.strip())]
 
 
 def _invocation_id() -> Optional[str]:
@@ -403,6 +403,12 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         predicates = _as_list(_get(config, "incremental_predicates") or _get(config, "predicates"))
         partition_by = _as_list(_get(config, "partition_by"))
 
+        missing = [k for k in unique_key if k.lower() not in {c.lower() for c in df.columns}]
+        if missing:
+            raise CompilationError(
+                f"Model {_get(model, 'unique_id')}: unique_key column(s) {missing} are not columns of the "
+                f"model's result ({', '.join(df.columns)})"
+            )
         if strategy == "merge" and not unique_key:
             strategy = "append"  # no key: nothing can match, every row is new
         if strategy == "append":
@@ -476,27 +482,30 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
 
     def _delete_insert(self, uri, df, unique_key, predicates, commit_info):
         """delete+insert as ONE merge commit: the source's distinct keys delete the target rows
-        they match; every source row (tagged apart so it never matches) is inserted."""
+        they match (and `incremental_predicates`, written against the target, allow); every source
+        row, tagged apart so it never matches, is inserted. Source columns get a prefix so the
+        predicates' unqualified names mean the target's columns, as in dbt's DELETE ... WHERE."""
         from deltalog.spark import operations
         from pyspark.sql import functions as F
 
-        tag = "__dbt_deltalog_action"
-        keys = df.select(*[F.col(_q(k)) for k in unique_key]).distinct()
-        deletes = keys
-        for c in df.columns:
-            if c.lower() not in [k.lower() for k in unique_key]:
-                deletes = deletes.withColumn(c, F.lit(None).cast(df.schema[c].dataType))
-        deletes = deletes.select(*[_q(c) for c in df.columns]).withColumn(tag, F.lit("delete"))
-        source = deletes.unionByName(df.withColumn(tag, F.lit("insert")))
+        prefix, tag = "__dbt_src_", "__dbt_deltalog_action"
+        src = df.select(*[F.col(_q(c)).alias(prefix + c) for c in df.columns])
+        key_cols = [prefix + k for k in unique_key]
+        deletes = src.select(*[_q(k) for k in key_cols]).distinct()
+        for c in src.columns:
+            if c not in key_cols:
+                deletes = deletes.withColumn(c, F.lit(None).cast(src.schema[c].dataType))
+        deletes = deletes.select(*[_q(c) for c in src.columns]).withColumn(tag, F.lit("delete"))
+        source = deletes.unionByName(src.withColumn(tag, F.lit("insert")))
         on = " and ".join(
-            [f"DBT_INTERNAL_SOURCE.{tag} = 'delete'"]
-            + [f"DBT_INTERNAL_SOURCE.{_q(k)} = DBT_INTERNAL_DEST.{_q(k)}" for k in unique_key]
+            [f"DBT_INTERNAL_SOURCE.{_q(prefix + k)} = DBT_INTERNAL_DEST.{_q(k)}" for k in unique_key]
+            + [f"DBT_INTERNAL_SOURCE.{tag} = 'delete'"]
             + [f"({p})" for p in predicates]
         )
         return operations.merge(
             self.spark, uri, source, on=on,
             when_matched_delete_condition="true",
-            when_not_matched_insert={c: f"DBT_INTERNAL_SOURCE.{_q(c)}" for c in df.columns},
+            when_not_matched_insert={c: f"DBT_INTERNAL_SOURCE.{_q(prefix + c)}" for c in df.columns},
             when_not_matched_condition=f"DBT_INTERNAL_SOURCE.{tag} = 'insert'",
             **_commit_kwargs(operations.merge, commit_info),
         )
