@@ -187,7 +187,7 @@ def read_last_checkpoint(store: LogStore) -> dict[str, Any] | None:
         if not isinstance(obj, dict) or not isinstance(obj.get("version"), int) or obj["version"] < 0:
             raise ValueError("no version")
         return obj
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # no log folder, or the path is a file
         return None
     except (ValueError, UnicodeDecodeError) as e:
         log.warning("%s/_delta_log/_last_checkpoint is unreadable (%s); listing the log instead",

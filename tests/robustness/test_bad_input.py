@@ -162,10 +162,6 @@ def test_empty_delta_log_is_not_a_table(tmp_path):
     assert uri in str(err.value) and "no commit" in str(err.value)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "deltalog/checkpoint.py read_last_checkpoint catches only FileNotFoundError: when the table path "
-    "is a regular file, LocalLogStore.read raises NotADirectoryError, which escapes Snapshot.load "
-    "instead of NotATableError"))
 def test_path_is_a_file(tmp_path):
     uri = str(tmp_path / "file.txt")
     with open(uri, "w") as f:
