@@ -224,3 +224,27 @@ def run_vacuum_and_check(uri: str, chk) -> None:
     assert all(os.path.exists(p) for p in live_before)
     assert after.ids_deltalog == chk.ids_deltalog
     assert Snapshot.load(uri).version >= version_before
+
+
+SPARK_CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "spark_crash_child.py")
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("hook", ["adopt:1"])  # commit_temp is the same log path as the engine case
+def test_spark_writer_killed(tmp_path, hook):
+    """A Spark write (executors' Parquet output staged in `_delta_staging/`, then moved into the table)
+    killed before its commit: the table is unchanged, the staged and moved files are orphans that no
+    version lists, and vacuum removes them (staging folder included) once past retention."""
+    pytest.importorskip("pyspark")
+    uri = str(tmp_path / "t")
+    create(uri)
+    proc = subprocess.run([sys.executable, SPARK_CHILD, uri, hook, "7"], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == -9, f"the hook did not fire ({proc.returncode}):\n{proc.stdout}\n{proc.stderr[-3000:]}"
+    chk = check_table(uri, batch_ids(0))
+    assert chk.version == 0 and chk.orphans
+    staged = [p for p in chk.orphans if "_delta_staging" in p]
+    if hook == "adopt:1":
+        assert staged, "the files not yet adopted should still be in _delta_staging"
+        assert len(chk.orphans) > len(staged), "the adopted file should be in the table folder"
+    run_vacuum_and_check(uri, chk)
