@@ -37,7 +37,8 @@ def main(uri: str, hook: str, batch: int) -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    scratch = tempfile.mkdtemp(prefix="deltalog-crash-spark-")
+    # beside the table (in the test's tmp folder): a killed process cannot clean up after itself
+    scratch = tempfile.mkdtemp(prefix="spark-scratch-", dir=os.path.dirname(os.path.abspath(uri)))
     spark = (SparkSession.builder.master("local[1]").appName("crash-child")
              .config("spark.sql.catalogImplementation", "in-memory")
              .config("spark.sql.warehouse.dir", scratch)

@@ -144,7 +144,7 @@ class TestModelLosingAConflict:
         msg = r.message or ""
         assert "ConcurrentDeleteReadException" in msg, msg
         assert "version 1" in msg and "DELETE" in msg, msg                      # the winner
-        assert "Partition the table" in msg and "retry" in msg.lower(), msg     # what to do
+        assert "Partition the table" in msg and "predicates" in msg and "retry" in msg.lower(), msg
         assert "Nothing was committed" in msg, msg
         chk = check_table(path)
         assert chk.version == 1  # the winner's commit only
