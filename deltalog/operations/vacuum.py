@@ -14,7 +14,7 @@ import json
 import logging
 import os
 import time
-from typing import Any
+
 
 from ..errors import InvalidTableError
 from ..paths import decode_path, is_absolute_path

@@ -17,7 +17,6 @@ from functools import reduce
 from typing import Any, Sequence
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
 from ..actions import AddFile, now_ms
