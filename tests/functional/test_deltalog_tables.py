@@ -284,3 +284,49 @@ class TestDocsGenerateFromTheLog:
         view = catalog["nodes"]["model.test.people_view"]
         assert view["metadata"]["type"] == "view"
         assert set(c.lower() for c in view["columns"]) == {"id", "name_upper"}
+
+
+MICROBATCH_SEED = """id,event_time,value
+1,2024-01-01 10:00:00,a
+2,2024-01-02 10:00:00,b
+3,2024-01-03 10:00:00,c
+""".lstrip()
+
+MICROBATCH_INPUT_SQL = """
+{{ config(materialized='table', event_time='event_time') }}
+select id, cast(event_time as timestamp) as event_time,
+       value || '{{ var("suffix", "") }}' as value
+from {{ ref('mb_events') }}
+"""
+
+MICROBATCH_SQL = """
+{{ config(materialized='incremental', incremental_strategy='microbatch', event_time='event_time',
+          batch_size='day', begin='2024-01-01') }}
+select * from {{ ref('mb_input') }}
+"""
+
+
+class TestMicrobatchOneCommitPerBatch:
+    @pytest.fixture(scope="class")
+    def seeds(self):
+        return {"mb_events.csv": MICROBATCH_SEED}
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"mb_input.sql": MICROBATCH_INPUT_SQL, "mb_model.sql": MICROBATCH_SQL}
+
+    def test_batches(self, project, deltalog_warehouse):
+        window = ["--event-time-start", "2024-01-01", "--event-time-end", "2024-01-04"]
+        run_dbt(["seed"])
+        run_dbt(["run", "--select", "mb_input"])
+        run_dbt(["run", "--select", "mb_model", *window])
+        path = table_dir(deltalog_warehouse, project, "mb_model")
+        dt = deltalake.DeltaTable(path)
+        assert dt.version() == 2  # three daily batches, one commit each
+        assert delta_rows(path, ["id", "value"]) == [(1, "a"), (2, "b"), (3, "c")]
+
+        # re-running one day replaces that day's rows only
+        run_dbt(["run", "--select", "mb_input", "--vars", "{suffix: '2'}"])
+        run_dbt(["run", "--select", "mb_model", "--event-time-start", "2024-01-02", "--event-time-end", "2024-01-03"])
+        assert deltalake.DeltaTable(path).version() == 3
+        assert delta_rows(path, ["id", "value"]) == [(1, "a"), (2, "b2"), (3, "c")]
