@@ -104,6 +104,10 @@ class TestDeltaTablesThroughDbt:
         pcols = ["id", "name", "region"]
         assert delta_rows(ppath, pcols) == spark_rows(project, "people_partitioned", pcols)
 
+        # Spark leaves no metastore or warehouse of its own in the project folder
+        litter = {"metastore_db", "derby.log", "spark-warehouse"} & set(os.listdir(project.project_root))
+        assert not litter
+
     def test_2_rebuild_is_an_overwrite_commit(self, project, deltalog_warehouse):
         run_dbt(["run", "--select", "people_table"])
         path = table_dir(deltalog_warehouse, project, "people_table")

