@@ -99,6 +99,11 @@ def write_project(root: Path, conf: dict[str, str], master: str) -> None:
         version: "1.0.0"
         config-version: 2
         profile: bench
+        # Start Spark before the model runs (dbt-spark does in its catalog queries; we list the
+        # warehouse without Spark), so the model times leave JVM start-up out for both.
+        on-run-start: ["select 1"]
+        flags:
+          send_anonymous_usage_stats: false
         models:
           dbt_table_bench:
             +materialized: table
@@ -183,6 +188,7 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=16, help="Spark partitions of the generated rows (files)")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--memory", default="4g", help="spark.driver.memory")
+    parser.add_argument("--repeat", type=int, default=1, help="rebuilds per adapter (the best time counts)")
     parser.add_argument("--workdir", help="keep the projects and tables here (default: a temp dir, removed)")
     args = parser.parse_args()
 
@@ -198,8 +204,12 @@ def main() -> None:
         t = {}
         t["ours_build"] = run_dbt(root, "ours", "bench_orders", base, "ours_build")
         t["spark_build"] = run_dbt(root, "spark", "bench_orders", base, "spark_build")
-        t["ours_rebuild"] = run_dbt(root, "ours", "bench_orders", base, "ours_rebuild")
-        t["spark_rebuild"] = run_dbt(root, "spark", "bench_orders", base, "spark_rebuild")
+        for i in range(args.repeat):  # alternate, so load from elsewhere hits both alike
+            for side in ("ours", "spark"):
+                run = run_dbt(root, side, "bench_orders", base, f"{side}_rebuild_{i + 1}")
+                best = t.get(f"{side}_rebuild")
+                if best is None or run["model_s"] < best["model_s"]:
+                    t[f"{side}_rebuild"] = run
         t["ours_merge_initial"] = run_dbt(root, "ours", "bench_orders_merge", base, "ours_merge_initial")
         t["ours_merge_clustered"] = run_dbt(root, "ours", "bench_orders_merge", {**base, "change": "clustered"},
                                             "ours_merge_1pct_clustered")
@@ -219,7 +229,7 @@ def main() -> None:
     print("| step | dbt-deltalog (s) | dbt-spark parquet (s) | ours / dbt-spark |")
     print("|---|---:|---:|---:|")
     print(f"| first build | {m['ours_build']:.2f} | {m['spark_build']:.2f} | {m['ours_build'] / m['spark_build']:.2f} |")
-    print(f"| rebuild (overwrite) | {m['ours_rebuild']:.2f} | {m['spark_rebuild']:.2f} | "
+    print(f"| rebuild (overwrite{', best of ' + str(args.repeat) if args.repeat > 1 else ''}) | {m['ours_rebuild']:.2f} | {m['spark_rebuild']:.2f} | "
           f"{m['ours_rebuild'] / m['spark_rebuild']:.2f} |")
     print()
     print("| incremental merge, dbt-deltalog | time (s) | / our full rebuild | / dbt-spark full rebuild |")

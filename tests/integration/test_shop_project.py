@@ -359,6 +359,7 @@ def test_insert_overwrite_replaces_only_changed_months(shop, oracle):
     v2 = add_actions(shop, "sales_daily", shop.second.versions["sales_daily"])
     by_month = lambda df: {m: set(g["path"]) for m, g in df.groupby(df["partition.order_month"].astype(str))}  # noqa: E731
     m1, m2 = by_month(v1), by_month(v2)
+    assert set(m2) - touched and touched <= set(m2), (sorted(m2), sorted(touched))
     for month in m2:
         if month in touched:
             assert not (m1.get(month, set()) & m2[month]), f"{month} changed but its files were kept"
