@@ -23,6 +23,11 @@ def spark():
     pyspark = pytest.importorskip("pyspark")
     from pyspark.sql import SparkSession
 
+    active = SparkSession.getActiveSession()
+    if active is not None:  # another suite's session in this pytest run: share it, leave it to its owner
+        active.conf.set("spark.sql.session.timeZone", "UTC")
+        yield active
+        return
     _java_home()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Python workers need this venv's pyarrow
     warehouse = tempfile.mkdtemp(prefix="deltalog-spark-wh-")
