@@ -300,3 +300,18 @@ def test_timestamp_partitions_in_another_session_time_zone(spark, tmp_path):
         spark.conf.set("spark.sql.session.timeZone", "UTC")
     rs = deltalake.DeltaTable(uri).to_pyarrow_table().to_pylist()[0]["ts"]
     assert rs.astimezone(UTC) == dt.datetime(2024, 3, 1, 17, tzinfo=UTC)
+
+
+def test_materialize_partition_columns_feature_keeps_them_in_files(spark, tmp_path):
+    from deltalog.actions import Protocol
+    from deltalog.table import DeltaTable
+    uri = str(tmp_path / "mat")
+    write_dataframe(spark.sql("select 1L as id, 'a' as p"), uri, mode="error", partition_by=["p"])
+    txn = DeltaTable(uri).transaction()
+    txn.update_protocol(Protocol(1, 7, None, ["appendOnly", "invariants", "materializePartitionColumns"]))
+    txn.commit(operation="UPGRADE PROTOCOL")
+    write_dataframe(spark.sql("select 2L as id, 'b' as p"), uri, mode="append")
+    snap = Snapshot.load(uri)
+    newest = [p for p in snap.files.column("path").to_pylist() if "p=b" in p][0]
+    assert pq.read_schema(os.path.join(uri, decode_path(newest))).names == ["id", "p"]
+    assert sorted((r["id"], r["p"]) for r in rows_spark(spark, uri)) == [(1, "a"), (2, "b")]
