@@ -147,7 +147,7 @@ def run_dbt(root: Path, target: str, select: str, variables: dict, label: str) -
         sys.stderr.write(proc.stdout[-6000:] + proc.stderr[-3000:])
         raise SystemExit(f"{label}: dbt exited with {proc.returncode}")
     results = json.loads((target_path / "run_results.json").read_text())["results"]
-    (result,) = results
+    (result,) = [r for r in results if r["unique_id"].startswith("model.")]  # not the on-run-start hook
     print(f"  {label:<28} model {result['execution_time']:7.2f} s   (process {wall:6.1f} s)", flush=True)
     return {"model_s": result["execution_time"], "wall_s": wall}
 
