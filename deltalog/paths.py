@@ -23,7 +23,7 @@ HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
 # Spark's ExternalCatalogUtils.charToEscape (non-Windows): control characters and these.
 _HIVE_ESCAPE = frozenset([chr(c) for c in range(0x01, 0x20)] + list("\"#%'*/:=?\\\x7f{[]^"))
-# Characters Java's java.net.URI quotes in a path: everything not legal there. Non-ASCII is kept as is.
+# Characters Java's java.net.URI quotes in a path: everything not legal there (non-ASCII: see encode_path).
 _URI_ILLEGAL = frozenset([chr(c) for c in range(0x00, 0x21)] + list("\"#%<>?[\\]^`{|}\x7f"))
 
 _DECIMAL_CONTEXT = Context(prec=80)  # wider than decimal(38,s), so quantize never overflows
@@ -223,9 +223,13 @@ def parse_partition_folder(relative_path: str) -> dict[str, str | None]:
 
 
 def encode_path(relative_path: str) -> str:
-    """`add.path` of a relative file path: URI-encoded as java.net.URI does (space -> %20, % -> %25)."""
+    """`add.path` of a relative file path: URI-encoded as java.net.URI does (space -> %20, % -> %25), and
+    non-ASCII as %XX of its UTF-8 bytes too. Both forms are valid and delta-spark decodes either, but
+    delta-rs matches a later `remove` (always ASCII-encoded there) against the add's raw string, so a raw
+    non-ASCII add would never be removed by delta-rs."""
     return "".join(
-        "".join(f"%{b:02X}" for b in c.encode("utf-8")) if c in _URI_ILLEGAL else c for c in relative_path)
+        "".join(f"%{b:02X}" for b in c.encode("utf-8")) if c in _URI_ILLEGAL or ord(c) > 127 else c
+        for c in relative_path)
 
 
 def decode_path(path: str) -> str:

@@ -14,7 +14,6 @@ import logging
 import os
 import re
 from typing import Any, Iterable
-from urllib.parse import quote
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -330,7 +329,7 @@ class _FileSink:
         _fsync_dir(os.path.dirname(f.full))
         st = os.stat(f.full)
         self.adds.append(AddFile(
-            path=_log_path(f.rel), partition_values=f.values, size=st.st_size,
+            path=encode_path(f.rel), partition_values=f.values, size=st.st_size,
             modification_time=st.st_mtime_ns // 1_000_000, data_change=True, stats=f.stats.to_json()))
 
     def close(self) -> list[AddFile]:
@@ -347,13 +346,6 @@ class _FileSink:
             f.handle.close()
         self.open.clear()
         _delete_quietly(self.written)
-
-
-def _log_path(relative_path: str) -> str:
-    """`add.path`: URI-encoded, and non-ASCII as %XX of its UTF-8 bytes too. Both forms are valid and
-    delta-spark decodes either, but delta-rs matches a later `remove` (which it always writes ASCII-encoded)
-    against the add's raw string, so a raw non-ASCII add would never be removed there."""
-    return "".join(c if ord(c) < 128 else quote(c, safe="") for c in encode_path(relative_path))
 
 
 def _fsync_dir(path: str) -> None:

@@ -433,7 +433,7 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
     if removed_files is not None:
         removes = _removes(removed_files)
 
-    if mode == "append" and snapshot is not None and not adds and not txn._new_metadata:
+    if mode == "append" and snapshot is not None and not adds and not txn.metadata_changed:
         return None  # an empty append changes nothing
     txn.add_actions([*removes, *adds, *kept_adds])
     metrics = {
