@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from urllib.parse import unquote, urlparse
 from typing import Any, Sequence
 
 import pyarrow as pa
@@ -433,6 +434,13 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
     if removed_files is not None:
         removes = _removes(removed_files)
 
+    if mode == "append" and snapshot is not None:
+        read = _target_files_read(df, snapshot)
+        if read is not None:
+            # INSERT ... SELECT from its own target: not blind; it conflicts as a MERGE would (DESIGN.md).
+            txn.read_files(read)
+            if snapshot.partition_columns:
+                txn.read_predicate(lambda pv: True)
     if mode == "append" and snapshot is not None and not adds and not txn.metadata_changed:
         return None  # an empty append changes nothing
     txn.add_actions([*removes, *adds, *kept_adds])
@@ -846,3 +854,17 @@ def _sql_literal(value: Any) -> str:
     if isinstance(value, dt.date):
         return f"date '{value.isoformat()}'"
     return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _target_files_read(df: DataFrame, snapshot: Any) -> pa.Table | None:
+    """The target's live files that `df` scans (all files of each scanned relation, before pruning), or
+    None when it reads none of them."""
+    try:
+        scanned = {unquote(urlparse(u).path) if u.startswith("file:") else u for u in df.inputFiles()}
+    except Exception:  # a plan Spark cannot list files for: treat it as not reading the target
+        return None
+    if not scanned:
+        return None
+    mask = pa.array([u in scanned for u in snapshot.file_uris()], pa.bool_())
+    read = snapshot.files.filter(mask)
+    return read if read.num_rows else None

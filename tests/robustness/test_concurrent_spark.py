@@ -215,11 +215,6 @@ def test_conflict_cell_with_real_operations(spark, templates, tmp_path, loser, w
     check_outcome(spark, uri, loser, winner, same, level, w_part, w_row, result)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "deltalog/spark/operations.py write_dataframe(mode='append') always commits as a blind append "
-    "(it records no reads), even when the DataFrame reads the target table; it should record the "
-    "target files the DataFrame reads (e.g. df.inputFiles() matched against snapshot.file_uris()) "
-    "with txn.read_files(...) so that the commit is not blind"))
 @pytest.mark.parametrize("level", LEVELS)
 @pytest.mark.parametrize("winner", ["delete", "optimize"])
 def test_insert_reading_its_target_counts_as_merge(spark, templates, tmp_path, level, winner):
