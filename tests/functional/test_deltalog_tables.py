@@ -76,7 +76,18 @@ class TestDeltaTablesThroughDbt:
             "people_incremental.sql": INCREMENTAL_SQL,
         }
 
-    def test_1_build_reads_back_with_deltalake(self, project, deltalog_warehouse):
+    def test_user_workflow(self, project, deltalog_warehouse):
+        # one test, steps in order: each step builds on the tables the previous one left (and
+        # pytest-xdist may send separate tests of a class to separate workers)
+        self.step_1_build_reads_back_with_deltalake(project, deltalog_warehouse)
+        self.step_2_rebuild_is_an_overwrite_commit(project, deltalog_warehouse)
+        self.step_3_incremental_merge_commit(project, deltalog_warehouse)
+        self.step_4_full_refresh_keeps_history(project, deltalog_warehouse)
+        self.step_5_view_survives_a_new_session(project, deltalog_warehouse)
+        self.step_6_dml_statements_are_commits(project, deltalog_warehouse)
+        self.step_7_contract_failure_commits_nothing(project, deltalog_warehouse)
+
+    def step_1_build_reads_back_with_deltalake(self, project, deltalog_warehouse):
         assert len(run_dbt(["seed"])) == 1
         assert len(run_dbt(["run"])) == 4
 
@@ -108,7 +119,7 @@ class TestDeltaTablesThroughDbt:
         litter = {"metastore_db", "derby.log", "spark-warehouse"} & set(os.listdir(project.project_root))
         assert not litter
 
-    def test_2_rebuild_is_an_overwrite_commit(self, project, deltalog_warehouse):
+    def step_2_rebuild_is_an_overwrite_commit(self, project, deltalog_warehouse):
         run_dbt(["run", "--select", "people_table"])
         path = table_dir(deltalog_warehouse, project, "people_table")
         dt = deltalake.DeltaTable(path)
@@ -120,7 +131,7 @@ class TestDeltaTablesThroughDbt:
         assert old.num_rows == 4
         assert deltalake.DeltaTable(path).to_pyarrow_table().num_rows == 4
 
-    def test_3_incremental_merge_commit(self, project, deltalog_warehouse):
+    def step_3_incremental_merge_commit(self, project, deltalog_warehouse):
         path = table_dir(deltalog_warehouse, project, "people_incremental")
         before = deltalake.DeltaTable(path).version()
         run_dbt(["run", "--select", "people_incremental", "--vars", "{round: 2}"])
@@ -130,7 +141,7 @@ class TestDeltaTablesThroughDbt:
         rows = dict(delta_rows(path, ["id", "name"]))
         assert rows == {1: "alice", 2: "bobby", 3: "carol", 4: "dave", 5: "erin"}
 
-    def test_4_full_refresh_keeps_history(self, project, deltalog_warehouse):
+    def step_4_full_refresh_keeps_history(self, project, deltalog_warehouse):
         path = table_dir(deltalog_warehouse, project, "people_incremental")
         before = deltalake.DeltaTable(path).version()
         run_dbt(["run", "--select", "people_incremental", "--full-refresh"])
@@ -140,7 +151,7 @@ class TestDeltaTablesThroughDbt:
         assert dict(delta_rows(path, ["id", "name"]))[2] == "bob"
         assert deltalake.DeltaTable(path, version=before).to_pyarrow_table().num_rows == 5
 
-    def test_5_view_survives_a_new_session(self, project, deltalog_warehouse):
+    def step_5_view_survives_a_new_session(self, project, deltalog_warehouse):
         from dbt.adapters.deltalog.catalog import SESSION_VIEWS
         from dbt.adapters.deltalog.session import get_spark
 
@@ -153,7 +164,7 @@ class TestDeltaTablesThroughDbt:
         rows = project.run_sql(f"select count(*) from `{project.test_schema}.people_view`", fetch="one")
         assert rows[0] == 4
 
-    def test_6_dml_statements_are_commits(self, project, deltalog_warehouse):
+    def step_6_dml_statements_are_commits(self, project, deltalog_warehouse):
         path = table_dir(deltalog_warehouse, project, "people_table")
         before = deltalake.DeltaTable(path).version()
         project.run_sql(f"update `{project.test_schema}.people_table` set name = 'ALICE' where id = 1")
@@ -165,7 +176,7 @@ class TestDeltaTablesThroughDbt:
         assert dt.version() == before + 3
         assert dict(delta_rows(path, ["id", "name"])) == {1: "ALICE", 2: "bob", 3: "carol", 9: "zed"}
 
-    def test_7_contract_failure_commits_nothing(self, project, deltalog_warehouse):
+    def step_7_contract_failure_commits_nothing(self, project, deltalog_warehouse):
         yml = """
 models:
   - name: contracted

@@ -89,7 +89,7 @@ class DeltalogCursor:
         SESSION_VIEWS.refresh_for_sql(self.spark, self.warehouse, sql)
         from dbt.adapters.deltalog.dml import try_execute_dml
 
-        outcome = try_execute_dml(self.spark, self.warehouse, strip_leading_comments(sql))
+        outcome = try_execute_dml(self.spark, self.warehouse, strip_leading_comments(sql), _dml_commit_info())
         if outcome != "not-dml":
             self._rows = []
             return
@@ -126,6 +126,15 @@ class DeltalogCursor:
 
     def close(self) -> None:
         self._df, self._rows = None, None
+
+
+def _dml_commit_info() -> Dict[str, Any]:
+    try:
+        from dbt_common.invocation import get_invocation_id
+
+        return {"dbtInvocationId": get_invocation_id()}
+    except Exception:
+        return {}
 
 
 def strip_leading_comments(sql: str) -> str:

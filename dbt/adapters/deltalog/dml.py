@@ -72,7 +72,7 @@ def try_execute_dml(spark, warehouse: Warehouse, sql: str, commit_info: Optional
 
     if pattern is _DELETE:
         where = m.group("where") or "true"
-        return operations.delete(spark, uri, where)
+        return operations.delete(spark, uri, where, extra_commit_info=commit_info)
 
     if pattern is _INSERT:
         df = spark.sql(m.group("query"))

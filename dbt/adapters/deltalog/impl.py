@@ -194,9 +194,8 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         spark = self.spark
         if relation.schema and relation.identifier:
             self.warehouse.drop_view(relation.schema, relation.identifier)
-            if relation.type != RelationType.View or self.warehouse.is_table(relation.schema, relation.identifier):
-                if relation.type != RelationType.View:
-                    self.warehouse.drop_table(relation.schema, relation.identifier)
+            if relation.type != RelationType.View:
+                self.warehouse.drop_table(relation.schema, relation.identifier)
         name = ".".join(p for p in (relation.schema, relation.identifier) if p)
         SESSION_VIEWS.forget(spark, name)
         if relation.identifier:
