@@ -619,8 +619,11 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
           when_not_matched_condition: str | None = None, source_alias: str = "DBT_INTERNAL_SOURCE",
           target_alias: str = "DBT_INTERNAL_DEST", operation: str = "MERGE",
           user_metadata: str | None = None, extra_commit_info: dict[str, Any] | None = None,
-          method: str = "native") -> int | None:
+          method: str = "native", not_null_keys: dict[str, str] | None = None) -> int | None:
     """MERGE INTO the table USING source ON `on` (SQL with the two aliases), copy-on-write, one commit.
+
+    not_null_keys: {source column: name to report} of key columns that must hold no NULL — a NULL key
+    never matches, so an upsert would insert that row again on every run.
 
     Matched target rows: deleted when `when_matched_delete_condition` holds (checked first), else updated
     with `when_matched_update` ('*' or {target column: SQL expression}) when `when_matched_condition`
@@ -653,6 +656,8 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
         num_source = source.count()
         if num_source == 0:
             return None
+        if not_null_keys:
+            _check_no_null_keys(source, not_null_keys, name)
 
         # 1. Candidate files: min/max of the source's equi-join keys, and target-only conjuncts.
         keys = [(s, t) for s, t in _equi_keys(on, source_alias, target_alias)
@@ -868,3 +873,15 @@ def _target_files_read(df: DataFrame, snapshot: Any) -> pa.Table | None:
     mask = pa.array([u in scanned for u in snapshot.file_uris()], pa.bool_())
     read = snapshot.files.filter(mask)
     return read if read.num_rows else None
+
+
+def _check_no_null_keys(source: DataFrame, keys: dict[str, str], table: str) -> None:
+    counts = source.agg(*[F.sum(F.col(quote_identifier(c)).isNull().cast("long")).alias(f"n{i}")
+                          for i, c in enumerate(keys)]).collect()[0]
+    bad = {shown: counts[f"n{i}"] for i, shown in enumerate(keys.values()) if counts[f"n{i}"]}
+    if bad:
+        which = ", ".join(f"{c} ({n} rows)" for c, n in bad.items())
+        raise InvalidTableError(
+            f"{table}: MERGE refused: the source has NULL in its unique key column(s) {which}. A NULL key "
+            f"never matches, so those rows would be inserted again on every run. Filter them out or "
+            f"coalesce the key in the model. Nothing was committed.")

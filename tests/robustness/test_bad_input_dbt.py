@@ -82,10 +82,6 @@ class TestBadModelInput:
         assert "Nothing was committed" in msg
         assert state(path) == before
 
-    @pytest.mark.xfail(strict=True, reason=(
-        "dbt/adapters/deltalog/impl.py write_incremental (merge and delete+insert) does not check the "
-        "source's unique_key columns for NULLs: a NULL key never matches, so the row is inserted again "
-        "on every run, silently"))
     def test_3_null_in_unique_key(self, project, deltalog_warehouse):
         """A NULL key never matches, so every run would insert the row again: the model must fail,
         naming the key column, before anything is committed."""
@@ -135,10 +131,6 @@ class TestBadModelInput:
             for name in bad:
                 os.remove(os.path.join(models, f"{name}.sql"))
 
-    @pytest.mark.xfail(strict=True, reason=(
-        "dbt/include/deltalog/macros/materializations/incremental.sql validates incremental_strategy only "
-        "in adapter.write_incremental, i.e. from the second run on: a first build with "
-        "incremental_strategy='upsert' succeeds (dbt-spark validates it on every run)"))
     def test_6_unknown_incremental_strategy_fails_on_the_first_build(self, project, deltalog_warehouse):
         path = os.path.join(project.project_root, "models", "bad_strategy.sql")
         with open(path, "w") as f:

@@ -375,15 +375,10 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         return response
 
     @available
-    def write_incremental(
-        self, relation: BaseRelation, sql: str, strategy: str, model: Any = None
-    ) -> AdapterResponse:
-        """One incremental run on an existing table: schema change (a metadata commit when the
-        model asks for it), then exactly one data commit for the strategy."""
-        from deltalog.spark import operations
-
+    def validate_incremental(self, strategy: Optional[str], model: Any = None) -> Tuple[str, str]:
+        """The model's strategy and on_schema_change, checked on every run (the first build too)."""
         config = _get(model, "config") or {}
-        strategy = (strategy or "append").lower()
+        strategy = (strategy or "merge").lower()
         if strategy not in INCREMENTAL_STRATEGIES:
             raise CompilationError(
                 f"Invalid incremental strategy {strategy!r} for model {_get(model, 'unique_id')}: "
@@ -392,8 +387,21 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         on_schema_change = (_get(config, "on_schema_change") or "ignore").lower()
         if on_schema_change not in ON_SCHEMA_CHANGE:
             raise CompilationError(
-                f"Invalid on_schema_change {on_schema_change!r}: expected one of {', '.join(ON_SCHEMA_CHANGE)}"
+                f"Invalid on_schema_change {on_schema_change!r} for model {_get(model, 'unique_id')}: "
+                f"expected one of {', '.join(ON_SCHEMA_CHANGE)}"
             )
+        return strategy, on_schema_change
+
+    @available
+    def write_incremental(
+        self, relation: BaseRelation, sql: str, strategy: str, model: Any = None
+    ) -> AdapterResponse:
+        """One incremental run on an existing table: schema change (a metadata commit when the
+        model asks for it), then exactly one data commit for the strategy."""
+        from deltalog.spark import operations
+
+        config = _get(model, "config") or {}
+        strategy, on_schema_change = self.validate_incremental(strategy, model)
         uri = self.table_uri(relation)
         df = self._dataframe(sql)
         df = self._apply_schema_change(relation, df, on_schema_change, model)
@@ -477,7 +485,8 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         when_matched_update: Any = "*"
         if update_cols:
             when_matched_update = {c: f"DBT_INTERNAL_SOURCE.{_q(c)}" for c in update_cols}
-        return dict(on=on, when_matched_update=when_matched_update, when_not_matched_insert="*")
+        return dict(on=on, when_matched_update=when_matched_update, when_not_matched_insert="*",
+                    not_null_keys={k: k for k in unique_key})
 
     def _delete_insert(self, uri, df, unique_key, predicates, commit_info):
         """delete+insert as ONE merge commit: the source's distinct keys delete the target rows
@@ -506,6 +515,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
             when_matched_delete_condition="true",
             when_not_matched_insert={c: f"DBT_INTERNAL_SOURCE.{_q(prefix + c)}" for c in df.columns},
             when_not_matched_condition=f"DBT_INTERNAL_SOURCE.{tag} = 'insert'",
+            not_null_keys={prefix + k: k for k in unique_key},
             **_commit_kwargs(operations.merge, commit_info),
         )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import sys
 import tempfile
 import threading
 from typing import Dict, Optional
@@ -58,6 +59,8 @@ def get_spark(master: str = "local[*]", spark_conf: Optional[Dict[str, str]] = N
         if _spark is not None and not _spark.sparkContext._jsc.sc().isStopped():
             return _spark
         ensure_java()
+        # Python workers (mapInArrow, UDFs) must run this interpreter, which has pyarrow
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         from pyspark.sql import SparkSession
 
         builder = SparkSession.builder.master(master).appName("dbt-deltalog")

@@ -2,6 +2,7 @@
   {%- set target_relation = this.incorporate(type='table') -%}
   {%- set existing_relation = load_relation(this) -%}
   {%- set strategy = config.get('incremental_strategy') or 'merge' -%}
+  {% do adapter.validate_incremental(strategy, model) %}
   {%- set sql = deltalog_model_sql(compiled_code) -%}
   {% do validate_delta_config(target_relation) %}
 
