@@ -440,7 +440,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         elif strategy == "merge":
             version = operations.merge(
                 self.spark, uri, df, **self._merge_args(relation, df, unique_key, predicates, config),
-                **_commit_kwargs(operations.merge, commit_info),
+                extra_commit_info=commit_info,
             )
         else:  # delete+insert
             if not unique_key:
@@ -516,7 +516,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
             when_not_matched_insert={c: f"DBT_INTERNAL_SOURCE.{_q(prefix + c)}" for c in df.columns},
             when_not_matched_condition=f"DBT_INTERNAL_SOURCE.{tag} = 'insert'",
             not_null_keys={prefix + k: k for k in unique_key},
-            **_commit_kwargs(operations.merge, commit_info),
+            extra_commit_info=commit_info,
         )
 
     def _apply_schema_change(self, relation, df, on_schema_change: str, model: Any):
@@ -624,7 +624,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
             when_matched_condition=f"{is_current} and DBT_INTERNAL_SOURCE.dbt_change_type in ('update', 'delete')",
             when_not_matched_insert=insert,
             when_not_matched_condition="DBT_INTERNAL_SOURCE.dbt_change_type = 'insert'",
-            **_commit_kwargs(operations.merge, self._commit_info(model)),
+            extra_commit_info=self._commit_info(model),
         )
         return self._refreshed(target, "SNAPSHOT MERGE", version)
 
@@ -686,21 +686,6 @@ def _seed_text(value: Any) -> Optional[str]:
     if isinstance(value, dt.date):
         return value.isoformat()
     return str(value)
-
-
-def _commit_kwargs(fn, commit_info: Dict[str, Any]) -> Dict[str, Any]:
-    """Pass the dbt commit info to an engine operation that accepts it."""
-    import inspect
-
-    try:
-        params = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return {}
-    if "extra_commit_info" in params:
-        return {"extra_commit_info": commit_info}
-    if "user_metadata" in params:
-        return {"user_metadata": json.dumps(commit_info)}
-    return {}
 
 
 def _txn_commit_info(txn, commit_info: Dict[str, Any]) -> Dict[str, Any]:
