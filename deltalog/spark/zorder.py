@@ -29,6 +29,7 @@ CURVES = ("zorder", "hilbert")
 _KEY_BYTES = 6  # bytes of a string (after its common prefix) in its sort key: 48 bits, exact in a double
 _CHUNK_BITS = 62  # bits of the curve key per long column (non-negative longs sort like the bits)
 _INTERNAL = "__deltalog_cluster_"
+_PART_KEY_BITS = 45  # leading curve bits in the file key; with a noise byte below, exact in a double
 
 
 def _q(name: str) -> str:
@@ -87,11 +88,29 @@ class RangeModel:
     fitted on a sample so that several frames can be ranked the same way."""
 
     def __init__(self, columns: Sequence[str], prefixes: dict[str, str], splits: dict[str, list[float]],
-                 num_ranges: int):
+                 num_ranges: int, sample_keys: dict[str, list[float | None]] | None = None,
+                 sample_frames: list[int] | None = None):
         self.columns = list(columns)
         self.prefixes = prefixes
         self.splits = splits
         self.bits = max(1, (num_ranges - 1).bit_length())
+        # The sampled rows' order keys: their curve keys give the files' boundaries without sampling again.
+        self.sample_keys = sample_keys or {}
+        self.sample_frames = sample_frames
+
+    def sample_range_ids(self, rows: "np.ndarray | None" = None) -> list["np.ndarray"]:
+        """The range ids `with_range_ids` gives the sampled rows (Bucketizer's rule: splits[i] <= x <
+        splits[i+1], +inf in the last range), as int64 arrays."""
+        import numpy as np
+        out = []
+        for c in self.columns:
+            keys = np.array([float("-inf") if k is None else k for k in self.sample_keys.get(c, [])], dtype=np.float64)
+            if rows is not None:
+                keys = keys[rows]
+            splits = np.array(self.splits[c], dtype=np.float64)
+            ids = np.searchsorted(splits, keys, side="right") - 1
+            out.append(np.clip(ids, 0, len(splits) - 2).astype(np.int64))
+        return out
 
     def with_range_ids(self, df: DataFrame) -> tuple[DataFrame, list[str]]:
         """`df` plus one int column per clustering column: the value's range id, nulls in range 0."""
@@ -109,17 +128,20 @@ class RangeModel:
 
 
 def fit_ranges(df: DataFrame, columns: Sequence[str], num_ranges: int = DEFAULT_NUM_RANGES,
-               sample_rows: int = DEFAULT_SAMPLE_ROWS, seed: int = 42, total_rows: int | None = None) -> RangeModel:
+               sample_rows: int = DEFAULT_SAMPLE_ROWS, seed: int = 42, total_rows: int | None = None,
+               frame_column: str | None = None) -> RangeModel:
     """Sample `df` (one Spark job) and cut each column's values into `num_ranges` ranges of equal row
-    counts. `total_rows` (e.g. from the files' stats) saves counting the rows first."""
+    counts. `total_rows` (e.g. from the files' stats) saves counting the rows first. `frame_column`
+    (an int column) is kept per sampled row, to tell apart frames sampled as one union."""
     total = total_rows if total_rows is not None else df.count()
     fraction = min(1.0, sample_rows / max(total, 1))
-    sample_df = df.select(*[_q(c) for c in columns])
+    sample_df = df.select(*[_q(c) for c in columns], *([F.col(frame_column)] if frame_column else []))
     if fraction < 1.0:
         sample_df = sample_df.sample(False, fraction, seed)
     rows = sample_df.collect()
     prefixes: dict[str, str] = {}
     splits = {}
+    sample_keys = {}
     for i, c in enumerate(columns):
         dtype = df.schema[c].dataType
         values = [r[i] for r in rows]
@@ -127,9 +149,11 @@ def fit_ranges(df: DataFrame, columns: Sequence[str], num_ranges: int = DEFAULT_
             prefixes[c] = _common_prefix([v for v in values if v is not None])
         order_key(df, c, prefixes.get(c))  # refuses types that cannot be clustered
         keys = [_python_key(v, dtype, prefixes.get(c)) for v in values]
+        sample_keys[c] = keys
         cuts = [x for x in boundaries(keys, num_ranges) if x != float("-inf")]
         splits[c] = [float("-inf")] + cuts + [float("inf")] if cuts else [float("-inf"), 0.0, float("inf")]
-    return RangeModel(columns, prefixes, splits, num_ranges)
+    frames = [r[len(columns)] for r in rows] if frame_column else None
+    return RangeModel(columns, prefixes, splits, num_ranges, sample_keys, frames)
 
 
 def range_ids(df: DataFrame, columns: Sequence[str], num_ranges: int = DEFAULT_NUM_RANGES,
@@ -205,6 +229,134 @@ def hilbert_transpose(df: DataFrame, id_names: Sequence[str], bits: int) -> tupl
     return df, xs
 
 
+def _np_hilbert_transpose(ids: list, bits: int) -> list:
+    """`hilbert_transpose` on numpy int64 arrays (the sampled rows), step for step."""
+    import numpy as np
+    x = [a.astype(np.int64) for a in ids]
+    n = len(x)
+    if n == 1:
+        return x
+    m = 1 << (bits - 1)
+    q = m
+    while q > 1:
+        p = q - 1
+        for i in range(n):
+            high = (x[i] & q) != 0
+            if i == 0:
+                x[0] = np.where(high, x[0] ^ p, x[0])
+                continue
+            t = (x[0] ^ x[i]) & p
+            x[0], x[i] = np.where(high, x[0] ^ p, x[0] ^ t), np.where(high, x[i], x[i] ^ t)
+        q >>= 1
+    for i in range(1, n):
+        x[i] = x[i] ^ x[i - 1]
+    t = np.zeros_like(x[0])
+    q = m
+    while q > 1:
+        t = t ^ np.where((x[n - 1] & q) != 0, q - 1, 0)
+        q >>= 1
+    return [v ^ t for v in x]
+
+
+def _np_first_chunk(ids: list, bits: int) -> tuple:
+    """The first long of `interleave_bits` for numpy int64 arrays, and its width in bits."""
+    import numpy as np
+    total = bits * len(ids)
+    width = min(_CHUNK_BITS, total)
+    acc = np.zeros(len(ids[0]) if ids else 0, dtype=np.int64)
+    pos = 0
+    for b in range(bits - 1, -1, -1):
+        for a in ids:
+            if pos >= width:
+                return acc, width
+            acc |= ((a >> b) & 1) << (width - 1 - pos)
+            pos += 1
+    return acc, width
+
+
+def _murmur3_int(value: int, seed: int = 42) -> int:
+    """Spark's Murmur3Hash of an int column (`hash(int)`, also what HashPartitioning uses)."""
+    mask = 0xFFFFFFFF
+
+    def rotl(x: int, r: int) -> int:
+        return ((x << r) | (x >> (32 - r))) & mask
+    k1 = (value & mask) * 0xCC9E2D51 & mask
+    k1 = rotl(k1, 15) * 0x1B873593 & mask
+    h1 = seed ^ k1
+    h1 = (rotl(h1, 13) * 5 + 0xE6546B64) & mask
+    h1 ^= 4
+    h1 ^= h1 >> 16
+    h1 = h1 * 0x85EBCA6B & mask
+    h1 ^= h1 >> 13
+    h1 = h1 * 0xC2B2AE35 & mask
+    h1 ^= h1 >> 16
+    return h1 - (1 << 32) if h1 & 0x80000000 else h1
+
+
+def hash_targets(n: int) -> list[int]:
+    """For each Spark partition p < n, an int whose hash partitioning sends it to p: so a
+    `repartition(n, col)` on the mapped partition ids places every row exactly, with no sampling job
+    (which `repartitionByRange` would run over the whole input)."""
+    out: dict[int, int] = {}
+    v = 0
+    while len(out) < n:
+        out.setdefault(_murmur3_int(v) % n, v)  # Python's % is Spark's pmod for n > 0
+        v += 1
+    return [out[p] for p in range(n)]
+
+
+def _partition_key(keyed: DataFrame, first_key: str, width: int, seed: int) -> tuple[Column, int]:
+    """A double that orders rows like the curve's leading bits, with a noise byte below them so heavy
+    duplicates of a key still spread over several files. Returns (expression, bits dropped)."""
+    drop = max(0, width - _PART_KEY_BITS)
+    noise = (F.rand(seed) * 256).cast("long")
+    return (F.shiftright(F.col(first_key), drop) * F.lit(256) + noise).cast("double"), drop
+
+
+def _file_cuts(sample_ids: list, bits: int, curve: str, num_files: int, drop: int, seed: int) -> list[float]:
+    """Cut points of the partition key splitting the sampled rows into `num_files` equal parts."""
+    import numpy as np
+    if not len(sample_ids) or not len(sample_ids[0]) or num_files <= 1:
+        return []
+    ids = _np_hilbert_transpose(sample_ids, bits) if curve == "hilbert" else sample_ids
+    first, _ = _np_first_chunk(ids, bits)
+    noise = np.random.default_rng(seed).integers(0, 256, len(first), dtype=np.int64)
+    keys = np.sort(((first >> drop) * 256 + noise).astype(np.float64))
+    picks = keys[(len(keys) * np.arange(1, num_files)) // num_files]
+    return sorted(set(picks.tolist()))
+
+
+def _with_file_ids(model: RangeModel, frame: DataFrame, curve: str, num_files: int, offset: int,
+                   sample_rows: "np.ndarray | None", seed: int) -> tuple[DataFrame, list[str]]:
+    """`frame` with its curve keys and the output file (offset + rank of its partition key among the
+    cut points sampled for this frame) as an int column."""
+    from pyspark.ml.feature import Bucketizer
+    keyed, keys = _curve(model, frame, curve)
+    width = min(_CHUNK_BITS, model.bits * len(model.columns))
+    pkey, drop = _partition_key(keyed, keys[0], width, seed)
+    cuts = _file_cuts(model.sample_range_ids(sample_rows), model.bits, curve, num_files, drop, seed)
+    fid = f"{_INTERNAL}file"
+    if not cuts:
+        return keyed.withColumn(fid, F.lit(offset).cast("int")), keys
+    pk = f"{_INTERNAL}pkey"
+    keyed = keyed.withColumn(pk, pkey)
+    keyed = Bucketizer(splits=[float("-inf")] + cuts + [float("inf")], inputCol=pk, outputCol=fid + "_d",
+                       handleInvalid="keep").transform(keyed)
+    keyed = keyed.withColumn(fid, (F.col(fid + "_d") + F.lit(offset)).cast("int")).drop(fid + "_d", pk)
+    return keyed, keys
+
+
+def _place(frames: list[DataFrame], keys: list[str], total_files: int, columns: list[str]) -> DataFrame:
+    """One shuffle: each row to the Spark partition its file id names, then sorted by the curve key."""
+    from functools import reduce
+    fid = f"{_INTERNAL}file"
+    union = reduce(DataFrame.union, frames)
+    targets = hash_targets(total_files)
+    target = F.element_at(F.array(*[F.lit(v) for v in targets]), F.col(fid) + 1).cast("int")
+    placed = union.repartition(total_files, target.alias(f"{_INTERNAL}target"))
+    return placed.sortWithinPartitions(*[F.col(k) for k in keys]).select(*[F.col(_q(c)) for c in columns])
+
+
 def _python_key(value, dtype, prefix: str | None) -> float | None:
     """The same order key as `order_key`, computed in Python for sampled values."""
     import datetime as dt
@@ -266,28 +418,43 @@ def _layout(keyed: DataFrame, keys: list[str], num_files: int, partition_columns
 def cluster(df: DataFrame, columns: Sequence[str], num_files: int, curve: str = "zorder",
             partition_columns: Sequence[str] = (), num_ranges: int = DEFAULT_NUM_RANGES,
             seed: int = 42, total_rows: int | None = None) -> DataFrame:
-    """`df` with its rows laid out along the curve: range-partitioned on (table partition columns,
-    curve key, a noise byte) into `num_files` Spark partitions, each sorted by the curve key. The
-    columns are those of `df`."""
-    keyed, keys = curve_keys(df, columns, curve, num_ranges, seed, total_rows)
-    return _layout(keyed, keys, num_files, partition_columns, df.columns, seed)
+    """`df` with its rows laid out along the curve into `num_files` Spark partitions, each sorted by
+    the curve key. Without table partition columns, the files' key ranges come from the same sample
+    as the column ranges; with them, rows are range-partitioned on (partition columns, curve key, a
+    noise byte). The columns are those of `df`."""
+    if curve not in CURVES:
+        raise ValueError(f"unknown clustering curve {curve!r}; allowed: {', '.join(CURVES)}")
+    n = max(1, int(num_files))
+    model = fit_ranges(df, columns, num_ranges, seed=seed, total_rows=total_rows)
+    if partition_columns:
+        keyed, keys = _curve(model, df, curve)
+        return _layout(keyed, keys, n, partition_columns, df.columns, seed)
+    keyed, keys = _with_file_ids(model, df, curve, n, 0, None, seed)
+    return _place([keyed], keys, n, df.columns)
 
 
 def cluster_parts(parts: Sequence[tuple[DataFrame, int]], columns: Sequence[str], curve: str = "zorder",
                   partition_columns: Sequence[str] = (), num_ranges: int = DEFAULT_NUM_RANGES,
                   seed: int = 42, total_rows: int | None = None) -> DataFrame:
     """Several frames (e.g. one per table partition), each laid out along the curve into its own number
-    of files, with range ids fitted once over all of them. A Spark partition of the result never mixes
-    two input frames, so no output file straddles two table partitions."""
+    of files, with range ids fitted once over all of them (one sampling job) and all frames placed by
+    one shuffle. A Spark partition of the result never mixes two input frames, so no output file
+    straddles two table partitions."""
+    import numpy as np
     from functools import reduce
-    frames = [f for f, _ in parts]
-    union = reduce(DataFrame.union, frames)
-    model = fit_ranges(union, columns, num_ranges, seed=seed, total_rows=total_rows)
-    out = []
-    for frame, n in parts:
-        keyed, keys = _curve(model, frame, curve)
-        out.append(_layout(keyed, keys, n, partition_columns, frame.columns, seed))
-    return reduce(DataFrame.union, out)
+    if curve not in CURVES:
+        raise ValueError(f"unknown clustering curve {curve!r}; allowed: {', '.join(CURVES)}")
+    frame_col = f"{_INTERNAL}frame"
+    union = reduce(DataFrame.union, [f.select("*", F.lit(i).alias(frame_col)) for i, (f, _) in enumerate(parts)])
+    model = fit_ranges(union, columns, num_ranges, seed=seed, total_rows=total_rows, frame_column=frame_col)
+    sampled = np.array(model.sample_frames or [], dtype=np.int64)
+    keyed_frames, keys, offset = [], [], 0
+    for i, (frame, n) in enumerate(parts):
+        n = max(1, int(n))
+        keyed, keys = _with_file_ids(model, frame, curve, n, offset, np.flatnonzero(sampled == i), seed)
+        keyed_frames.append(keyed)
+        offset += n
+    return _place(keyed_frames, keys, offset, parts[0][0].columns)
 
 
 def linear_sort(df: DataFrame, columns: Sequence[str], num_files: int,
