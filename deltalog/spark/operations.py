@@ -41,6 +41,9 @@ _SPARK_MODE = {"append": "Append", "overwrite": "Overwrite", "error": "ErrorIfEx
                "errorifexists": "ErrorIfExists", "ignore": "Ignore"}
 _ACTION = "__deltalog_action"
 _NEW = "__deltalog_new_"
+_SOURCE_ID = "__deltalog_source_id"
+# A merge source whose cached size is under this is broadcast to the join with the target's rows.
+_BROADCAST_SOURCE_BYTES = 64 << 20
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -649,13 +652,15 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
     has_matched = update is not None or when_matched_delete_condition is not None
 
     # The source is read several times (bounds, join, inserts): compute it once, as delta-spark does.
-    we_cached = not source_df.is_cached
-    source = source_df.persist(StorageLevel.MEMORY_AND_DISK) if we_cached else source_df
+    # Each row gets an id (stable: it is computed once, into the cache) so the inserts are the source
+    # rows whose id the matching join did not see, without joining the target a second time.
+    source = source_df.withColumn(_SOURCE_ID, F.monotonically_increasing_id()).persist(StorageLevel.MEMORY_AND_DISK)
     matched_rows = None
     try:
         num_source = source.count()
         if num_source == 0:
             return None
+        small_source = _fits_broadcast(source)
         if not_null_keys:
             _check_no_null_keys(source, not_null_keys, name)
 
@@ -693,27 +698,37 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
         else:
             txn.read_predicate(lambda pv: True)
 
-        # 2. Matched rows with the action each gets (at most one source row per target row).
-        target = files_dataframe(spark, snapshot, candidates, with_file=True, with_row_index=True).alias(target_alias)
-        src = source.alias(source_alias)
-        joined = target.join(src, F.expr(on), "inner") if candidates.num_rows else None
+        # 2. Matched rows with the action each gets (at most one source row per target row). Every
+        # matched pair is kept (action null when no clause applies): their source ids rule out inserts.
+        # Only the columns the condition and clauses use are read from the target (Parquet pruning), and
+        # a small source is broadcast, so the target's rows are not shuffled.
         touched = candidates.slice(0, 0)
         n_updated = n_deleted = 0
-        if has_matched and joined is not None:
-            delete_cond = F.coalesce(F.expr(when_matched_delete_condition), F.lit(False)) \
-                if when_matched_delete_condition else F.lit(False)
-            update_cond = (F.coalesce(F.expr(when_matched_condition), F.lit(False))
-                           if when_matched_condition else F.lit(True)) if update is not None else F.lit(False)
-            action = F.when(delete_cond, F.lit("delete")).when(update_cond, F.lit("update"))
-            new_values = [F.expr(update[c]).cast(target_schema[c].dataType).alias(_NEW + str(i))
-                          for i, c in enumerate(target_columns) if update and c in update]
-            key_cols = [F.col(f"{S}.{quote_identifier(s)}").alias(f"__deltalog_key{i}") for i, (s, _) in enumerate(keys)]
-            matched_rows = (joined.select(F.col(f"{T}.{FILE_COLUMN}").alias(FILE_COLUMN),
-                                          F.col(f"{T}.{ROW_INDEX_COLUMN}").alias(ROW_INDEX_COLUMN),
-                                          action.alias(_ACTION), *new_values, *key_cols)
-                            .filter(F.col(_ACTION).isNotNull())
-                            .persist(StorageLevel.MEMORY_AND_DISK))
-            per_file = (matched_rows.groupBy(FILE_COLUMN, ROW_INDEX_COLUMN)
+        src = source.alias(source_alias)
+        if candidates.num_rows and (has_matched or insert is not None):
+            target = files_dataframe(spark, snapshot, candidates, with_file=has_matched,
+                                     with_row_index=has_matched).alias(target_alias)
+            joined = target.join(F.broadcast(src) if small_source else src, F.expr(on), "inner")
+            if has_matched:
+                delete_cond = F.coalesce(F.expr(when_matched_delete_condition), F.lit(False)) \
+                    if when_matched_delete_condition else F.lit(False)
+                update_cond = (F.coalesce(F.expr(when_matched_condition), F.lit(False))
+                               if when_matched_condition else F.lit(True)) if update is not None else F.lit(False)
+                action = F.when(delete_cond, F.lit("delete")).when(update_cond, F.lit("update"))
+                new_values = [F.expr(update[c]).cast(target_schema[c].dataType).alias(_NEW + str(i))
+                              for i, c in enumerate(target_columns) if update and c in update]
+                key_cols = [F.col(f"{S}.{quote_identifier(s)}").alias(f"__deltalog_key{i}")
+                            for i, (s, _) in enumerate(keys)]
+                matched_rows = joined.select(F.col(f"{T}.{FILE_COLUMN}").alias(FILE_COLUMN),
+                                             F.col(f"{T}.{ROW_INDEX_COLUMN}").alias(ROW_INDEX_COLUMN),
+                                             action.alias(_ACTION), *new_values, *key_cols,
+                                             F.col(f"{S}.{_SOURCE_ID}").alias(_SOURCE_ID))
+            else:
+                matched_rows = joined.select(F.col(f"{S}.{_SOURCE_ID}").alias(_SOURCE_ID))
+            matched_rows = matched_rows.persist(StorageLevel.MEMORY_AND_DISK)
+        if has_matched and matched_rows is not None:
+            acting = matched_rows.filter(F.col(_ACTION).isNotNull())
+            per_file = (acting.groupBy(FILE_COLUMN, ROW_INDEX_COLUMN)
                         .agg(F.count(F.lit(1)).alias("n"), F.max(_ACTION).alias("a"))
                         .groupBy(FILE_COLUMN)
                         .agg(F.max("n").alias("max_n"),
@@ -722,7 +737,7 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
                         .collect())
             dup = [r for r in per_file if r["max_n"] > 1]
             if dup:
-                sample = (matched_rows.filter(F.col(FILE_COLUMN) == dup[0][FILE_COLUMN])
+                sample = (acting.filter(F.col(FILE_COLUMN) == dup[0][FILE_COLUMN])
                           .groupBy(FILE_COLUMN, ROW_INDEX_COLUMN).agg(F.count(F.lit(1)).alias("n"),
                                                                       *[F.first(f"__deltalog_key{i}").alias(s)
                                                                         for i, (s, _) in enumerate(keys)])
@@ -744,13 +759,14 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
                 n_deleted += int(r["d"])
             touched = _take(candidates, rows)
 
-        # 3. New content: the touched files' rows (updated, deleted or copied) plus the inserts.
+        # 3. New content: the touched files' rows (updated, deleted or copied) plus the inserts. The
+        # changes are few next to the touched rows: broadcast them rather than shuffle every row.
         parts: list[DataFrame] = []
         if touched.num_rows:
             old = files_dataframe(spark, snapshot, touched, with_file=True, with_row_index=True)
-            changes = matched_rows.select(FILE_COLUMN, ROW_INDEX_COLUMN, _ACTION,
-                                          *[c for c in matched_rows.columns if c.startswith(_NEW)])
-            j = old.join(changes, [FILE_COLUMN, ROW_INDEX_COLUMN], "left")
+            changes = acting.select(FILE_COLUMN, ROW_INDEX_COLUMN, _ACTION,
+                                    *[c for c in matched_rows.columns if c.startswith(_NEW)])
+            j = old.join(F.broadcast(changes) if small_source else changes, [FILE_COLUMN, ROW_INDEX_COLUMN], "left")
             j = j.filter(F.col(_ACTION).isNull() | (F.col(_ACTION) != "delete"))
             out_cols = []
             for i, c in enumerate(target_columns):
@@ -762,9 +778,10 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
             parts.append(j.select(*out_cols))
         n_insert_df = None
         if insert is not None:
-            if candidates.num_rows:
-                tgt = files_dataframe(spark, snapshot, candidates).alias(target_alias)
-                unmatched = src.join(tgt, F.expr(on), "left_anti").alias(source_alias)
+            if matched_rows is not None:
+                seen = matched_rows.select(_SOURCE_ID)
+                unmatched = src.join(F.broadcast(seen) if small_source else seen, _SOURCE_ID,
+                                     "left_anti").alias(source_alias)
             else:
                 unmatched = src
             if when_not_matched_condition:
@@ -821,10 +838,18 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
         return txn.commit(operation=operation, parameters=params, metrics=metrics, user_metadata=user_metadata,
                           extra_commit_info=extra_commit_info)
     finally:
-        if we_cached:
-            source.unpersist()
+        source.unpersist()
         if matched_rows is not None:
             matched_rows.unpersist()
+
+
+def _fits_broadcast(df: DataFrame) -> bool:
+    """Whether a (cached, counted) DataFrame is small enough to broadcast, by Spark's size estimate."""
+    try:
+        size = int(df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes().toString())
+    except Exception:  # no estimate: let Spark choose the join
+        return False
+    return size <= _BROADCAST_SOURCE_BYTES
 
 
 def _discard(table_root: str, adds: Sequence[AddFile]) -> None:

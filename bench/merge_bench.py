@@ -1,0 +1,114 @@
+"""Copy-on-write MERGE cost against a full rebuild of the same table, through deltalog.spark.operations.
+
+    python bench/merge_bench.py [--rows 2000000] [--files 16]
+
+Builds an orders-like table (rows x 11 columns, `files` files) with `write_dataframe`, then times:
+  rebuild    overwrite the whole table
+  clustered  merge 1% changed rows whose ids are the last 1% (one file touched)
+  scattered  merge 1% changed rows with id % 100 = 0 (every file touched)
+  insert     merge 1% new ids (no target row matches)
+and prints each time with its ratio to the rebuild. Each merge is checked (row count, changed values).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from pyspark.sql import SparkSession  # noqa: E402
+
+from deltalog.spark.operations import merge, write_dataframe  # noqa: E402
+from deltalog.spark.reader import register_view  # noqa: E402
+
+COLUMNS = """
+    id,
+    cast(id % 100000 as int) as customer_id,
+    cast(id % 5000 as int) as product_id,
+    date_add(date'2025-01-01', cast(id % 730 as int)) as order_date,
+    timestamp_seconds(1735689600 + id * 3) as ordered_at,
+    cast((id * 7919 % 100000) / 100.0 + {bump} as decimal(12,2)) as amount,
+    cast(id % 7 as int) as quantity,
+    element_at(array('placed', 'shipped', 'completed', 'returned', 'cancelled'), cast(id % 5 as int) + 1) as status,
+    concat('customer-', cast(id % 100000 as string), '@example.com') as email,
+    id % 3 = 0 as is_gift,
+    sha2(cast(id as string), 256) as token
+"""
+
+
+def rows_df(spark, start: int, end: int, files: int, bump: int = 0, where: str | None = None):
+    sql = f"select {COLUMNS.format(bump=bump)} from range({start}, {end}, 1, {files})"
+    if where:
+        sql += f" where {where}"
+    return spark.sql(sql)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=2_000_000)
+    ap.add_argument("--files", type=int, default=16)
+    ap.add_argument("--only", default="rebuild,clustered,scattered,insert")
+    args = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="deltalog-merge-bench-")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = (SparkSession.builder.master("local[2]").appName("merge-bench")
+             .config("spark.sql.catalogImplementation", "in-memory")
+             .config("spark.sql.warehouse.dir", os.path.join(work, "wh"))
+             .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={work}")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.session.timeZone", "UTC")
+             .config("spark.sql.shuffle.partitions", "4")
+             .config("spark.driver.memory", "4g")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    n, f = args.rows, args.files
+    uri = os.path.join(work, "orders")
+    on = "DBT_INTERNAL_SOURCE.id = DBT_INTERNAL_DEST.id"
+    times: dict[str, float] = {}
+    try:
+        write_dataframe(rows_df(spark, 0, n, f), uri, mode="overwrite")
+
+        def timed(name, fn):
+            t = time.time()
+            fn()
+            times[name] = time.time() - t
+            print(f"{name:10s} {times[name]:7.1f} s", flush=True)
+
+        def check(expected_rows: int, where: str, bump: int) -> None:
+            df = register_view(spark, "t", uri)
+            got = df.count()
+            assert got == expected_rows, (got, expected_rows)
+            bad = spark.sql(f"select count(*) from t where {where} and amount != "
+                            f"cast((id * 7919 % 100000) / 100.0 + {bump} as decimal(12,2))").collect()[0][0]
+            assert bad == 0, bad
+
+        todo = args.only.split(",")
+        if "rebuild" in todo:
+            timed("rebuild", lambda: write_dataframe(rows_df(spark, 0, n, f), uri, mode="overwrite"))
+        if "clustered" in todo:
+            timed("clustered", lambda: merge(spark, uri, rows_df(spark, n - n // 100, n, f, bump=1), on,
+                                             when_matched_update="*", when_not_matched_insert="*"))
+            check(n, f"id >= {n - n // 100}", 1)
+        if "scattered" in todo:
+            timed("scattered", lambda: merge(spark, uri, rows_df(spark, 0, n, f, bump=2, where="id % 100 = 0"), on,
+                                             when_matched_update="*", when_not_matched_insert="*"))
+            check(n, "id % 100 = 0", 2)
+        if "insert" in todo:
+            timed("insert", lambda: merge(spark, uri, rows_df(spark, n, n + n // 100, f), on,
+                                          when_matched_update="*", when_not_matched_insert="*"))
+            check(n + n // 100, f"id >= {n}", 0)
+        base = times.get("rebuild")
+        print(f"\n{n} rows x 11 columns, {f} files, local[2]")
+        for k, v in times.items():
+            print(f"| {k:10s} | {v:7.1f} s | {v / base:5.2f}x rebuild |" if base else f"| {k} | {v:.1f} s |")
+    finally:
+        spark.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
