@@ -188,34 +188,38 @@ def interleave_bits(ids: Sequence[Column], bits: int) -> list[Column]:
 
 
 def hilbert_transpose(df: DataFrame, id_names: Sequence[str], bits: int) -> tuple[DataFrame, list[str]]:
-    """Skilling's AxestoTranspose (2004) on the range ids, one Spark projection per bit level:
-    afterwards the Hilbert index is the interleaving of the columns' bits. Returns (frame, transposed
-    column names)."""
+    """Skilling's AxestoTranspose (2004) on the range ids: afterwards the Hilbert index is the
+    interleaving of the columns' bits. Returns (frame, transposed column names).
+
+    One projection per step, each reading plain columns: composing a level's steps into one expression
+    nests the first column's expression once per column (3^n copies), which makes the generated code
+    too big to compile and Spark falls back to interpreting it."""
     n = len(id_names)
     xs = [f"{_INTERNAL}h{i}" for i in range(n)]
-    keep = [F.col(_q(c)) for c in df.columns]
-    df = df.select(*keep, *[F.col(c).cast("long").alias(x) for c, x in zip(id_names, xs)])
+    others = [F.col(_q(c)) for c in df.columns]
+    df = df.select(*others, *[F.col(c).cast("long").alias(x) for c, x in zip(id_names, xs)])
     if n == 1:
         return df, xs
+
+    def step(updates: dict[str, Column]) -> DataFrame:
+        return df.select(*others, *[updates[v].alias(v) if v in updates else F.col(v) for v in xs])
+
     m = 1 << (bits - 1)
     q = m
-    while q > 1:  # inverse undo, one level per projection (the steps within a level composed)
-        p = q - 1
-        x = [F.col(v) for v in xs]
-        for i in range(n):
-            high = x[i].bitwiseAND(F.lit(q)) != 0
-            if i == 0:
-                x[0] = F.when(high, x[0].bitwiseXOR(F.lit(p))).otherwise(x[0])
-                continue
-            t = x[0].bitwiseXOR(x[i]).bitwiseAND(F.lit(p))
-            x[0], x[i] = (F.when(high, x[0].bitwiseXOR(F.lit(p))).otherwise(x[0].bitwiseXOR(t)),
-                          F.when(high, x[i]).otherwise(x[i].bitwiseXOR(t)))
-        df = df.select(*[F.col(_q(c)) for c in df.columns if c not in xs], *[e.alias(v) for e, v in zip(x, xs)])
+    while q > 1:
+        p = F.lit(q - 1)
+        level = (q).bit_length() - 1
+        x0 = F.col(xs[0])
+        df = step({xs[0]: F.when(x0.bitwiseAND(F.lit(q)) != 0, x0.bitwiseXOR(p)).otherwise(x0)})
+        for i in range(1, n):
+            x0, xi = F.col(xs[0]), F.col(xs[i])
+            high = F.shiftright(xi, level).bitwiseAND(F.lit(1)) != 0
+            t = x0.bitwiseXOR(xi).bitwiseAND(p)
+            df = step({xs[0]: x0.bitwiseXOR(F.when(high, p).otherwise(t)),
+                       xs[i]: F.when(high, xi).otherwise(xi.bitwiseXOR(t))})
         q >>= 1
-    x = [F.col(v) for v in xs]
     for i in range(1, n):  # Gray encode
-        x[i] = x[i].bitwiseXOR(x[i - 1])
-    df = df.select(*[F.col(_q(c)) for c in df.columns if c not in xs], *[e.alias(v) for e, v in zip(x, xs)])
+        df = step({xs[i]: F.col(xs[i]).bitwiseXOR(F.col(xs[i - 1]))})
     last = F.col(xs[n - 1])
     t = F.lit(0).cast("long")
     q = m
@@ -223,9 +227,8 @@ def hilbert_transpose(df: DataFrame, id_names: Sequence[str], bits: int) -> tupl
         t = t.bitwiseXOR(F.when(last.bitwiseAND(F.lit(q)) != 0, F.lit(q - 1)).otherwise(F.lit(0)))
         q >>= 1
     tn = f"{_INTERNAL}t"
-    df = df.withColumn(tn, t)
-    df = df.select(*[F.col(_q(c)) for c in df.columns if c not in xs and c != tn],
-                   *[F.col(v).bitwiseXOR(F.col(tn)).alias(v) for v in xs])
+    df = df.select("*", t.alias(tn))
+    df = df.select(*others, *[F.col(v).bitwiseXOR(F.col(tn)).alias(v) for v in xs])
     return df, xs
 
 
