@@ -5,8 +5,11 @@ Each clustering column is mapped to a *range id*: its rank among boundaries samp
 of bits, whatever its type or skew, and strings with a long common prefix are ranked on the part where
 they differ. The ids' bits are then combined into one sort key — interleaved (MSB first, round-robin)
 for Z-order, or Skilling's transform to the Hilbert curve's transposed form and then interleaved —
-and the rows are range-partitioned on that key (plus a noise byte, against skew) into a set number of
-files and sorted within each, so both files and Parquet row groups hold compact boxes of the space.
+and the rows are split on that key (plus a noise byte, against skew) into a set number of files and
+sorted within each, so both files and Parquet row groups hold compact boxes of the space. The files'
+key ranges come from the same sample as the column ranges (its keys computed with numpy, step for step
+like the Spark expressions): one sampling job and one shuffle, where repartitionByRange would sample
+the whole input again.
 
 Everything per row is a Spark expression or JVM code: values become order-preserving doubles
 (numbers, dates, timestamps; strings via the bytes after their sampled common prefix), ranks come from
