@@ -1,5 +1,6 @@
 """Shared pytest set-up: the repository on sys.path (the package need not be installed), one
-warehouse folder per test session, and dbt's adapter-test fixtures wired to `type: deltalog`."""
+SparkSession and one warehouse folder per test process, and dbt's adapter-test fixtures wired to
+`type: deltalog`."""
 
 import os
 import sys
@@ -28,3 +29,12 @@ def dbt_profile_target(deltalog_warehouse):
         "warehouse": deltalog_warehouse,
         "spark_conf": {"spark.sql.shuffle.partitions": "2"},
     }
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """The process-wide SparkSession, built exactly as the adapter builds it (dbt tests share it)."""
+    from dbt.adapters.deltalog.session import get_spark
+
+    return get_spark("local[2]", {"spark.sql.shuffle.partitions": "2",
+                                  "spark.sql.execution.arrow.pyspark.enabled": "true"})
