@@ -155,16 +155,7 @@ class LocalLogStore(LogStore):
         return tmp
 
     def _fsync_dir(self) -> None:
-        try:
-            fd = os.open(self.log_path, os.O_RDONLY)
-        except OSError:
-            return
-        try:
-            os.fsync(fd)
-        except OSError:  # some file systems refuse fsync on folders
-            pass
-        finally:
-            os.close(fd)
+        fsync_dir(self.log_path)
 
     def write_if_absent(self, name: str, data: bytes) -> None:
         tmp = self._write_temp(data)
@@ -208,3 +199,17 @@ def log_store_for(table_uri: str) -> LogStore:
     """The log store for a table location: a local path or `file://` URI (object stores: add a
     `LogStore` subclass and dispatch on the scheme here)."""
     return LocalLogStore(table_path_from_uri(str(table_uri)))
+
+
+def fsync_dir(path: str) -> None:
+    """Make a folder's new entries durable (a created or renamed file is durable only then)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # some file systems refuse fsync on folders
+        pass
+    finally:
+        os.close(fd)

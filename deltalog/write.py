@@ -29,6 +29,7 @@ from .schema import (
     from_arrow_schema, normalize_type_name, partition_column_types, schema_string, to_arrow_schema,
 )
 from .stats import StatsCollector
+from .storage import fsync_dir
 from .table import DeltaTable, new_metadata
 
 log = logging.getLogger(__name__)
@@ -326,7 +327,7 @@ class _FileSink:
         f.handle.flush()
         os.fsync(f.handle.fileno())  # data files are durable before the commit that names them
         f.handle.close()
-        _fsync_dir(os.path.dirname(f.full))
+        fsync_dir(os.path.dirname(f.full))
         st = os.stat(f.full)
         self.adds.append(AddFile(
             path=encode_path(f.rel), partition_values=f.values, size=st.st_size,
@@ -346,19 +347,6 @@ class _FileSink:
             f.handle.close()
         self.open.clear()
         _delete_quietly(self.written)
-
-
-def _fsync_dir(path: str) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # some file systems refuse fsync on folders
-        pass
-    finally:
-        os.close(fd)
 
 
 def _as_stream(data: Any, table: str) -> tuple[pa.Schema, Iterable[pa.RecordBatch]]:
