@@ -290,24 +290,31 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
     def write_table(self, relation: BaseRelation, sql: str, model: Any = None) -> AdapterResponse:
         """`table`, a first incremental build, and --full-refresh: create (version 0) or one
         overwrite commit that may change the schema. Never a drop: history is kept."""
+        existed = self.warehouse.is_table(relation.schema, relation.identifier)
+        version = self._replace_table(
+            relation, self._dataframe(sql), model,
+            "CREATE OR REPLACE TABLE AS SELECT" if existed else "CREATE TABLE AS SELECT")
+        return self._refreshed(relation, "OVERWRITE" if existed else "CREATE", version)
+
+    def _replace_table(self, relation: BaseRelation, df: Any, model: Any, operation: str) -> Optional[int]:
+        """Create the table (version 0), or replace its rows and schema in one overwrite commit; a dbt
+        view of the same name gives way first."""
         from deltalog.spark import operations
 
-        df = self._dataframe(sql)
         config = _get(model, "config") or {}
         existed = self.warehouse.is_table(relation.schema, relation.identifier)
         if self.warehouse.is_view(relation.schema, relation.identifier):
             self.drop_relation(relation.incorporate(type=RelationType.View))
         self.warehouse.create_schema(relation.schema)
-        version = operations.write_dataframe(
+        return operations.write_dataframe(
             df,
             self.table_uri(relation),
             mode="overwrite" if existed else "error",
             partition_by=_as_list(_get(config, "partition_by")) or None,
             schema_mode="overwrite" if existed else None,
-            operation="CREATE OR REPLACE TABLE AS SELECT" if existed else "CREATE TABLE AS SELECT",
+            operation=operation,
             extra_commit_info=self._commit_info(model),
         )
-        return self._refreshed(relation, "OVERWRITE" if existed else "CREATE", version)
 
     def _refreshed(self, relation: BaseRelation, what: str, version: Optional[int]) -> AdapterResponse:
         SESSION_VIEWS.ensure(self.spark, self.warehouse, relation.schema, relation.identifier)
@@ -345,7 +352,6 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
     @available
     def write_seed(self, relation: BaseRelation, agate_table: Any, model: Any = None) -> AdapterResponse:
         """Seeds: typed columns (inferred as dbt does, or `column_types`), one overwrite commit."""
-        from deltalog.spark import operations
         from pyspark.sql.types import StringType, StructField, StructType
 
         config = _get(model, "config") or {}
@@ -356,19 +362,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         spark = self.spark
         raw = spark.createDataFrame(rows, StructType([StructField(f"c{i}", StringType()) for i in range(len(names))]))
         df = raw.selectExpr(*[f"cast(`c{i}` as {t}) as {_q(n)}" for i, (n, t) in enumerate(zip(names, types))])
-        existed = self.warehouse.is_table(relation.schema, relation.identifier)
-        if self.warehouse.is_view(relation.schema, relation.identifier):
-            self.drop_relation(relation.incorporate(type=RelationType.View))
-        self.warehouse.create_schema(relation.schema)
-        version = operations.write_dataframe(
-            df,
-            self.table_uri(relation),
-            mode="overwrite" if existed else "error",
-            partition_by=_as_list(_get(config, "partition_by")) or None,
-            schema_mode="overwrite" if existed else None,
-            operation="WRITE",
-            extra_commit_info=self._commit_info(model),
-        )
+        version = self._replace_table(relation, df, model, "WRITE")
         response = self._refreshed(relation, "SEED", version)
         response.rows_affected = len(rows)
         response._message = f"INSERT {len(rows)} ({response._message})"
