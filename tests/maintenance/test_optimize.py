@@ -170,7 +170,9 @@ def test_order_keys_match_between_spark_and_the_sample(spark):
     agree, or rows would land in the wrong ranges."""
     import datetime as dt
 
-    from deltalog.spark.zorder import _python_key, order_key
+    import math
+
+    from deltalog.spark.zorder import _python_key, order_key, sample_keys
     df = spark.createDataFrame(
         [("prefix-aé中b", dt.date(2020, 3, 1), dt.datetime(2021, 5, 6, 7, 8, 9, 123456), 5, 2.5, True),
          ("prefix-", dt.date(1969, 12, 31), dt.datetime(1960, 1, 1), -3, -0.5, False),
@@ -182,3 +184,5 @@ def test_order_keys_match_between_spark_and_the_sample(spark):
         spark_keys = [r[0] for r in df.select(order_key(df, c, prefix)).collect()]
         py_keys = [_python_key(r[c], df.schema[c].dataType, prefix) for r in df.collect()]
         assert spark_keys == py_keys, c
+        arrow_keys = sample_keys(df.select(c).toArrow().column(0), df.schema[c].dataType, prefix).tolist()
+        assert [None if math.isnan(k) else k for k in arrow_keys] == spark_keys, c
