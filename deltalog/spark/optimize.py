@@ -260,13 +260,17 @@ def optimize(spark: SparkSession, table_uri: str, zorder_by: Any = None, where: 
         if target_files is not None or len(plan) > MAX_SEPARATE_PARTITIONS:
             num_files = int(target_files) if target_files is not None else sum(n for _, n in plan)
             df = snapshot_dataframe(spark, _subset(snapshot, rewrite))
-            out_df = zorder.cluster(df, columns, max(1, num_files), curve, snapshot.partition_columns,
-                                    num_ranges, total_rows=_num_records(rewrite))
+            out_df, model = zorder.cluster(df, columns, max(1, num_files), curve, snapshot.partition_columns,
+                                           num_ranges, total_rows=_num_records(rewrite))
         else:
             parts = [(snapshot_dataframe(spark, _subset(snapshot, candidates.take(pa.array(chosen, pa.int64())))), n)
                      for chosen, n in plan]
-            out_df = zorder.cluster_parts(parts, columns, curve, snapshot.partition_columns, num_ranges,
-                                          total_rows=_num_records(rewrite))
+            out_df, model = zorder.cluster_parts(parts, columns, curve, snapshot.partition_columns, num_ranges,
+                                                 total_rows=_num_records(rewrite))
+        # Parquet-mr builds a dictionary for every column until it overflows; for mostly distinct
+        # values that is pure cost (a third of the write time on 10M unique longs and strings).
+        parquet_options = {f"parquet.enable.dictionary#{c}": "false" for c in model.mostly_distinct()
+                           if "." not in c and "#" not in c}
         cube = str(uuid.uuid4())
         tags = {TAG_ZORDER_BY: json.dumps(columns), TAG_CURVE: curve, TAG_CUBE_ID: cube}
     else:
@@ -282,11 +286,13 @@ def optimize(spark: SparkSession, table_uri: str, zorder_by: Any = None, where: 
             for b in bins]
         out_df = reduce(DataFrame.union, frames)
         tags = None
+        parquet_options = {}
 
     if expr is not None:
         txn.read_predicate(bind(expr, snapshot.schema_json, snapshot.partition_columns))
     txn.read_files(rewrite)
-    adds = write_files(out_df, table, snapshot.partition_columns, snapshot.schema_json, snapshot.configuration)
+    adds = write_files(out_df, table, snapshot.partition_columns, snapshot.schema_json, snapshot.configuration,
+                       parquet_options=parquet_options)
     adds = [replace(a, data_change=False, tags=dict(tags) if tags else a.tags) for a in adds]
     ts = now_ms()
     removes = [a.remove(ts, data_change=False) for a in _subset(snapshot, rewrite).add_files()]

@@ -83,8 +83,11 @@ def _quote(name: str) -> str:
 
 def write_files(df: DataFrame, table_uri: str, partition_columns: Sequence[str], schema_json: dict[str, Any],
                 configuration: dict[str, str] | None = None, *, method: str = "native",
-                conform: bool = True, store_partition_columns: bool = False) -> list[AddFile]:
+                conform: bool = True, store_partition_columns: bool = False,
+                parquet_options: dict[str, str] | None = None) -> list[AddFile]:
     """Write `df` as new data files under the table and return their `add` actions (not committed).
+
+    `parquet_options`: Parquet writer settings for the native method (e.g. `parquet.enable.dictionary#col`).
 
     `store_partition_columns`: keep the partition columns in the data files too (the table has the
     materializePartitionColumns writer feature); only the arrow method can do that.
@@ -96,7 +99,7 @@ def write_files(df: DataFrame, table_uri: str, partition_columns: Sequence[str],
     if store_partition_columns and partition_columns:
         return _write_arrow(df, root, partition_columns, schema_json, configuration or {}, keep_partitions=True)
     if method == "native":
-        return _write_native(df, root, partition_columns, schema_json, configuration or {})
+        return _write_native(df, root, partition_columns, schema_json, configuration or {}, parquet_options)
     if method == "arrow":
         return _write_arrow(df, root, partition_columns, schema_json, configuration or {})
     raise ValueError(f"unknown write method {method!r}; use 'native' or 'arrow'")
@@ -107,7 +110,7 @@ def write_files(df: DataFrame, table_uri: str, partition_columns: Sequence[str],
 
 
 def _write_native(df: DataFrame, root: str, partition_columns: list[str], schema_json: dict[str, Any],
-                  configuration: dict[str, str]) -> list[AddFile]:
+                  configuration: dict[str, str], parquet_options: dict[str, str] | None = None) -> list[AddFile]:
     spark = df.sparkSession
     staging = os.path.join(root, STAGING_DIR, str(uuid.uuid4()))
     conf = spark.conf
@@ -118,6 +121,8 @@ def _write_native(df: DataFrame, root: str, partition_columns: list[str], schema
         conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     try:
         writer = df.write.mode("errorifexists").option("compression", "snappy")
+        for key, value in (parquet_options or {}).items():
+            writer = writer.option(key, value)
         if partition_columns:
             writer = writer.partitionBy(*partition_columns)
         writer.parquet(staging)

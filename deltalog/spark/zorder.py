@@ -31,6 +31,7 @@ from pyspark.sql.types import (
 
 DEFAULT_NUM_RANGES = 1000
 DEFAULT_SAMPLE_ROWS = 100_000
+MOSTLY_DISTINCT = 0.5  # share of distinct sampled values above which a column gets no Parquet dictionary
 CURVES = ("zorder", "hilbert")
 _KEY_BYTES = 6  # bytes of a string (after its common prefix) in its sort key: 48 bits, exact in a double
 _CHUNK_BITS = 62  # bits of the curve key per long column (non-negative longs sort like the bits)
@@ -123,6 +124,21 @@ class RangeModel:
         # The sampled rows' order keys: their curve keys give the files' boundaries without sampling again.
         self.sample_keys = sample_keys or {}
         self.sample_frames = sample_frames
+
+    def mostly_distinct(self, share: float = MOSTLY_DISTINCT) -> list[str]:
+        """Clustering columns whose sampled values are at least `share` distinct: a Parquet dictionary
+        of them would hold nearly every value, costing write time and saving no space."""
+        import numpy as np
+        out = []
+        for c in self.columns:
+            keys = self.sample_keys.get(c)
+            if keys is None:
+                continue
+            keys = keys[~np.isnan(keys)]
+            # strings are keyed on a few bytes, so this undercounts them: the safe side (keep the dictionary)
+            if len(keys) and len(np.unique(keys)) >= share * len(keys):
+                out.append(c)
+        return out
 
     def sample_range_ids(self, rows: "np.ndarray | None" = None) -> list["np.ndarray"]:
         """The range ids `with_range_ids` gives the sampled rows (Bucketizer's rule: splits[i] <= x <
@@ -446,9 +462,9 @@ def _layout(keyed: DataFrame, keys: list[str], num_files: int, partition_columns
 
 def cluster(df: DataFrame, columns: Sequence[str], num_files: int, curve: str = "zorder",
             partition_columns: Sequence[str] = (), num_ranges: int = DEFAULT_NUM_RANGES,
-            seed: int = 42, total_rows: int | None = None) -> DataFrame:
+            seed: int = 42, total_rows: int | None = None) -> tuple[DataFrame, RangeModel]:
     """`df` with its rows laid out along the curve into `num_files` Spark partitions, each sorted by
-    the curve key. Without table partition columns, the files' key ranges come from the same sample
+    the curve key, and the ranges fitted for it. Without table partition columns, the files' key ranges come from the same sample
     as the column ranges; with them, rows are range-partitioned on (partition columns, curve key, a
     noise byte). The columns are those of `df`."""
     if curve not in CURVES:
@@ -457,14 +473,14 @@ def cluster(df: DataFrame, columns: Sequence[str], num_files: int, curve: str = 
     model = fit_ranges(df, columns, num_ranges, seed=seed, total_rows=total_rows)
     if partition_columns:
         keyed, keys = _curve(model, df, curve)
-        return _layout(keyed, keys, n, partition_columns, df.columns, seed)
+        return _layout(keyed, keys, n, partition_columns, df.columns, seed), model
     keyed, keys = _with_file_ids(model, df, curve, n, 0, None, seed)
-    return _place([keyed], keys, n, df.columns)
+    return _place([keyed], keys, n, df.columns), model
 
 
 def cluster_parts(parts: Sequence[tuple[DataFrame, int]], columns: Sequence[str], curve: str = "zorder",
                   partition_columns: Sequence[str] = (), num_ranges: int = DEFAULT_NUM_RANGES,
-                  seed: int = 42, total_rows: int | None = None) -> DataFrame:
+                  seed: int = 42, total_rows: int | None = None) -> tuple[DataFrame, RangeModel]:
     """Several frames (e.g. one per table partition), each laid out along the curve into its own number
     of files, with range ids fitted once over all of them (one sampling job) and all frames placed by
     one shuffle. A Spark partition of the result never mixes two input frames, so no output file
@@ -483,7 +499,7 @@ def cluster_parts(parts: Sequence[tuple[DataFrame, int]], columns: Sequence[str]
         keyed, keys = _with_file_ids(model, frame, curve, n, offset, np.flatnonzero(sampled == i), seed)
         keyed_frames.append(keyed)
         offset += n
-    return _place(keyed_frames, keys, offset, parts[0][0].columns)
+    return _place(keyed_frames, keys, offset, parts[0][0].columns), model
 
 
 def linear_sort(df: DataFrame, columns: Sequence[str], num_files: int,

@@ -186,3 +186,25 @@ def test_order_keys_match_between_spark_and_the_sample(spark):
         assert spark_keys == py_keys, c
         arrow_keys = sample_keys(df.select(c).toArrow().column(0), df.schema[c].dataType, prefix).tolist()
         assert [None if math.isnan(k) else k for k in arrow_keys] == spark_keys, c
+
+
+def test_mostly_distinct_clustering_columns_are_written_without_a_dictionary(spark, tmp_path):
+    """A dictionary of nearly unique values saves no space and costs write time; a column of few
+    values keeps its dictionary. The rows are unchanged and delta-rs reads them."""
+    import pyarrow.parquet as pq
+    uri = str(tmp_path / "t")
+    df = spark.range(20_000).select(
+        F.col("id").alias("u"),
+        F.concat(F.lit("order-"), F.col("id").cast("string")).alias("s"),
+        (F.col("id") % 3).alias("g"),
+        F.lit("same").alias("other"))
+    write_dataframe(df.repartition(4), uri, mode="append")
+    optimize(spark, uri, zorder_by=["u", "s", "g"])
+    snap = Snapshot.load(uri)
+    for path in snap.files.column("path").to_pylist():
+        meta = pq.read_metadata(os.path.join(uri, path))
+        names = [meta.schema.column(i).name for i in range(meta.num_columns)]
+        has_dict = {n: meta.row_group(0).column(i).has_dictionary_page for i, n in enumerate(names)}
+        assert has_dict == {"u": False, "s": False, "g": True, "other": True}, path
+    t = deltalake.DeltaTable(uri).to_pyarrow_table()
+    assert sorted(t.column("u").to_pylist()) == list(range(20_000))

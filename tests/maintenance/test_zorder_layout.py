@@ -43,7 +43,7 @@ def test_cluster_gives_balanced_sorted_slices(spark, curve):
     df = spark.range(0, 40_000).select((F.rand(1) * 1000).cast("long").alias("a"),
                                        (F.pow(F.rand(2), 4) * 1000).cast("long").alias("b"),
                                        F.col("id"))
-    out = zorder.cluster(df, ["a", "b"], 8, curve, total_rows=40_000)
+    out, _ = zorder.cluster(df, ["a", "b"], 8, curve, total_rows=40_000)
     parts = out.select("id", F.spark_partition_id().alias("pid")).groupBy("pid").count().collect()
     counts = sorted(r["count"] for r in parts)
     assert len(counts) == 8 and sum(counts) == 40_000
