@@ -63,9 +63,9 @@ def main() -> None:
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.sql.shuffle.partitions", "4")
                .config("spark.driver.memory", "4g"))
-    # the same local file system as the adapter's embedded session (no chmod process per file)
-    from deltalog.spark.local_fs import local_file_system_conf
-    for key, value in local_file_system_conf({}).items():
+    # the JVM settings of the adapter's embedded session (see deltalog/spark/embedded.py)
+    from deltalog.spark.embedded import embedded_session_conf
+    for key, value in embedded_session_conf({"spark.driver.extraJavaOptions": f"-Dderby.system.home={work}"}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

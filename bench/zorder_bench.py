@@ -53,9 +53,9 @@ def spark_session(tmp: str):
                .config("spark.sql.shuffle.partitions", "16")
                .config("spark.ui.enabled", "false")
                .config("spark.sql.session.timeZone", "UTC"))
-    # the same local file system as the adapter's embedded session (no chmod process per file)
-    from deltalog.spark.local_fs import local_file_system_conf
-    for key, value in local_file_system_conf({}).items():
+    # the JVM settings of the adapter's embedded session (see deltalog/spark/embedded.py)
+    from deltalog.spark.embedded import embedded_session_conf
+    for key, value in embedded_session_conf({"spark.driver.extraJavaOptions": f"-Dderby.system.home={tmp}"}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
@@ -214,7 +214,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=10_000_000)
     ap.add_argument("--files", type=int, default=256)
-    ap.add_argument("--instances", type=int, default=5, help="random instances per predicate kind")
+    ap.add_argument("--instances", type=int, default=20, help="random instances per predicate kind")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--dir", default=None, help="work folder (default: a temp folder, removed after)")
     ap.add_argument("--curves", default="zorder,hilbert")

@@ -36,6 +36,8 @@ CURVES = ("zorder", "hilbert")
 _KEY_BYTES = 6  # bytes of a string (after its common prefix) in its sort key: 48 bits, exact in a double
 _CHUNK_BITS = 62  # bits of the curve key per long column (non-negative longs sort like the bits)
 _INTERNAL = "__deltalog_cluster_"
+# A file cut moves to a curve-cell boundary when that changes the file by at most this share of its rows.
+SNAP_TOLERANCE = 0.25
 _PART_KEY_BITS = 45  # leading curve bits in the file key; with a noise byte below, exact in a double
 
 
@@ -359,16 +361,33 @@ def _partition_key(keyed: DataFrame, first_key: str, width: int, seed: int) -> t
 
 
 def _file_cuts(sample_ids: list, bits: int, curve: str, num_files: int, drop: int, seed: int) -> list[float]:
-    """Cut points of the partition key splitting the sampled rows into `num_files` equal parts."""
+    """Cut points of the partition key splitting the sampled rows into `num_files` about equal parts.
+
+    Each cut moves to the coarsest curve-cell boundary within SNAP_TOLERANCE of a file's rows from
+    it: a file that crosses a cell boundary by a few rows spans both cells, which doubles its min/max
+    range in some column and stops it being skipped. At an aligned boundary the noise byte plays no
+    part, so the file holds exactly whole cells."""
     import numpy as np
     if not len(sample_ids) or not len(sample_ids[0]) or num_files <= 1:
         return []
     ids = _np_hilbert_transpose(sample_ids, bits) if curve == "hilbert" else sample_ids
-    first, _ = _np_first_chunk(ids, bits)
+    first, width = _np_first_chunk(ids, bits)
+    base = np.sort(first >> drop)  # the partition key without its noise byte
     noise = np.random.default_rng(seed).integers(0, 256, len(first), dtype=np.int64)
     keys = np.sort(((first >> drop) * 256 + noise).astype(np.float64))
-    picks = keys[(len(keys) * np.arange(1, num_files)) // num_files]
-    return sorted(set(picks.tolist()))
+    level_bits = width - drop
+    tolerance = max(1, int(SNAP_TOLERANCE * len(keys) / num_files))
+    picks = []
+    for q in (len(keys) * np.arange(1, num_files)) // num_files:
+        cut = float(keys[q])
+        for level in range(1, level_bits + 1):
+            shift = level_bits - level
+            aligned = ((int(base[q]) + (1 << shift >> 1)) >> shift) << shift  # nearest cell boundary
+            if abs(int(np.searchsorted(base, aligned)) - int(q)) <= tolerance:
+                cut = float(aligned * 256)
+                break
+        picks.append(cut)
+    return sorted(set(picks))
 
 
 def _with_file_ids(model: RangeModel, frame: DataFrame, curve: str, num_files: int, offset: int,

@@ -89,7 +89,7 @@ def test_embedded_spark_writes_files_without_a_chmod_process(spark, tmp_path):
     """The embedded session swaps in the no-fork local file system: Spark's writes land with the
     permissions Hadoop asks for (0644 under the usual umask) set by a system call instead of a
     `chmod` process, with no .crc files beside them."""
-    from deltalog.spark.local_fs import FILE_SYSTEM_CLASS, JAR
+    from deltalog.spark.embedded import FILE_SYSTEM_CLASS, JAR
 
     assert os.path.exists(JAR)
     assert spark.sparkContext._jsc.hadoopConfiguration().get("fs.file.impl") == FILE_SYSTEM_CLASS
@@ -108,10 +108,18 @@ def test_embedded_spark_writes_files_without_a_chmod_process(spark, tmp_path):
     assert spark.read.parquet(str(out)).count() == 100
 
 
-def test_no_fork_file_system_only_for_a_jvm_the_adapter_starts():
-    from deltalog.spark.local_fs import local_file_system_conf
+def test_embedded_jvm_compiles_large_generated_methods(spark):
+    """Without it the JVM interprets generated code over 8,000 bytes (Hilbert keys ran 7x slower)."""
+    args = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
+    assert "-XX:-DontCompileHugeMethods" in list(args)
 
-    conf = local_file_system_conf({"spark.driver.extraClassPath": "/opt/x.jar"})
+
+def test_embedded_settings_add_to_the_users():
+    from deltalog.spark.embedded import embedded_session_conf
+
+    conf = embedded_session_conf({"spark.driver.extraClassPath": "/opt/x.jar"})
     assert conf["spark.driver.extraClassPath"].startswith("/opt/x.jar" + os.pathsep)
-    # a user's own file:// file system is left alone
-    assert local_file_system_conf({"spark.hadoop.fs.file.impl": "my.FileSystem"}) == {}
+    # a user's own file:// file system is left alone; JVM options are added to, not replaced
+    conf = embedded_session_conf({"spark.hadoop.fs.file.impl": "my.FileSystem",
+                                  "spark.driver.extraJavaOptions": "-Dx=1"})
+    assert conf == {"spark.driver.extraJavaOptions": "-Dx=1 -XX:-DontCompileHugeMethods"}

@@ -105,13 +105,13 @@ def get_spark(master: str = "local[*]", spark_conf: Optional[Dict[str, str]] = N
         from pyspark import SparkContext
         from pyspark.sql import SparkSession
 
-        from deltalog.spark.local_fs import local_file_system_conf
+        from deltalog.spark.embedded import embedded_session_conf
 
         builder = SparkSession.builder.master(master).appName("dbt-deltalog")
         conf = default_conf(master)
         conf.update({str(k): str(v) for k, v in (spark_conf or {}).items()})
         if master.startswith("local") and SparkContext._active_spark_context is None:
-            conf.update(local_file_system_conf(conf))  # only a JVM we start gets the class on its path
+            conf.update(embedded_session_conf(conf))  # class path and JVM options: only for a JVM we start
         for key, value in conf.items():
             builder = builder.config(key, value)
         _spark = builder.getOrCreate()

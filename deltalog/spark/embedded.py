@@ -1,0 +1,38 @@
+"""Settings for a local Spark whose JVM this process starts (the adapter's embedded default).
+
+- No `chmod` process per file. Without Hadoop's native library (pyspark ships none), Hadoop's local
+  file system runs the `chmod` program for every file and folder it creates: three processes per
+  Parquet file, ~10 ms each, which made a 256-file OPTIMIZE spend seconds forking.
+  `jars/deltalog-hadoop.jar` (source and build script in `java/`) holds a subclass that sets
+  permissions with a system call and writes no `.crc` files.
+- Large generated methods are JIT-compiled. The JVM leaves methods over 8,000 bytes of bytecode
+  interpreted; a query with many projections (the Hilbert curve's ~40 bit steps) is generated as one
+  such method and ran 7x slower for it.
+
+Only for a JVM not yet running: class path and JVM options are fixed when it starts, and executors
+elsewhere would not have the jar.
+"""
+from __future__ import annotations
+
+import os
+
+JAR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jars", "deltalog-hadoop.jar")
+FILE_SYSTEM_CLASS = "io.deltalog.hadoop.NoForkLocalFileSystem"
+JIT_OPTION = "-XX:-DontCompileHugeMethods"
+
+
+def _joined(conf: dict[str, str], key: str, value: str, sep: str) -> str:
+    current = conf.get(key)
+    return value if not current else current + sep + value
+
+
+def embedded_session_conf(conf: dict[str, str]) -> dict[str, str]:
+    """Settings to add to `conf`, the configuration of a new local session. The file system is left
+    alone when the jar is missing or the user chose one for file:// paths."""
+    out = {}
+    if JIT_OPTION not in conf.get("spark.driver.extraJavaOptions", ""):
+        out["spark.driver.extraJavaOptions"] = _joined(conf, "spark.driver.extraJavaOptions", JIT_OPTION, " ")
+    if os.path.exists(JAR) and not conf.get("spark.hadoop.fs.file.impl"):
+        out["spark.driver.extraClassPath"] = _joined(conf, "spark.driver.extraClassPath", JAR, os.pathsep)
+        out["spark.hadoop.fs.file.impl"] = FILE_SYSTEM_CLASS
+    return out
