@@ -36,8 +36,9 @@ CURVES = ("zorder", "hilbert")
 _KEY_BYTES = 6  # bytes of a string (after its common prefix) in its sort key: 48 bits, exact in a double
 _CHUNK_BITS = 62  # bits of the curve key per long column (non-negative longs sort like the bits)
 _INTERNAL = "__deltalog_cluster_"
-# A file cut moves to a curve-cell boundary when that changes the file by at most this share of its rows.
-SNAP_TOLERANCE = 0.25
+# A file cut moves to a curve-cell boundary at most this share of a file's rows away: as far as the
+# sampling noise of a quantile (about 0.4 file at 256 files from 100,000 sampled rows).
+SNAP_TOLERANCE = 0.5
 _PART_KEY_BITS = 45  # leading curve bits in the file key; with a noise byte below, exact in a double
 
 
@@ -153,12 +154,16 @@ class RangeModel:
             if rows is not None:
                 keys = keys[rows]
             splits = np.array(self.splits[c], dtype=np.float64)
-            ids = np.searchsorted(splits, keys, side="right") - 1
-            out.append(np.clip(ids, 0, len(splits) - 2).astype(np.int64))
+            ids = np.clip(np.searchsorted(splits, keys, side="right") - 1, 0, len(splits) - 2).astype(np.int64)
+            out.append(np.minimum((ids << self.bits) // (len(splits) - 1), (1 << self.bits) - 1))
         return out
 
     def with_range_ids(self, df: DataFrame) -> tuple[DataFrame, list[str]]:
-        """`df` plus one int column per clustering column: the value's range id, nulls in range 0."""
+        """`df` plus one int column per clustering column: the value's range id, nulls in range 0.
+
+        Ids are spread over the whole `bits`-bit space (range i of n becomes i * 2^bits / n), so each
+        leading bit halves every column's rows exactly, whatever its number of ranges: curve cells then
+        hold equal shares of the rows, and file cuts can fall on cell boundaries."""
         from pyspark.ml.feature import Bucketizer  # JVM-side binary search over the cut points
 
         key_names = [f"{_INTERNAL}key{i}" for i in range(len(self.columns))]
@@ -168,7 +173,9 @@ class RangeModel:
         for c, k, rid in zip(self.columns, key_names, id_names):
             out = Bucketizer(splits=self.splits[c], inputCol=k, outputCol=rid + "_d",
                              handleInvalid="keep").transform(out)
-            out = out.withColumn(rid, F.col(rid + "_d").cast("int")).drop(rid + "_d", k)
+            n = len(self.splits[c]) - 1
+            spread = F.floor(F.col(rid + "_d") * F.lit(float(1 << self.bits)) / F.lit(float(n)))
+            out = out.withColumn(rid, F.least(spread, F.lit((1 << self.bits) - 1)).cast("int")).drop(rid + "_d", k)
         return out, id_names
 
 
@@ -364,8 +371,9 @@ def _file_cuts(sample_ids: list, bits: int, curve: str, num_files: int, drop: in
     """Cut points of the partition key splitting the sampled rows into `num_files` about equal parts.
 
     Each cut moves to the coarsest curve-cell boundary within SNAP_TOLERANCE of a file's rows from
-    it: a file that crosses a cell boundary by a few rows spans both cells, which doubles its min/max
-    range in some column and stops it being skipped. At an aligned boundary the noise byte plays no
+    it, keeping every file between 0.5x and 1.5x its share: a file that crosses a cell boundary by a
+    few rows spans both cells, which doubles its min/max range in some column and stops it being
+    skipped. At an aligned boundary the noise byte plays no
     part, so the file holds exactly whole cells."""
     import numpy as np
     if not len(sample_ids) or not len(sample_ids[0]) or num_files <= 1:
@@ -376,17 +384,20 @@ def _file_cuts(sample_ids: list, bits: int, curve: str, num_files: int, drop: in
     noise = np.random.default_rng(seed).integers(0, 256, len(first), dtype=np.int64)
     keys = np.sort(((first >> drop) * 256 + noise).astype(np.float64))
     level_bits = width - drop
-    tolerance = max(1, int(SNAP_TOLERANCE * len(keys) / num_files))
-    picks = []
+    per_file = len(keys) / num_files
+    picks, shift_before = [], 0.0  # shift: how far (in files) the previous cut moved
     for q in (len(keys) * np.arange(1, num_files)) // num_files:
-        cut = float(keys[q])
+        cut, shift_here = float(keys[q]), 0.0
         for level in range(1, level_bits + 1):
             shift = level_bits - level
             aligned = ((int(base[q]) + (1 << shift >> 1)) >> shift) << shift  # nearest cell boundary
-            if abs(int(np.searchsorted(base, aligned)) - int(q)) <= tolerance:
-                cut = float(aligned * 256)
+            moved = (int(np.searchsorted(base, aligned)) - int(q)) / per_file
+            # within the sampling noise, and the file before it stays between 0.5x and 1.5x its share
+            if abs(moved) <= SNAP_TOLERANCE and abs(moved - shift_before) <= SNAP_TOLERANCE:
+                cut, shift_here = float(aligned * 256), moved
                 break
         picks.append(cut)
+        shift_before = shift_here
     return sorted(set(picks))
 
 

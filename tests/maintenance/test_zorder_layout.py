@@ -7,7 +7,11 @@ import pytest
 pyspark = pytest.importorskip("pyspark")
 from pyspark.sql import functions as F  # noqa: E402
 
+from deltalog.skipping import prune_snapshot  # noqa: E402
+from deltalog.snapshot import Snapshot  # noqa: E402
 from deltalog.spark import zorder  # noqa: E402
+from deltalog.spark.operations import write_dataframe  # noqa: E402
+from deltalog.spark.optimize import optimize  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
@@ -47,5 +51,28 @@ def test_cluster_gives_balanced_sorted_slices(spark, curve):
     parts = out.select("id", F.spark_partition_id().alias("pid")).groupBy("pid").count().collect()
     counts = sorted(r["count"] for r in parts)
     assert len(counts) == 8 and sum(counts) == 40_000
-    assert counts[0] > 0.6 * 5000 and counts[-1] < 1.4 * 5000, counts
+    # cuts move to curve-cell boundaries, keeping each file within 0.5x..1.5x of its share
+    assert counts[0] >= 0.45 * 5000 and counts[-1] <= 1.55 * 5000, counts
     assert out.count() == 40_000 and out.select("id").distinct().count() == 40_000
+
+
+@pytest.mark.parametrize("curve", ["zorder", "hilbert"])
+def test_files_hold_whole_curve_cells(spark, tmp_path, curve):
+    """16 files on two uniform columns: each file should be one cell of a 4x4 grid, so a point on
+    either column falls in the min/max range of a quarter of the files (75 % pruned). Cuts placed
+    by sampled quantiles alone leave files straddling cells by a few rows, with twice the range."""
+    import random
+
+    from deltalog.skipping import col
+    uri = str(tmp_path / curve)
+    df = spark.range(0, 64_000).select((F.rand(1) * 10_000).cast("long").alias("a"),
+                                       (F.rand(2) * 10_000).cast("long").alias("b"))
+    write_dataframe(df.repartition(8), uri, mode="append")
+    optimize(spark, uri, zorder_by=["a", "b"], curve=curve, target_files=16)
+    snap = Snapshot.load(uri)
+    assert snap.num_files == 16
+    rng = random.Random(3)
+    for c in ("a", "b"):
+        read = [prune_snapshot(snap, col(c) == rng.randrange(10_000)).to_pylist().count(True) / 16
+                for _ in range(40)]
+        assert sum(read) / len(read) <= 0.28, (c, read)
