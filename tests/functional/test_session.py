@@ -115,11 +115,23 @@ def test_embedded_jvm_compiles_large_generated_methods(spark):
 
 
 def test_embedded_settings_add_to_the_users():
-    from deltalog.spark.embedded import embedded_session_conf
+    from deltalog.spark.embedded import JAR, embedded_session_conf
 
     conf = embedded_session_conf({"spark.driver.extraClassPath": "/opt/x.jar"})
     assert conf["spark.driver.extraClassPath"].startswith("/opt/x.jar" + os.pathsep)
-    # a user's own file:// file system is left alone; JVM options are added to, not replaced
+    # a user's own file:// file system is left alone (the jar's clustering classes still come along);
+    # JVM options are added to, not replaced
     conf = embedded_session_conf({"spark.hadoop.fs.file.impl": "my.FileSystem",
                                   "spark.driver.extraJavaOptions": "-Dx=1"})
-    assert conf == {"spark.driver.extraJavaOptions": "-Dx=1 -XX:-DontCompileHugeMethods"}
+    assert conf == {"spark.driver.extraJavaOptions": "-Dx=1 -XX:-DontCompileHugeMethods",
+                    "spark.driver.extraClassPath": JAR}
+
+
+def test_jar_classes_are_used_only_where_every_task_has_them(spark):
+    """Executors of a cluster do not have the jar: clustering there keeps to Spark expressions."""
+    from types import SimpleNamespace
+
+    from deltalog.spark.embedded import runs_jar_classes
+    assert runs_jar_classes(spark)
+    assert not runs_jar_classes(SimpleNamespace(sparkContext=SimpleNamespace(master="spark://host:7077")))
+    assert not runs_jar_classes(SimpleNamespace())  # e.g. a Spark Connect session: no JVM here

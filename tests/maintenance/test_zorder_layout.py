@@ -76,3 +76,55 @@ def test_files_hold_whole_curve_cells(spark, tmp_path, curve):
         read = [prune_snapshot(snap, col(c) == rng.randrange(10_000)).to_pylist().count(True) / 16
                 for _ in range(40)]
         assert sum(read) / len(read) <= 0.28, (c, read)
+
+
+def _edge_case_frame(spark):
+    import datetime as dt
+    rows = [("k-aé中b", 5, 2.5, dt.date(2020, 3, 1), dt.datetime(2021, 5, 6, 7, 8, 9, 123456), True),
+            ("k-", -3, -0.5, dt.date(1969, 12, 31), dt.datetime(1960, 1, 1), False),
+            ("k", 0, float("nan"), dt.date(2000, 1, 1), dt.datetime(2000, 1, 1), None),  # shorter than the prefix
+            ("j-zzz", 1 << 40, float("inf"), None, None, True),  # below the prefix
+            ("l", -(1 << 40), float("-inf"), dt.date(2000, 1, 2), dt.datetime(2000, 1, 2), False),  # above it
+            ("k-zzzzzzzzzz", None, None, dt.date(1, 1, 1), dt.datetime(9999, 1, 1), True),
+            (None, 7, 0.0, dt.date(9999, 12, 31), dt.datetime(1970, 1, 1), None)]
+    rng = np.random.default_rng(3)
+    for i in range(2000):
+        rows.append((f"k-{rng.integers(0, 10 ** rng.integers(1, 9))}", int(rng.integers(-1000, 1000)),
+                     float(rng.normal()), dt.date(2000, 1, 1) + dt.timedelta(days=int(rng.integers(0, 9000))),
+                     dt.datetime(2000, 1, 1) + dt.timedelta(seconds=int(rng.integers(0, 10 ** 9))),
+                     bool(rng.integers(0, 2))))
+    return spark.createDataFrame(rows, "s string, i long, f double, d date, t timestamp, b boolean")
+
+
+@pytest.mark.parametrize("num_ranges", [1000, 7])
+def test_jar_range_ids_equal_the_portable_expressions(spark, num_ranges):
+    """The embedded session ranks values with the jar's classes; clusters use Bucketizer and Spark
+    expressions. Both must give every row the same range id, or one table would be laid out two ways."""
+    from deltalog.spark.embedded import runs_jar_classes
+    assert runs_jar_classes(spark)
+    df = _edge_case_frame(spark).withColumn("row", F.monotonically_increasing_id())
+    columns = ["s", "i", "f", "d", "t", "b"]
+    # fitted on the regular rows, so the edge cases fall below, above and outside the ranges
+    model = zorder.fit_ranges(df.where("row >= 7"), columns, num_ranges=num_ranges, sample_rows=500, seed=5)
+    assert model.prefixes["s"] == "k-"
+    ids = {}
+    for jar in (True, False):
+        out, names = model.with_range_ids(df, jar_classes=jar)
+        ids[jar] = sorted(tuple(r) for r in out.select("row", *names).collect())
+    assert ids[True] == ids[False]
+    spread = {c: len({r[i + 1] for r in ids[True]}) for i, c in enumerate(columns)}
+    assert spread["s"] > 3 and spread["i"] > 3 and spread["b"] >= 2, spread
+
+
+@pytest.mark.parametrize("curve", ["zorder", "hilbert"])
+def test_jar_file_ids_equal_the_portable_expressions(spark, monkeypatch, curve):
+    df = spark.range(0, 30_000).select((F.rand(1) * 1000).cast("long").alias("a"),
+                                       F.concat(F.lit("user-"), (F.rand(2) * 1e6).cast("long").cast("string")).alias("s"),
+                                       F.col("id"))
+    placed = {}
+    for jar in (True, False):
+        monkeypatch.setattr(zorder, "runs_jar_classes", lambda _spark, jar=jar: jar)
+        out, _ = zorder.cluster(df, ["a", "s"], 6, curve, total_rows=30_000)
+        placed[jar] = sorted(tuple(r) for r in out.select("id", F.spark_partition_id()).collect())
+    assert placed[True] == placed[False]
+    assert len({p for _, p in placed[True]}) == 6
