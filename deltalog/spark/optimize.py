@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import os
 import uuid
 from dataclasses import replace
 from functools import reduce
@@ -21,12 +22,14 @@ from pyspark.sql import DataFrame, SparkSession
 
 from ..actions import AddFile, now_ms
 from ..errors import InvalidTableError
+from ..paths import decode_path
 from ..skipping import ALWAYS, as_expr, bind, prune_snapshot, resolve_column
 from ..stats import indexed_columns
+from ..storage import table_path_from_uri
 from ..table import DeltaTable
 from . import zorder
 from .reader import snapshot_dataframe
-from .writer import write_files
+from .writer import dictionary_free_columns, write_files
 
 DEFAULT_MAX_FILE_SIZE = 128 * 1024 * 1024
 TARGET_FILE_SIZE_KEY = "delta.targetFileSize"
@@ -267,10 +270,7 @@ def optimize(spark: SparkSession, table_uri: str, zorder_by: Any = None, where: 
                      for chosen, n in plan]
             out_df, model = zorder.cluster_parts(parts, columns, curve, snapshot.partition_columns, num_ranges,
                                                  total_rows=_num_records(rewrite))
-        # Parquet-mr builds a dictionary for every column until it overflows; for mostly distinct
-        # values that is pure cost (a third of the write time on 10M unique longs and strings).
-        parquet_options = {f"parquet.enable.dictionary#{c}": "false" for c in model.mostly_distinct()
-                           if "." not in c and "#" not in c}
+        plain_columns = model.mostly_distinct()
         cube = str(uuid.uuid4())
         tags = {TAG_ZORDER_BY: json.dumps(columns), TAG_CURVE: curve, TAG_CUBE_ID: cube}
     else:
@@ -286,11 +286,18 @@ def optimize(spark: SparkSession, table_uri: str, zorder_by: Any = None, where: 
             for b in bins]
         out_df = reduce(DataFrame.union, frames)
         tags = None
-        parquet_options = {}
+        plain_columns = []
 
     if expr is not None:
         txn.read_predicate(bind(expr, snapshot.schema_json, snapshot.partition_columns))
     txn.read_files(rewrite)
+    # Parquet-mr builds a dictionary for every column until it overflows; for mostly distinct values
+    # (sampled clustering columns, and fixed-width columns whose dictionary did not pay off in the
+    # files rewritten) that is pure cost: a third of the write time on 10M unique longs and strings.
+    plain_columns = set(plain_columns) | set(dictionary_free_columns(
+        [os.path.join(table_path_from_uri(table), decode_path(p)) for p in rewrite.column("path").to_pylist()]))
+    parquet_options = {f"parquet.enable.dictionary#{c}": "false" for c in sorted(plain_columns)
+                       if "." not in c and "#" not in c}
     adds = write_files(out_df, table, snapshot.partition_columns, snapshot.schema_json, snapshot.configuration,
                        parquet_options=parquet_options)
     adds = [replace(a, data_change=False, tags=dict(tags) if tags else a.tags) for a in adds]
@@ -322,8 +329,6 @@ def optimize(spark: SparkSession, table_uri: str, zorder_by: Any = None, where: 
 
 def _discard(table_root: str, adds: Sequence[AddFile]) -> None:
     """Delete data files written for a commit that did not land (they would be orphans)."""
-    import os
-    from ..paths import decode_path
     for a in adds:
         try:
             os.unlink(os.path.join(table_root, decode_path(a.path)))

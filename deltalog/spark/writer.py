@@ -41,6 +41,39 @@ from ..storage import table_path_from_uri
 
 STAGING_DIR = "_delta_staging"
 _FOOTER_THREADS = 8
+# A dictionary that saves less than this share of a fixed-width column's plain size is not worth
+# building: for 8-byte values, about half of them distinct.
+DICTIONARY_MIN_SAVING = 0.25
+_FIXED_WIDTHS = {"INT32": 4, "INT64": 8, "FLOAT": 4, "DOUBLE": 8, "INT96": 12}
+
+
+def dictionary_free_columns(paths: Sequence[str], max_files: int = 8) -> list[str]:
+    """Top-level fixed-width columns (numbers, dates, timestamps) whose dictionary, in these Parquet
+    files, saved less than DICTIONARY_MIN_SAVING of their plain size: mostly distinct values. Spark's
+    Parquet writer builds a dictionary for every column and gives up only once it outgrows a page, so
+    rewriting such columns (OPTIMIZE) is faster without one and no bigger. Reads up to `max_files`
+    footers, spread over `paths`; names as the files spell them."""
+    if not paths:
+        return []
+    step = max(1, len(paths) // max_files)
+    sizes: dict[str, list[int]] = {}  # column -> [stored bytes, plain bytes]
+    for path in list(paths)[::step][:max_files]:
+        meta = pq.read_metadata(path)
+        for g in range(meta.num_row_groups):
+            group = meta.row_group(g)
+            for i in range(group.num_columns):
+                chunk = group.column(i)
+                width = _FIXED_WIDTHS.get(chunk.physical_type)
+                if chunk.physical_type == "FIXED_LEN_BYTE_ARRAY":
+                    width = meta.schema.column(i).length
+                if not width or "." in chunk.path_in_schema:
+                    continue
+                stats = chunk.statistics
+                nulls = stats.null_count if stats is not None and stats.has_null_count else 0
+                entry = sizes.setdefault(chunk.path_in_schema, [0, 0])
+                entry[0] += chunk.total_uncompressed_size
+                entry[1] += (chunk.num_values - nulls) * width
+    return [c for c, (stored, plain) in sizes.items() if plain and stored >= (1 - DICTIONARY_MIN_SAVING) * plain]
 
 
 def spark_schema(schema_json: dict[str, Any]) -> StructType:

@@ -188,23 +188,65 @@ def test_order_keys_match_between_spark_and_the_sample(spark):
         assert [None if math.isnan(k) else k for k in arrow_keys] == spark_keys, c
 
 
-def test_mostly_distinct_clustering_columns_are_written_without_a_dictionary(spark, tmp_path):
+@pytest.mark.parametrize("zorder_by", [["u", "s", "g"], None])
+def test_mostly_distinct_columns_are_written_without_a_dictionary(spark, tmp_path, monkeypatch, zorder_by):
     """A dictionary of nearly unique values saves no space and costs write time; a column of few
-    values keeps its dictionary. The rows are unchanged and delta-rs reads them."""
+    values keeps its dictionary. Clustering columns are judged by the sample, other fixed-width columns
+    by how much their dictionary saved in the files rewritten. The rows are unchanged and delta-rs
+    reads them."""
     import pyarrow.parquet as pq
+
+    from deltalog.spark import optimize as optimize_module
     uri = str(tmp_path / "t")
     df = spark.range(20_000).select(
         F.col("id").alias("u"),
         F.concat(F.lit("order-"), F.col("id").cast("string")).alias("s"),
         (F.col("id") % 3).alias("g"),
-        F.lit("same").alias("other"))
+        F.lit("same").alias("other"),
+        (F.col("id") * 7919 % 20_011).alias("key"),  # unique, not clustered on
+        (F.col("id") % 500).cast("double").alias("few"),  # 500 values, not clustered on
+        F.when(F.col("id") % 10 == 0, F.col("id")).alias("sparse_ids"))  # unique where not null
     write_dataframe(df.repartition(4), uri, mode="append")
-    optimize(spark, uri, zorder_by=["u", "s", "g"])
+    if zorder_by is None:
+        write_dataframe(df.limit(10), uri, mode="append")  # a small file, so compaction has work
+    options = []
+    real_write_files = optimize_module.write_files
+    monkeypatch.setattr(optimize_module, "write_files",
+                        lambda *a, **k: options.append(k["parquet_options"]) or real_write_files(*a, **k))
+    optimize(spark, uri, zorder_by=zorder_by)
+    plain = {k.split("#")[1] for k, v in options[0].items() if k.startswith("parquet.enable.dictionary#")}
+    # strings are judged only by the sample, so only when clustered on
+    assert plain == ({"u", "s", "key", "sparse_ids"} if zorder_by else {"u", "key", "sparse_ids"})
     snap = Snapshot.load(uri)
     for path in snap.files.column("path").to_pylist():
         meta = pq.read_metadata(os.path.join(uri, path))
         names = [meta.schema.column(i).name for i in range(meta.num_columns)]
         has_dict = {n: meta.row_group(0).column(i).has_dictionary_page for i, n in enumerate(names)}
-        assert has_dict == {"u": False, "s": False, "g": True, "other": True}, path
+        assert {n: has_dict[n] for n in plain} == {n: False for n in plain}, path
+        assert has_dict["g"] and has_dict["few"] and has_dict["other"], path
     t = deltalake.DeltaTable(uri).to_pyarrow_table()
-    assert sorted(t.column("u").to_pylist()) == list(range(20_000))
+    assert t.num_rows == (20_000 if zorder_by else 20_010)
+    assert sorted(set(t.column("key").to_pylist())) == sorted(r[0] for r in df.select("key").collect())
+
+
+def test_dictionary_free_columns_come_from_what_a_dictionary_saved(tmp_path):
+    """Whoever wrote the files (here pyarrow, dictionaries on): unique fixed-width columns are named,
+    repetitive ones, strings and nested fields are not."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from deltalog.spark.writer import dictionary_free_columns
+    n = 30_000
+    table = pa.table({
+        "id": pa.array(range(n), pa.int64()),
+        "price": pa.array([i * 0.37 for i in range(n)], pa.float64()),
+        "day": pa.array([i % 30 for i in range(n)], pa.int32()),
+        "name": pa.array([f"n{i}" for i in range(n)]),
+        "nested": pa.array([{"x": i} for i in range(n)], pa.struct([("x", pa.int64())])),
+    })
+    paths = []
+    for i in range(3):
+        paths.append(str(tmp_path / f"f{i}.parquet"))
+        pq.write_table(table, paths[-1])
+    assert sorted(dictionary_free_columns(paths)) == ["id", "price"]
+    assert dictionary_free_columns([]) == []
