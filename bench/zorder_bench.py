@@ -25,6 +25,7 @@ hilbert), delta-rs 9.07x.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import random
 import shutil
@@ -83,12 +84,14 @@ def build_layouts(spark, base: str, root: str, rows: int, files: int, curves) ->
         t = time.time()
         optimize(spark, uri, zorder_by=COLUMNS, curve=curve, target_files=files)
         out[f"deltalog {curve}"] = (uri, time.time() - t)
-    # delta-rs takes a target file size, not a count, and its files come out smaller than the size
-    # asked for. Pruning fractions compare only at equal file counts (more, smaller files prune more),
-    # so when the first run misses `files` by over 10 % it runs again with the size scaled to match.
+    # delta-rs takes a target file size, not a count, and its files do not come out at the size asked
+    # for. Pruning fractions compare only at equal file counts (more, smaller files prune more), so
+    # the size is searched (secant on log size vs log count, up to 4 runs) until the count is within
+    # 10 % of `files`; the last run is the one measured.
     uri = os.path.join(root, "delta-rs")
     target = max(1, table_bytes(base) // files)
-    for attempt in range(2):
+    tried: list[tuple[float, float]] = []
+    for attempt in range(4):
         shutil.rmtree(uri, ignore_errors=True)
         shutil.copytree(base, uri)
         t = time.time()
@@ -96,9 +99,15 @@ def build_layouts(spark, base: str, root: str, rows: int, files: int, curves) ->
         elapsed = time.time() - t
         got = Snapshot.load(uri).num_files
         print(f"<!-- delta-rs z_order, target_size {target:,} bytes: {got} files in {elapsed:.1f}s -->", flush=True)
-        if abs(got - files) <= 0.1 * files:
+        if abs(got - files) <= 0.1 * files or attempt == 3:
             break
-        target = max(1, round(target * got / files))
+        tried.append((math.log(target), math.log(got)))
+        slope = -1.0  # first guess: count inversely proportional to size
+        if len(tried) > 1 and tried[-1][0] != tried[-2][0]:
+            slope = (tried[-1][1] - tried[-2][1]) / (tried[-1][0] - tried[-2][0])
+        if slope >= 0:
+            break
+        target = max(1, round(math.exp(tried[-1][0] + (math.log(files) - tried[-1][1]) / slope)))
     out["delta-rs z_order"] = (uri, elapsed)
     return out, target / max(1, table_bytes(base))
 

@@ -190,7 +190,7 @@ class RangeModel:
 
     def _jar_range_id(self, df: DataFrame, column: str) -> Column:
         """`with_range_ids`' id of `column` computed by the jar's classes (same numbers)."""
-        cuts = _packed_cuts(self.splits[column])
+        cuts = _packed_doubles(self.splits[column][1:-1])  # the splits without their -inf and +inf
         if isinstance(df.schema[column].dataType, StringType):
             prefix = (self.prefixes.get(column) or "").encode("utf-8")
             name = _jar_function(df.sparkSession, "StringRangeId", bytearray(prefix), cuts, self.bits)
@@ -199,10 +199,9 @@ class RangeModel:
         return F.call_function(name, order_key(df, column))
 
 
-def _packed_cuts(splits: Sequence[float]) -> bytearray:
-    """The inner cut points of Bucketizer-style splits ([-inf, cuts..., +inf]) as big-endian doubles."""
-    inner = list(splits[1:-1])
-    return bytearray(struct.pack(f">{len(inner)}d", *inner))
+def _packed_doubles(values: Sequence[float]) -> bytearray:
+    """Big-endian doubles: how cut points reach the JVM classes in one call."""
+    return bytearray(struct.pack(f">{len(values)}d", *values))
 
 
 def _jar_function(spark, class_name: str, *args) -> str:
@@ -452,7 +451,7 @@ def _with_file_ids(model: RangeModel, frame: DataFrame, curve: str, num_files: i
     if not cuts:
         return keyed.withColumn(fid, F.lit(offset).cast("int")), keys
     if runs_jar_classes(frame.sparkSession):
-        rank = F.call_function(_jar_function(frame.sparkSession, "Rank", _packed_cuts([None, *cuts, None])), pkey)
+        rank = F.call_function(_jar_function(frame.sparkSession, "Rank", _packed_doubles(cuts)), pkey)
         return keyed.withColumn(fid, (rank + F.lit(offset)).cast("int")), keys
     pk = f"{_INTERNAL}pkey"
     keyed = keyed.withColumn(pk, pkey)
