@@ -86,12 +86,13 @@ def build_layouts(spark, base: str, root: str, rows: int, files: int, curves) ->
         out[f"deltalog {curve}"] = (uri, time.time() - t)
     # delta-rs takes a target file size, not a count, and its files do not come out at the size asked
     # for. Pruning fractions compare only at equal file counts (more, smaller files prune more), so
-    # the size is searched (secant on log size vs log count, up to 4 runs) until the count is within
-    # 10 % of `files`; the last run is the one measured.
+    # the size is searched (log-log interpolation, bisection once bracketed; up to 6 runs) until the
+    # count is within 5 % of `files`; the last run is the one measured.
     uri = os.path.join(root, "delta-rs")
     target = max(1, table_bytes(base) // files)
-    tried: list[tuple[float, float]] = []
-    for attempt in range(4):
+    below: tuple[float, float] | None = None  # (log size, log count) with too few files
+    above: tuple[float, float] | None = None  # with too many
+    for attempt in range(6):
         shutil.rmtree(uri, ignore_errors=True)
         shutil.copytree(base, uri)
         t = time.time()
@@ -99,15 +100,19 @@ def build_layouts(spark, base: str, root: str, rows: int, files: int, curves) ->
         elapsed = time.time() - t
         got = Snapshot.load(uri).num_files
         print(f"<!-- delta-rs z_order, target_size {target:,} bytes: {got} files in {elapsed:.1f}s -->", flush=True)
-        if abs(got - files) <= 0.1 * files or attempt == 3:
+        if abs(got - files) <= 0.05 * files or attempt == 5:
             break
-        tried.append((math.log(target), math.log(got)))
-        slope = -1.0  # first guess: count inversely proportional to size
-        if len(tried) > 1 and tried[-1][0] != tried[-2][0]:
-            slope = (tried[-1][1] - tried[-2][1]) / (tried[-1][0] - tried[-2][0])
-        if slope >= 0:
-            break
-        target = max(1, round(math.exp(tried[-1][0] + (math.log(files) - tried[-1][1]) / slope)))
+        point = (math.log(target), math.log(got))
+        if got > files:
+            above = point
+        else:
+            below = point
+        if below and above:  # bracketed: interpolate, kept off the ends
+            w = (math.log(files) - above[1]) / (below[1] - above[1])
+            log_size = above[0] + min(0.8, max(0.2, w)) * (below[0] - above[0])
+        else:  # count taken as inversely proportional to size
+            log_size = point[0] + point[1] - math.log(files)
+        target = max(1, round(math.exp(log_size)))
     out["delta-rs z_order"] = (uri, elapsed)
     return out, target / max(1, table_bytes(base))
 
