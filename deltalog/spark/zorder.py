@@ -171,13 +171,12 @@ class RangeModel:
         Ids are spread over the whole `bits`-bit space (range i of n becomes i * 2^bits / n), so each
         leading bit halves every column's rows exactly, whatever its number of ranges: curve cells then
         hold equal shares of the rows, and file cuts can fall on cell boundaries."""
-        from pyspark.ml.feature import Bucketizer  # JVM-side binary search over the cut points
-
         key_names = [f"{_INTERNAL}key{i}" for i in range(len(self.columns))]
         id_names = [f"{_INTERNAL}rid{i}" for i in range(len(self.columns))]
         if (jar_classes if jar_classes is not None else runs_jar_classes(df.sparkSession)):
             return df.select("*", *[self._jar_range_id(df, c).alias(rid) for c, rid in zip(self.columns, id_names)]), \
                 id_names
+        from pyspark.ml.feature import Bucketizer  # JVM-side binary search (importing pyspark.ml takes ~1 s)
         out = df.select("*", *[F.coalesce(order_key(df, c, self.prefixes.get(c)), F.lit(float("-inf"))).alias(k)
                                for c, k in zip(self.columns, key_names)])
         for c, k, rid in zip(self.columns, key_names, id_names):
@@ -442,7 +441,6 @@ def _with_file_ids(model: RangeModel, frame: DataFrame, curve: str, num_files: i
                    sample_rows: "np.ndarray | None", seed: int) -> tuple[DataFrame, list[str]]:
     """`frame` with its curve keys and the output file (offset + rank of its partition key among the
     cut points sampled for this frame) as an int column."""
-    from pyspark.ml.feature import Bucketizer
     keyed, keys = _curve(model, frame, curve)
     width = min(_CHUNK_BITS, model.bits * len(model.columns))
     pkey, drop = _partition_key(keyed, keys[0], width, seed)
@@ -453,6 +451,7 @@ def _with_file_ids(model: RangeModel, frame: DataFrame, curve: str, num_files: i
     if runs_jar_classes(frame.sparkSession):
         rank = F.call_function(_jar_function(frame.sparkSession, "Rank", _packed_doubles(cuts)), pkey)
         return keyed.withColumn(fid, (rank + F.lit(offset)).cast("int")), keys
+    from pyspark.ml.feature import Bucketizer
     pk = f"{_INTERNAL}pkey"
     keyed = keyed.withColumn(pk, pkey)
     keyed = Bucketizer(splits=[float("-inf")] + cuts + [float("inf")], inputCol=pk, outputCol=fid + "_d",
