@@ -58,7 +58,10 @@ def dictionary_free_columns(paths: Sequence[str], max_files: int = 8) -> list[st
     step = max(1, len(paths) // max_files)
     sizes: dict[str, list[int]] = {}  # column -> [stored bytes, plain bytes]
     for path in list(paths)[::step][:max_files]:
-        meta = pq.read_metadata(path)
+        try:
+            meta = pq.read_metadata(path)
+        except (OSError, pa.ArrowException):
+            continue  # only a hint: the read of the file itself reports what is wrong with it
         for g in range(meta.num_row_groups):
             group = meta.row_group(g)
             for i in range(group.num_columns):

@@ -250,3 +250,7 @@ def test_dictionary_free_columns_come_from_what_a_dictionary_saved(tmp_path):
         pq.write_table(table, paths[-1])
     assert sorted(dictionary_free_columns(paths)) == ["id", "price"]
     assert dictionary_free_columns([]) == []
+    # a footer that cannot be read is skipped: reading the file itself reports what is wrong with it
+    (tmp_path / "bad.parquet").write_text("not parquet")
+    assert sorted(dictionary_free_columns([str(tmp_path / "bad.parquet"), str(tmp_path / "gone.parquet"), *paths])) \
+        == ["id", "price"]
