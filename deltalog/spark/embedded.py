@@ -6,8 +6,9 @@
   `jars/deltalog-spark.jar` (source and build script in `java/`) holds a subclass that sets
   permissions with a system call and writes no `.crc` files.
 - Clustering's per-row work in JVM code: `io.deltalog.cluster` ranks values among sampled cut points
-  with a branch-free search and keys strings straight from their bytes (zorder.py uses them when
-  `runs_jar_classes`; other sessions get the same numbers from plain Spark expressions).
+  with a branch-free search, keys strings straight from their bytes and computes curve keys
+  (zorder.py uses them when `runs_jar_classes`; other sessions get the same numbers from plain Spark
+  expressions).
 - Large generated methods are JIT-compiled. The JVM leaves methods over 8,000 bytes of bytecode
   interpreted; a query with many projections (the Hilbert curve's ~40 bit steps) is generated as one
   such method and ran 7x slower for it.

@@ -128,3 +128,30 @@ def test_jar_file_ids_equal_the_portable_expressions(spark, monkeypatch, curve):
         placed[jar] = sorted(tuple(r) for r in out.select("id", F.spark_partition_id()).collect())
     assert placed[True] == placed[False]
     assert len({p for _, p in placed[True]}) == 6
+
+
+@pytest.mark.parametrize("curve", ["zorder", "hilbert"])
+@pytest.mark.parametrize("ncols,bits", [(1, 10), (2, 10), (4, 10), (6, 10), (7, 3)])
+def test_jar_curve_keys_equal_the_portable_expressions(spark, monkeypatch, curve, ncols, bits):
+    """The jar's CurveKey (ids packed in one long) gives the key the projections give."""
+    rng = np.random.default_rng(ncols * 10 + bits)
+    names = [f"c{i}" for i in range(ncols)]
+    rows = [tuple(int(v) for v in rng.integers(0, 1 << bits, ncols)) for _ in range(400)]
+    rows += [tuple([(1 << bits) - 1] * ncols), tuple([0] * ncols)]
+    df = spark.createDataFrame(rows, ", ".join(f"{n} long" for n in names)).withColumn("row", F.monotonically_increasing_id())
+
+    class Ids(zorder.RangeModel):  # range ids are the columns themselves
+        def with_range_ids(self, frame, jar_classes=None):
+            return frame.select("*", *[F.col(c).cast("int").alias(f"rid_{c}") for c in names]), \
+                [f"rid_{c}" for c in names]
+
+    model = Ids(names, {}, {c: [float("-inf"), float("inf")] for c in names}, 1 << bits)
+    assert model.bits == bits
+    keys = {}
+    for jar in (True, False):
+        monkeypatch.setattr(zorder, "runs_jar_classes", lambda _spark, jar=jar: jar)
+        out, key_names = zorder._curve(model, df, curve)
+        assert len(key_names) == 1
+        keys[jar] = sorted(tuple(r) for r in out.select("row", *key_names).collect())
+    assert keys[True] == keys[False]
+    assert len({k for _, k in keys[True]}) > 300
