@@ -18,8 +18,8 @@ Then 10% new rows are appended and OPTIMIZE runs again: bytes rewritten / bytes 
 
 Measured 2026-11-22 (10M rows, 256 files, local[2], 2-core machine; delta-rs searched to 255 files):
 files pruned for a point predicate u1/u2/sk/s — deltalog zorder 76/74/74/73%, hilbert 75/75/75/75%,
-delta-rs 34/35/47/0% (ideal 75%); all four 10% ranges together 98.7/98.9/69.6% (ideal 98.5%). OPTIMIZE
-23.3 s zorder, 22.2 s hilbert, 25.5 s delta-rs. After a 10% append the next OPTIMIZE rewrote 1.00x the
+delta-rs 34/35/47/0% (ideal 75%); all four 10% ranges together 98.6/98.9/69.5% (ideal 98.5%). OPTIMIZE
+22.6 s zorder, 21.4 s hilbert, 27.2 s delta-rs. After a 10% append the next OPTIMIZE rewrote 1.00x the
 appended bytes (zorder and hilbert), delta-rs 9.01x.
 """
 from __future__ import annotations
