@@ -166,18 +166,18 @@ class RangeModel:
             out.append(np.minimum((ids << self.bits) // (len(splits) - 1), (1 << self.bits) - 1))
         return out
 
-    def with_range_ids(self, df: DataFrame, jar_classes: bool | None = None) -> tuple[DataFrame, list[str]]:
+    def with_range_ids(self, df: DataFrame) -> tuple[DataFrame, list[str]]:
         """`df` plus one int column per clustering column: the value's range id, nulls in range 0.
 
         Ids are spread over the whole `bits`-bit space (range i of n becomes i * 2^bits / n), so each
         leading bit halves every column's rows exactly, whatever its number of ranges: curve cells then
         hold equal shares of the rows, and file cuts can fall on cell boundaries."""
-        key_names = [f"{_INTERNAL}key{i}" for i in range(len(self.columns))]
         id_names = [f"{_INTERNAL}rid{i}" for i in range(len(self.columns))]
-        if (jar_classes if jar_classes is not None else runs_jar_classes(df.sparkSession)):
-            return df.select("*", *[self._jar_range_id(df, c).alias(rid) for c, rid in zip(self.columns, id_names)]), \
-                id_names
+        if runs_jar_classes(df.sparkSession):
+            ids = [self._jar_range_id(df, c).alias(rid) for c, rid in zip(self.columns, id_names)]
+            return df.select("*", *ids), id_names
         from pyspark.ml.feature import Bucketizer  # JVM-side binary search (importing pyspark.ml takes ~1 s)
+        key_names = [f"{_INTERNAL}key{i}" for i in range(len(self.columns))]
         out = df.select("*", *[F.coalesce(order_key(df, c, self.prefixes.get(c)), F.lit(float("-inf"))).alias(k)
                                for c, k in zip(self.columns, key_names)])
         for c, k, rid in zip(self.columns, key_names, id_names):
