@@ -21,6 +21,8 @@ from .errors import NotATableError
 
 LOG_DIR = "_delta_log"
 LAST_CHECKPOINT = "_last_checkpoint"
+# Temporary files of atomic writes; a writer killed between write and rename leaves one behind.
+TEMP_PREFIX = ".tmp-"
 
 _COMMIT = re.compile(r"^(\d{20})\.json$")
 _CRC = re.compile(r"^(\d{20})\.crc$")
@@ -141,10 +143,18 @@ class LocalLogStore(LogStore):
         with open(os.path.join(self.log_path, name), "rb") as f:
             return f.read()
 
-    def _write_temp(self, data: bytes) -> str:
-        os.makedirs(self.log_path, exist_ok=True)
-        tmp = os.path.join(self.log_path, f".tmp-{uuid.uuid4().hex}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    def _write_temp(self, data: bytes, create_log: bool = False) -> str:
+        # Only the commit of version 0 creates `_delta_log`: any later file written into a missing log
+        # folder would recreate a table someone deleted, holding that one file (no reader can load it).
+        if create_log:
+            os.makedirs(self.log_path, exist_ok=True)
+        tmp = os.path.join(self.log_path, f"{TEMP_PREFIX}{uuid.uuid4().hex}")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileNotFoundError:
+            raise NotATableError(
+                f"{self.table_uri}: the table's {LOG_DIR} folder is gone (the table was deleted while this "
+                f"writer ran); nothing was written. Re-run to create the table anew.") from None
         try:
             view = memoryview(data)
             while view:
@@ -158,7 +168,7 @@ class LocalLogStore(LogStore):
         fsync_dir(self.log_path)
 
     def write_if_absent(self, name: str, data: bytes) -> None:
-        tmp = self._write_temp(data)
+        tmp = self._write_temp(data, create_log=classify(name)[:2] == (0, "commit"))
         try:
             os.link(tmp, os.path.join(self.log_path, name))  # FileExistsError when another writer won
         finally:

@@ -25,7 +25,7 @@ from .actions import (
 from .errors import (
     CommitFailedError, ConcurrentAppendException, ConcurrentDeleteDeleteException,
     ConcurrentDeleteReadException, ConcurrentModificationError, ConcurrentTransactionException,
-    DeltaError, InvalidTableError, MetadataChangedException, ProtocolChangedException,
+    DeltaError, InvalidTableError, MetadataChangedException, NotATableError, ProtocolChangedException,
     UnsupportedFeatureError,
 )
 from .storage import LogStore, log_store_for
@@ -483,6 +483,7 @@ class Transaction:
         )
         winners: list[_WinningCommit] = []
         version = self.read_version + 1
+        self._check_table_still_there()
         while True:
             if self.attempts >= self.max_attempts:
                 raise CommitFailedError(
@@ -507,6 +508,54 @@ class Transaction:
                   operation, self.attempts)
         self._after_commit(version, [commit_info, *actions], winners, commit_info.timestamp, txn_id)
         return version
+
+    def _check_table_still_there(self) -> None:
+        """The table this transaction read must still hold the version it read: a commit into a table
+        deleted (or emptied) meanwhile would land as the only file of a log no reader can load."""
+        if self.read_version < 0:
+            return
+        try:
+            names = {f.version for f in self.store.list_from(self.read_version) if f.version is not None}
+        except NotATableError:
+            names = set()
+        if self.read_version not in names:
+            raise NotATableError(
+                f"{self.table_uri}: the table was deleted or replaced while this transaction ran (version "
+                f"{self.read_version}, which it read, is no longer in the log). Nothing was committed; re-run "
+                f"the operation.")
+
+    def discard_uncommitted(self, files: Iterable[AddFile | str]) -> list[str]:
+        """After this transaction failed or was interrupted, delete the data files it wrote — but only
+        those that no commit after its read version names. An interrupt (Ctrl-C) can arrive after the
+        commit landed and before `commit()` returned; those files then belong to the table. When the log
+        cannot be read, nothing is deleted (VACUUM removes true orphans later). Returns what was deleted
+        (log-relative paths); absolute paths (files outside the table) are never deleted."""
+        import os
+
+        from .storage import table_path_from_uri
+
+        wanted = {_key(f.path if isinstance(f, (AddFile, RemoveFile)) else str(f)) for f in files}
+        if not wanted:
+            return []
+        try:
+            root = table_path_from_uri(self.table_uri)
+            landed = self._winning_commits_from(max(self.read_version + 1, 0))
+        except Exception:
+            log.warning("%s: could not read the log to tell which written files were committed; leaving "
+                        "them for VACUUM", self.table_uri, exc_info=True)
+            return []
+        for commit in landed:
+            wanted -= {_key(a.path) for a in commit.adds}
+        deleted = []
+        for rel in sorted(wanted):
+            if "://" in rel or os.path.isabs(rel):
+                continue
+            try:
+                os.unlink(os.path.join(root, rel))
+                deleted.append(rel)
+            except OSError:
+                pass
+        return deleted
 
     def _winning_commits_from(self, version: int) -> list[_WinningCommit]:
         found: list[_WinningCommit] = []

@@ -338,7 +338,9 @@ class _FileSink:
             self._finish(next(iter(self.open)))
         return self.adds
 
-    def abort(self) -> None:
+    def abort(self, txn: Any) -> None:
+        """Close what is open and delete the files written, except those a commit that landed before
+        the failure (or Ctrl-C) names."""
         for f in self.open.values():
             try:
                 f.writer.close()
@@ -346,7 +348,8 @@ class _FileSink:
                 pass
             f.handle.close()
         self.open.clear()
-        _delete_quietly(self.written)
+        txn.discard_uncommitted(encode_path(os.path.relpath(p, self.table_path).replace(os.sep, "/"))
+                                for p in self.written)
 
 
 def _as_stream(data: Any, table: str) -> tuple[pa.Schema, Iterable[pa.RecordBatch]]:
@@ -482,10 +485,10 @@ def write_deltalake(uri: str, data: Any, mode: str = "error", partition_by: list
                 raise
             return _commit_into_created_table(dt, mode, md, adds, commit_args)
     except _Ignored as ignored:
-        sink.abort()
+        sink.abort(txn)
         return ignored.version
     except BaseException:
-        sink.abort()
+        sink.abort(txn)
         raise
 
 
@@ -536,11 +539,3 @@ def _check_rows_match(data: pa.Table, part_cols: list[str], types: dict[str, str
             raise InvalidTableError(
                 f"{table}: data written with predicate {pred.text!r} holds rows outside it (partition "
                 f"{values}). Nothing was written. Filter the data to the predicate, or widen the predicate.")
-
-
-def _delete_quietly(paths: Iterable[str]) -> None:
-    for p in paths:
-        try:
-            os.unlink(p)
-        except OSError:
-            log.warning("could not delete the uncommitted data file %s", p)

@@ -463,8 +463,8 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
     operation = operation or "WRITE"
     if operation_parameters:
         params.update(operation_parameters)
-    return txn.commit(operation=operation, parameters=params, metrics=metrics, user_metadata=user_metadata,
-                      extra_commit_info=extra_commit_info)
+    return _commit_or_discard(txn, [*adds, *kept_adds], operation=operation, parameters=params,
+                              metrics=metrics, user_metadata=user_metadata, extra_commit_info=extra_commit_info)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -500,8 +500,9 @@ def delete(spark: SparkSession, table_uri: str, predicate: str | None = None,
     if plan["deleted"] is not None:
         metrics["numDeletedRows"] = plan["deleted"]
     pred = (predicate or "").strip()
-    return txn.commit(operation="DELETE", parameters={"predicate": json.dumps([pred] if pred else [])},
-                      metrics=metrics, user_metadata=user_metadata, extra_commit_info=extra_commit_info)
+    return _commit_or_discard(txn, adds, operation="DELETE",
+                              parameters={"predicate": json.dumps([pred] if pred else [])},
+                              metrics=metrics, user_metadata=user_metadata, extra_commit_info=extra_commit_info)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -806,7 +807,7 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
         copied = touched_rows - n_updated - n_deleted
         inserted = written - copied - n_updated
         if not touched.num_rows and inserted == 0:
-            _discard(name, adds)
+            txn.discard_uncommitted(adds)
             return None
         txn.add_actions([*_removes(touched), *adds])
         matched_preds = []
@@ -835,8 +836,8 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
             "numTargetFilesScanned": candidates.num_rows,
             "executionTimeMs": int((time.time() - started) * 1000),
         }
-        return txn.commit(operation=operation, parameters=params, metrics=metrics, user_metadata=user_metadata,
-                          extra_commit_info=extra_commit_info)
+        return _commit_or_discard(txn, adds, operation=operation, parameters=params, metrics=metrics,
+                                  user_metadata=user_metadata, extra_commit_info=extra_commit_info)
     finally:
         source.unpersist()
         if matched_rows is not None:
@@ -852,14 +853,14 @@ def _fits_broadcast(df: DataFrame) -> bool:
     return size <= _BROADCAST_SOURCE_BYTES
 
 
-def _discard(table_root: str, adds: Sequence[AddFile]) -> None:
-    """Delete data files written for a commit that will not happen."""
-    import os
-    for a in adds:
-        try:
-            os.unlink(absolute_file_path(table_root, a.path))
-        except OSError:
-            pass
+def _commit_or_discard(txn: Any, adds: Sequence[AddFile], **commit_args: Any) -> int:
+    """Commit; when that fails or is interrupted, delete the data files written for it that no landed
+    commit names (a Ctrl-C may arrive after the commit landed: those files are the table's then)."""
+    try:
+        return txn.commit(**commit_args)
+    except BaseException:
+        txn.discard_uncommitted(adds)
+        raise
 
 
 def _utc_from_micros(micros: int) -> Any:

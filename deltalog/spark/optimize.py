@@ -323,14 +323,5 @@ def optimize(spark: SparkSession, table_uri: str, zorder_by: Any = None, where: 
     try:
         return txn.commit(operation="OPTIMIZE", parameters=parameters, metrics=metrics)
     except BaseException:
-        _discard(table, adds)
+        txn.discard_uncommitted(adds)
         raise
-
-
-def _discard(table_root: str, adds: Sequence[AddFile]) -> None:
-    """Delete data files written for a commit that did not land (they would be orphans)."""
-    for a in adds:
-        try:
-            os.unlink(os.path.join(table_root, decode_path(a.path)))
-        except OSError:
-            pass

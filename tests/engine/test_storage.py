@@ -85,6 +85,7 @@ def test_write_if_absent_one_winner_among_racing_processes(tmp_path):
 
 
 def test_write_atomic_replaces_and_delete(tmp_path):
+    os.makedirs(tmp_path / "_delta_log")
     store = LocalLogStore(str(tmp_path))
     store.write_atomic("_last_checkpoint", b'{"version":1}')
     store.write_atomic("_last_checkpoint", b'{"version":2}')
@@ -93,6 +94,20 @@ def test_write_atomic_replaces_and_delete(tmp_path):
     store.delete("_last_checkpoint")  # already gone: fine
     with pytest.raises(FileNotFoundError):
         store.read("_last_checkpoint")
+
+
+def test_only_version_zero_creates_the_log_folder(tmp_path):
+    """A table deleted while a writer ran must stay deleted: no later commit, checksum or checkpoint
+    file recreates `_delta_log` holding just itself."""
+    store = LocalLogStore(str(tmp_path / "t"))
+    for write, name in ((store.write_if_absent, "00000000000000000003.json"),
+                        (store.write_if_absent, "00000000000000000003.crc"),
+                        (store.write_atomic, "_last_checkpoint")):
+        with pytest.raises(NotATableError, match="deleted"):
+            write(name, b"x")
+    assert not (tmp_path / "t").exists()
+    store.write_if_absent("00000000000000000000.json", b"first\n")
+    assert os.listdir(tmp_path / "t" / "_delta_log") == ["00000000000000000000.json"]
 
 
 def test_log_store_for_paths_and_file_uris(tmp_path):
