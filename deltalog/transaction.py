@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import uuid
 from dataclasses import replace
 from typing import Any, Callable, Iterable
@@ -150,7 +151,7 @@ def validate_metadata(metadata: Metadata, table: str) -> None:
         validate_isolation_level(conf[ISOLATION_LEVEL_KEY], table)
     if CHECKPOINT_INTERVAL_KEY in conf:
         value = conf[CHECKPOINT_INTERVAL_KEY]
-        if not str(value).strip().isdigit() or int(value) < 1:
+        if not re.fullmatch(r"\s*[0-9]+\s*", str(value)) or int(value) < 1:
             raise InvalidTableError(
                 f"{table}: {CHECKPOINT_INTERVAL_KEY}={value!r} is not allowed: it must be an integer >= 1.")
     if APPEND_ONLY_KEY in conf and str(conf[APPEND_ONLY_KEY]).lower() not in ("true", "false"):

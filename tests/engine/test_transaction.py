@@ -191,8 +191,13 @@ def test_commit_attempts_are_bounded(tmp_path):
     assert loser.commit() == 4
     loser2 = Transaction(uri, DeltaTable(uri).snapshot(), max_attempts=1)
 
+    real = loser2.store
+
     class AlwaysTaken:  # a store on which every version is already taken by a harmless winner
         table_uri = loser2.store.table_uri
+
+        def list_from(self, version=0):
+            return real.list_from(version)
 
         def write_if_absent(self, name, data):
             raise FileExistsError(name)

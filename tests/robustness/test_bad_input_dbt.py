@@ -7,7 +7,7 @@ import os
 
 import deltalake
 import pytest
-from dbt.tests.util import run_dbt
+from dbt.tests.util import run_dbt, run_dbt_and_capture
 
 from table_checks import data_files_on_disk
 
@@ -40,6 +40,7 @@ GOOD_SQL = "{{ config(materialized='table') }} select 1 as id"
 BAD_ISOLATION_SQL = "{{ config(materialized='table', isolation_level='Snapshot') }} select 1 as id"
 BAD_INTERVAL_SQL = "{{ config(materialized='table', checkpoint_interval=0) }} select 1 as id"
 BAD_INTERVAL_TEXT_SQL = "{{ config(materialized='table', checkpoint_interval='often') }} select 1 as id"
+BAD_INTERVAL_SUPERSCRIPT_SQL = "{{ config(materialized='table', checkpoint_interval='\u00b2') }} select 1 as id"
 BAD_STRATEGY_SQL = ("{{ config(materialized='incremental', incremental_strategy='upsert', unique_key='id') }}"
                     " select 1 as id")
 
@@ -105,7 +106,9 @@ class TestBadModelInput:
         bad = {"bad_isolation": (BAD_ISOLATION_SQL, ["isolation_level", "Snapshot", "Serializable",
                                                       "WriteSerializable"]),
                "bad_interval": (BAD_INTERVAL_SQL, ["checkpoint_interval", "0"]),
-               "bad_interval_text": (BAD_INTERVAL_TEXT_SQL, ["checkpoint_interval", "often"])}
+               "bad_interval_text": (BAD_INTERVAL_TEXT_SQL, ["checkpoint_interval", "often"]),
+               "bad_interval_superscript": (BAD_INTERVAL_SUPERSCRIPT_SQL, ["checkpoint_interval", "\u00b2",
+                                                                           "integer >= 1"])}
         for name, (sql, _) in bad.items():
             with open(os.path.join(models, f"{name}.sql"), "w") as f:
                 f.write(sql)
@@ -142,3 +145,55 @@ class TestBadModelInput:
             assert state(table_dir(deltalog_warehouse, project, "bad_strategy")) is None
         finally:
             os.remove(path)
+
+
+ESCAPING_TABLE_SQL = "{{ config(materialized='table', alias='../../escaped_table') }} select 1 as id"
+ESCAPING_VIEW_SQL = "{{ config(materialized='view', alias='../../victim/precious') }} select 1 as id"
+SLASHED_INCREMENTAL_SQL = ("{{ config(materialized='incremental', incremental_strategy='append', "
+                           "alias='a/b') }} select 1 as id")
+
+
+class TestNamesStayInsideTheWarehouse:
+    """Schema, alias, identifier and relation arguments resolve inside the warehouse or fail naming the
+    value: nothing outside is ever read, written or deleted."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"escaping_table.sql": ESCAPING_TABLE_SQL, "escaping_view.sql": ESCAPING_VIEW_SQL,
+                "slashed.sql": SLASHED_INCREMENTAL_SQL, "inside.sql": GOOD_SQL}
+
+    def test_escaping_names_fail_and_touch_nothing_outside(self, project, deltalog_warehouse):
+        import pyarrow as pa
+        from deltalog import write_deltalake
+
+        schema_dir = os.path.join(deltalog_warehouse, project.test_schema)
+        victim = os.path.normpath(os.path.join(schema_dir, "..", "..", "victim", "precious"))
+        write_deltalake(victim, pa.table({"x": [1, 2, 3]}))
+        victim_before = state(victim)
+        outside_table = os.path.normpath(os.path.join(schema_dir, "..", "..", "escaped_table"))
+
+        results = run_dbt(["run"], expect_pass=False)
+        for name, value in (("escaping_table", "../../escaped_table"), ("escaping_view", "../../victim/precious"),
+                            ("slashed", "a/b")):
+            msg = failed(results, name)
+            assert value in msg and "warehouse" in msg, msg
+        assert str({r.node.name: r for r in results}["inside"].status) in ("success", "RunStatus.Success")
+        assert state(victim) == victim_before
+        assert deltalake.DeltaTable(victim).to_pyarrow_table().num_rows == 3
+        assert not os.path.exists(outside_table)
+        assert not os.path.exists(victim + ".view.sql")
+
+    def test_maintenance_relation_arguments_stay_inside(self, project, deltalog_warehouse, tmp_path):
+        import pyarrow as pa
+        from deltalog import write_deltalake
+
+        other = str(tmp_path / "other.tbl")
+        write_deltalake(other, pa.table({"x": [1]}))
+        write_deltalake(other, pa.table({"x": [2]}), mode="overwrite")
+        before = state(other)
+        for op, args in (("vacuum", f"{{relation: '{other}', retain_hours: 0, force: true}}"),
+                         ("optimize", f"{{relation: '{other}'}}"),
+                         ("history", "{relation: 'x/y.z'}")):
+            _, out = run_dbt_and_capture(["run-operation", op, "--args", args], expect_pass=False)
+            assert "cannot name a table or view of the warehouse" in out, out
+        assert state(other) == before

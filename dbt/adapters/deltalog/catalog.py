@@ -11,6 +11,8 @@ import threading
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
+from dbt_common.exceptions import DbtRuntimeError
+
 VIEW_SUFFIX = ".view.sql"
 LOG_DIR = "_delta_log"
 
@@ -31,20 +33,54 @@ class Entry:
     path: str  # table folder or view SQL file
 
 
+class UnsafeNameError(DbtRuntimeError):
+    """A schema or relation name that would reach outside the warehouse (or into a hidden folder)."""
+
+
+_FORBIDDEN_CHARACTERS = ("/", "\\", "`", "\0")
+
+
+def check_name(value: object, what: str, root: str) -> str:
+    """`value` as one folder or file name inside the warehouse, or UnsafeNameError naming it. A name
+    is a single path component: never empty, '.', '..', hidden, or holding a separator."""
+    problem = None
+    if not isinstance(value, str) or not value.strip():
+        problem = "is empty"
+    elif any(c in value for c in _FORBIDDEN_CHARACTERS) or any(ord(c) < 32 for c in value):
+        problem = "holds a path separator, a backquote or a control character"
+    elif value in (".", ".."):
+        problem = "is a relative folder reference"
+    elif value.startswith("."):
+        problem = "starts with '.' (hidden folders are not relations)"
+    if problem:
+        raise UnsafeNameError(
+            f"{what} {value!r} cannot name a table or view of the warehouse {root}: it {problem}. Schema, "
+            f"alias and identifier must each be one plain name (no '/', '\\', '`', not '.' or '..', not "
+            f"starting with '.'). Nothing was read, written or deleted.")
+    return value
+
+
 class Warehouse:
-    """Folder layout of one warehouse. Pure file system: no Spark here."""
+    """Folder layout of one warehouse. Pure file system: no Spark here. Every path is built from
+    names checked by `check_name`, so nothing outside the warehouse is ever read, written or deleted."""
 
     def __init__(self, root: str):
         self.root = os.path.abspath(root)
 
     def schema_path(self, schema: str) -> str:
-        return os.path.join(self.root, schema)
+        return self._inside(os.path.join(self.root, check_name(schema, "schema", self.root)))
 
     def table_path(self, schema: str, name: str) -> str:
-        return os.path.join(self.root, schema, name)
+        return self._inside(os.path.join(self.schema_path(schema), check_name(name, "relation name", self.root)))
 
     def view_path(self, schema: str, name: str) -> str:
-        return os.path.join(self.root, schema, name + VIEW_SUFFIX)
+        return self.table_path(schema, name) + VIEW_SUFFIX
+
+    def _inside(self, path: str) -> str:
+        # Belt and braces: whatever the name checks allow must still be a path under the root.
+        if os.path.commonpath([self.root, os.path.normpath(path)]) != self.root:
+            raise UnsafeNameError(f"{path!r} is outside the warehouse {self.root}; nothing was done.")
+        return path
 
     def is_table(self, schema: str, name: str) -> bool:
         return os.path.isdir(os.path.join(self.table_path(schema, name), LOG_DIR))

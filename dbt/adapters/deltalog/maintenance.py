@@ -29,11 +29,15 @@ def _is_interval(v: str) -> bool:
         return False
 
 
-def _is_int(v: str, minimum: int) -> bool:
-    try:
-        return int(v) >= minimum
-    except (TypeError, ValueError):
+def _is_int(v: Any, minimum: int) -> bool:
+    """An int, or a string of ASCII digits (int() also takes '٣' and '1_0'; '²' passes isdigit()), >= minimum."""
+    if isinstance(v, bool):
         return False
+    if isinstance(v, str):
+        if not re.fullmatch(r"\s*-?[0-9]+\s*", v):
+            return False
+        v = int(v)
+    return isinstance(v, int) and v >= minimum
 
 
 KNOWN_PROPERTIES: Dict[str, Any] = {
@@ -76,6 +80,16 @@ def _get(obj: Any, key: str, default: Any = None) -> Any:
         except TypeError:
             pass
     return getattr(obj, key, default)
+
+
+def _int_arg(relation: Any, macro: str, name: str, value: Any, minimum: int) -> Optional[int]:
+    """A macro's integer argument (None stays None), or an error naming the macro, argument and value."""
+    if value is None:
+        return None
+    if not _is_int(value, minimum):
+        raise CompilationError(f"{macro}({relation}): {name}={value!r} is not valid. Allowed: an integer >= "
+                               f"{minimum}. Nothing was done.")
+    return int(str(value).strip()) if isinstance(value, str) else int(value)
 
 
 def _truthy(value: Any) -> bool:
@@ -134,11 +148,9 @@ class DeltaConfig:
 
         interval = _get(config, "checkpoint_interval")
         if interval is not None:
-            ok = not isinstance(interval, bool) and (
-                isinstance(interval, int) or (isinstance(interval, str) and interval.strip().isdigit()))
-            if not ok or int(interval) < 1:
+            if not _is_int(interval, 1):
                 self.fail("checkpoint_interval", interval, "an integer >= 1 (a checkpoint every N commits)")
-            self._set("checkpoint_interval", "delta.checkpointInterval", str(int(interval)))
+            self._set("checkpoint_interval", "delta.checkpointInterval", str(int(str(interval).strip())))
 
         zorder_by = _get(config, "zorder_by")
         synonym = _get(config, "zorder")
@@ -337,14 +349,15 @@ class MaintenanceMixin:
         relation = self._relation(relation)
         from deltalog.history import history
         return self._engine_call(relation, "history", history, self.table_uri(relation),
-                                 limit=int(limit) if limit is not None else None)
+                                 limit=_int_arg(relation, "history", "limit", limit, 1))
 
     @available
     def deltalog_restore(self, relation: Any, version: Any = None, timestamp: Any = None) -> Optional[int]:
         relation = self._relation(relation)
         from deltalog.operations.restore import restore
         result = self._engine_call(relation, "RESTORE", restore, self.table_uri(relation),
-                                   version=int(version) if version is not None else None, timestamp=timestamp)
+                                   version=_int_arg(relation, "restore", "version", version, 0),
+                                   timestamp=timestamp)
         self._refresh_view(relation)
         return result
 
@@ -361,7 +374,7 @@ class MaintenanceMixin:
         if (version is None) == (timestamp is None):
             raise CompilationError(f"as_of({relation}): give exactly one of version or timestamp.")
         snap = self._engine_call(relation, "time travel", Snapshot.load, self.table_uri(relation),
-                                 version=int(version) if version is not None else None, timestamp=timestamp)
+                                 version=_int_arg(relation, "as_of", "version", version, 0), timestamp=timestamp)
         name = self._temp_view_name(relation, f"v{snap.version}")
         snapshot_dataframe(self.spark, snap).createOrReplaceTempView(f"`{name}`")
         return f"`{name}`"
@@ -375,9 +388,10 @@ class MaintenanceMixin:
         from deltalog.spark.reader import snapshot_dataframe
         if start_version is None:
             raise CompilationError(f"added_rows({relation}): start_version is required.")
+        start = _int_arg(relation, "added_rows", "start_version", start_version, 0)
         snap = self._engine_call(relation, "changes", changes_snapshot, self.table_uri(relation),
-                                 int(start_version), int(end_version) if end_version is not None else None)
-        name = self._temp_view_name(relation, f"added_{int(start_version)}_{snap.version}")
+                                 start, _int_arg(relation, "added_rows", "end_version", end_version, 0))
+        name = self._temp_view_name(relation, f"added_{start}_{snap.version}")
         snapshot_dataframe(self.spark, snap).createOrReplaceTempView(f"`{name}`")
         return f"`{name}`"
 
