@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from dataclasses import replace
 from urllib.parse import unquote, urlparse
 from typing import Any, Sequence
 
@@ -160,6 +161,44 @@ def _check_append_schema(table: str, current: dict[str, Any], incoming: dict[str
                 f"{table}: column '{f['name']}' is {_type_label(old['type'])} in the table but "
                 f"{_type_label(f['type'])} in the data. Cast it to the table's type, or overwrite the table "
                 f"with schema_mode='overwrite'.")
+
+
+def _refuse_rows_outside(df: DataFrame, predicate: str, table: str) -> DataFrame:
+    """The rows, failing the write at the first row outside the replace-where predicate (as Delta's
+    replaceWhere constraint check does): such a row would survive beside the rows it should replace.
+    Checked as the rows are written, not in a pass of its own."""
+    outside = ~F.coalesce(F.expr(predicate), F.lit(False))
+    row = F.to_json(F.struct(*[F.col(quote_identifier(c)) for c in df.columns]))
+    message = F.concat(F.lit(f"{table}: rows written with replace-where predicate {predicate!r} must "
+                             f"satisfy it, and this one does not: "), row,
+                       F.lit(". Filter the data to the predicate, or widen the predicate. Nothing was committed."))
+    first = df.columns[0]
+    checked = F.when(outside, F.raise_error(message)).otherwise(F.col(quote_identifier(first)))
+    return df.select(checked.alias(first), *[F.col(quote_identifier(c)) for c in df.columns[1:]])
+
+
+def _checked_table_schema(table: str, current: dict[str, Any], wanted: dict[str, Any],
+                          partition_columns: Sequence[str]) -> dict[str, Any]:
+    """A new schema for an existing table given by the caller: columns it keeps keep their type, new
+    ones are nullable and typed, partition columns stay."""
+    have = {f["name"].lower(): f for f in current["fields"]}
+    names = {f["name"].lower() for f in wanted["fields"]}
+    lost = [c for c in partition_columns if c.lower() not in names]
+    if lost:
+        raise SchemaMismatchError(f"{table}: partition column(s) {lost} cannot be dropped from the table.")
+    for f in wanted["fields"]:
+        old = have.get(f["name"].lower())
+        if old is not None and _shape(old["type"]) != _shape(f["type"]):
+            raise SchemaMismatchError(
+                f"{table}: column '{f['name']}' is {_type_label(old['type'])} in the table; changing it to "
+                f"{_type_label(f['type'])} needs the table rewritten (a full refresh).")
+        if old is None and f["type"] == "void":
+            raise SchemaMismatchError(
+                f"{table}: new column '{f['name']}' has no type (a bare NULL); cast it, e.g. "
+                f"cast(null as string). Nothing was committed.")
+    return {"type": "struct", "fields": [
+        {**have[f["name"].lower()], "name": have[f["name"].lower()]["name"]} if f["name"].lower() in have
+        else {**f, "nullable": True} for f in wanted["fields"]]}
 
 
 def _fill_missing(df: DataFrame, schema_json: dict[str, Any]) -> DataFrame:
@@ -327,7 +366,7 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
                     schema_mode: str | None = None, configuration: dict[str, str] | None = None,
                     operation: str | None = None, operation_parameters: dict[str, Any] | None = None,
                     user_metadata: str | None = None, extra_commit_info: dict[str, Any] | None = None,
-                    method: str = "native") -> int | None:
+                    method: str = "native", table_schema: dict[str, Any] | None = None) -> int | None:
     """Write a DataFrame to a Delta table in one commit (creating the table as version 0 when absent).
 
     mode: 'append' (a blind append), 'overwrite' (remove all live files, add the new ones; history is
@@ -336,6 +375,8 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
     overwrite_partitions: with mode='overwrite', replace only the partitions present in `df`.
     schema_mode: 'merge' adds the data's new columns; 'overwrite' (with mode='overwrite') replaces the
     schema and partitioning.
+    table_schema: the existing table's schema after this write (columns added or dropped, e.g. by dbt's
+    on_schema_change), committed in the same commit as the data: a failed write changes nothing.
     """
     mode = (mode or "append").lower()
     if mode not in MODES:
@@ -390,7 +431,10 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
                 raise InvalidTableError(
                     f"{name}: the table is partitioned by {parts}, not {list(partition_by)}. Overwrite it with "
                     f"schema_mode='overwrite' to change its partitioning.")
-            if schema_mode == "merge":
+            if table_schema is not None:
+                schema_json = _checked_table_schema(name, current, table_schema, parts)
+                _check_append_schema(name, schema_json, data_schema)
+            elif schema_mode == "merge":
                 schema_json = _merge_schema(name, current, data_schema)
             else:
                 _check_append_schema(name, current, data_schema)
@@ -413,6 +457,8 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
     params["partitionBy"] = json.dumps(parts)
 
     df = _fill_missing(df, schema_json)
+    if replace_where and snapshot is not None:
+        df = _refuse_rows_outside(df, replace_where, name)
     materialize = bool(txn.protocol and txn.protocol.has_writer_feature("materializePartitionColumns"))
     adds = write_files(df, name, parts, schema_json, conf, method=method,
                        store_partition_columns=materialize)
@@ -623,11 +669,15 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
           when_not_matched_condition: str | None = None, source_alias: str = "DBT_INTERNAL_SOURCE",
           target_alias: str = "DBT_INTERNAL_DEST", operation: str = "MERGE",
           user_metadata: str | None = None, extra_commit_info: dict[str, Any] | None = None,
-          method: str = "native", not_null_keys: dict[str, str] | None = None) -> int | None:
+          method: str = "native", unique_keys: dict[str, str] | None = None,
+          unique_keys_where: str | None = None, table_schema: dict[str, Any] | None = None) -> int | None:
     """MERGE INTO the table USING source ON `on` (SQL with the two aliases), copy-on-write, one commit.
 
-    not_null_keys: {source column: name to report} of key columns that must hold no NULL — a NULL key
-    never matches, so an upsert would insert that row again on every run.
+    unique_keys: {source column: name to report} of the key columns (dbt's unique_key): they must hold
+    no NULL — a NULL key never matches, so an upsert would insert that row again on every run — and no
+    key may appear twice in the source (rows where `unique_keys_where` holds, when given), matched or
+    not, or one run would leave duplicates.
+    table_schema: the table's schema after this merge (columns added or dropped), committed with the data.
 
     Matched target rows: deleted when `when_matched_delete_condition` holds (checked first), else updated
     with `when_matched_update` ('*' or {target column: SQL expression}) when `when_matched_condition`
@@ -641,8 +691,14 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
     name = table.uri
     snapshot = txn.snapshot
     schema_json = snapshot.schema_json
+    if table_schema is not None:
+        schema_json = _checked_table_schema(name, snapshot.schema_json, table_schema, snapshot.partition_columns)
+        if schema_json != snapshot.schema_json:
+            txn.update_metadata(replace(snapshot.metadata, schema_string=schema_string(schema_json)))
     target_schema = StructType.fromJson(schema_json)
     target_columns = [f.name for f in target_schema.fields]
+    # Columns the table gains in this commit are not in its files yet: old rows read them as null.
+    stored = {f["name"].lower() for f in snapshot.schema_json["fields"]}
     started = time.time()
     S, T = quote_identifier(source_alias), quote_identifier(target_alias)
 
@@ -662,8 +718,8 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
         if num_source == 0:
             return None
         small_source = _fits_broadcast(source)
-        if not_null_keys:
-            _check_no_null_keys(source, not_null_keys, name)
+        if unique_keys:
+            _check_unique_keys(source, unique_keys, unique_keys_where, name)
 
         # 1. Candidate files: min/max of the source's equi-join keys, and target-only conjuncts.
         keys = [(s, t) for s, t in _equi_keys(on, source_alias, target_alias)
@@ -771,11 +827,13 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
             j = j.filter(F.col(_ACTION).isNull() | (F.col(_ACTION) != "delete"))
             out_cols = []
             for i, c in enumerate(target_columns):
+                current = F.col(quote_identifier(c)) if c.lower() in stored else \
+                    F.lit(None).cast(target_schema[c].dataType)
                 if update and c in update:
                     out_cols.append(F.when(F.col(_ACTION) == "update", F.col(_NEW + str(i)))
-                                    .otherwise(F.col(quote_identifier(c))).alias(c))
+                                    .otherwise(current).alias(c))
                 else:
-                    out_cols.append(F.col(quote_identifier(c)))
+                    out_cols.append(current.alias(c))
             parts.append(j.select(*out_cols))
         n_insert_df = None
         if insert is not None:
@@ -792,7 +850,7 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
                                              for c in target_columns])
             parts.append(n_insert_df)
 
-        if not touched.num_rows and n_insert_df is None:
+        if not touched.num_rows and n_insert_df is None and not txn.metadata_changed:
             return None
         out = parts[0]
         for p in parts[1:]:
@@ -806,7 +864,7 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
             touched_rows = files_dataframe(spark, snapshot, touched).count()
         copied = touched_rows - n_updated - n_deleted
         inserted = written - copied - n_updated
-        if not touched.num_rows and inserted == 0:
+        if not touched.num_rows and inserted == 0 and not txn.metadata_changed:
             txn.discard_uncommitted(adds)
             return None
         txn.add_actions([*_removes(touched), *adds])
@@ -901,9 +959,11 @@ def _target_files_read(df: DataFrame, snapshot: Any) -> pa.Table | None:
     return read if read.num_rows else None
 
 
-def _check_no_null_keys(source: DataFrame, keys: dict[str, str], table: str) -> None:
-    counts = source.agg(*[F.sum(F.col(quote_identifier(c)).isNull().cast("long")).alias(f"n{i}")
-                          for i, c in enumerate(keys)]).collect()[0]
+def _check_unique_keys(source: DataFrame, keys: dict[str, str], where: str | None, table: str) -> None:
+    """No NULL in the key columns, and no key twice among the source rows (where `where` holds)."""
+    rows = source.filter(F.expr(where)) if where else source
+    counts = rows.agg(*[F.sum(F.col(quote_identifier(c)).isNull().cast("long")).alias(f"n{i}")
+                        for i, c in enumerate(keys)]).collect()[0]
     bad = {shown: counts[f"n{i}"] for i, shown in enumerate(keys.values()) if counts[f"n{i}"]}
     if bad:
         which = ", ".join(f"{c} ({n} rows)" for c, n in bad.items())
@@ -911,3 +971,11 @@ def _check_no_null_keys(source: DataFrame, keys: dict[str, str], table: str) -> 
             f"{table}: MERGE refused: the source has NULL in its unique key column(s) {which}. A NULL key "
             f"never matches, so those rows would be inserted again on every run. Filter them out or "
             f"coalesce the key in the model. Nothing was committed.")
+    cols = [F.col(quote_identifier(c)).alias(f"k{i}") for i, c in enumerate(keys)]
+    dup = rows.groupBy(*cols).count().filter("count > 1").limit(1).collect()
+    if dup:
+        key_text = ", ".join(f"{shown}={dup[0][f'k{i}']!r}" for i, shown in enumerate(keys.values()))
+        raise MergeDuplicateSourceError(
+            f"{table}: MERGE refused: the unique key ({key_text}) appears {dup[0]['count']} times in the "
+            f"source; one run would leave that many rows with one key. Deduplicate the model's rows, or add "
+            f"columns to unique_key. Nothing was committed.")

@@ -291,9 +291,12 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         """`table`, a first incremental build, and --full-refresh: create (version 0) or one
         overwrite commit that may change the schema. Never a drop: history is kept."""
         existed = self.warehouse.is_table(relation.schema, relation.identifier)
+        df = self._dataframe(sql)
+        config = _get(model, "config") or {}
+        if _get(config, "materialized") == "incremental":
+            self._check_unique_key(model, df)  # a first build too: the next run would fail on it
         version = self._replace_table(
-            relation, self._dataframe(sql), model,
-            "CREATE OR REPLACE TABLE AS SELECT" if existed else "CREATE TABLE AS SELECT")
+            relation, df, model, "CREATE OR REPLACE TABLE AS SELECT" if existed else "CREATE TABLE AS SELECT")
         return self._refreshed(relation, "OVERWRITE" if existed else "CREATE", version)
 
     def _replace_table(self, relation: BaseRelation, df: Any, model: Any, operation: str) -> Optional[int]:
@@ -390,38 +393,39 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
     def write_incremental(
         self, relation: BaseRelation, sql: str, strategy: str, model: Any = None
     ) -> AdapterResponse:
-        """One incremental run on an existing table: schema change (a metadata commit when the
-        model asks for it), then exactly one data commit for the strategy."""
+        """One incremental run on an existing table: exactly one commit for the strategy, holding the
+        schema change too when on_schema_change asks for one (a failed run changes nothing)."""
         from deltalog.spark import operations
 
         config = _get(model, "config") or {}
         strategy, on_schema_change = self.validate_incremental(strategy, model)
         uri = self.table_uri(relation)
         df = self._dataframe(sql)
-        df = self._apply_schema_change(relation, df, on_schema_change, model)
+        df, table_schema = self._apply_schema_change(relation, df, on_schema_change, model)
         commit_info = self._commit_info(model)
         unique_key = _as_list(_get(config, "unique_key"))
         predicates = _as_list(_get(config, "incremental_predicates") or _get(config, "predicates"))
         partition_by = _as_list(_get(config, "partition_by"))
 
-        missing = [k for k in unique_key if k.lower() not in {c.lower() for c in df.columns}]
-        if missing:
-            raise CompilationError(
-                f"Model {_get(model, 'unique_id')}: unique_key column(s) {missing} are not columns of the "
-                f"model's result ({', '.join(df.columns)})"
-            )
+        self._check_unique_key(model, df)
         if strategy == "merge" and not unique_key:
             strategy = "append"  # no key: nothing can match, every row is new
         if strategy == "append":
-            version = operations.write_dataframe(df, uri, mode="append", operation="WRITE", extra_commit_info=commit_info)
+            version = operations.write_dataframe(df, uri, mode="append", operation="WRITE",
+                                                 extra_commit_info=commit_info, table_schema=table_schema)
         elif strategy == "insert_overwrite":
             version = operations.write_dataframe(
                 df, uri, mode="overwrite", overwrite_partitions=bool(self._partition_columns(relation)),
-                operation="WRITE", extra_commit_info=commit_info,
+                operation="WRITE", extra_commit_info=commit_info, table_schema=table_schema,
             )
         elif strategy in ("replace_where", "microbatch"):
             if strategy == "microbatch":
-                predicates = predicates + self._microbatch_predicates(model)
+                window = self._microbatch_predicates(model)
+                # A batch writes only its own window: rows outside it (an upstream without event_time
+                # is read whole) belong to other batches, which write them; kept, they would repeat.
+                if window:
+                    df = df.filter(" and ".join(f"({p})" for p in window))
+                predicates = predicates + window
             if not predicates:
                 raise CompilationError(
                     f"Model {_get(model, 'unique_id')}: incremental_strategy 'replace_where' needs "
@@ -429,20 +433,30 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
                 )
             version = operations.write_dataframe(
                 df, uri, mode="overwrite", replace_where=" and ".join(f"({p})" for p in predicates),
-                operation="WRITE", extra_commit_info=commit_info,
+                operation="WRITE", extra_commit_info=commit_info, table_schema=table_schema,
             )
         elif strategy == "merge":
             version = operations.merge(
                 self.spark, uri, df, **self._merge_args(relation, df, unique_key, predicates, config),
-                extra_commit_info=commit_info,
+                extra_commit_info=commit_info, table_schema=table_schema,
             )
         else:  # delete+insert
             if not unique_key:
                 raise CompilationError(
                     f"Model {_get(model, 'unique_id')}: incremental_strategy 'delete+insert' needs a `unique_key`"
                 )
-            version = self._delete_insert(uri, df, unique_key, predicates, commit_info)
+            version = self._delete_insert(uri, df, unique_key, predicates, commit_info, table_schema)
         return self._refreshed(relation, strategy.upper(), version)
+
+    @staticmethod
+    def _check_unique_key(model: Any, df: Any) -> None:
+        unique_key = _as_list(_get(_get(model, "config") or {}, "unique_key"))
+        missing = [k for k in unique_key if k.lower() not in {c.lower() for c in df.columns}]
+        if missing:
+            raise CompilationError(
+                f"Model {_get(model, 'unique_id')}: unique_key column(s) {missing} are not columns of the "
+                f"model's result ({', '.join(df.columns)}). Nothing was written."
+            )
 
     def _partition_columns(self, relation: BaseRelation) -> List[str]:
         return list(self._snapshot(relation).partition_columns)
@@ -480,9 +494,9 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         if update_cols:
             when_matched_update = {c: f"DBT_INTERNAL_SOURCE.{_q(c)}" for c in update_cols}
         return dict(on=on, when_matched_update=when_matched_update, when_not_matched_insert="*",
-                    not_null_keys={k: k for k in unique_key})
+                    unique_keys={k: k for k in unique_key})
 
-    def _delete_insert(self, uri, df, unique_key, predicates, commit_info):
+    def _delete_insert(self, uri, df, unique_key, predicates, commit_info, table_schema=None):
         """delete+insert as ONE merge commit: the source's distinct keys delete the target rows
         they match (and `incremental_predicates`, written against the target, allow); every source
         row, tagged apart so it never matches, is inserted. Source columns get a prefix so the
@@ -509,13 +523,15 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
             when_matched_delete_condition="true",
             when_not_matched_insert={c: f"DBT_INTERNAL_SOURCE.{_q(prefix + c)}" for c in df.columns},
             when_not_matched_condition=f"DBT_INTERNAL_SOURCE.{tag} = 'insert'",
-            not_null_keys={prefix + k: k for k in unique_key},
-            extra_commit_info=commit_info,
+            unique_keys={prefix + k: k for k in unique_key},
+            unique_keys_where=f"{tag} = 'insert'",
+            extra_commit_info=commit_info, table_schema=table_schema,
         )
 
     def _apply_schema_change(self, relation, df, on_schema_change: str, model: Any):
-        """Align the new rows with the table; with append_new_columns / sync_all_columns the
-        table's schema changes first, in a metadata-only commit (no data file is rewritten)."""
+        """Align the new rows with the table: (rows, the table's new schema JSON or None). With
+        append_new_columns / sync_all_columns the new schema goes into the data commit itself (no data
+        file is rewritten; a run that fails commits nothing)."""
         from pyspark.sql.types import StructType
 
         snap = self._snapshot(relation)
@@ -538,6 +554,12 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
                 f"  columns with a new type: {[(a.name, a.dataType.simpleString(), b.dataType.simpleString()) for a, b in changed]}\n"
                 "Set on_schema_change to append_new_columns or sync_all_columns, or run with --full-refresh."
             )
+        untyped = [f.name for f in added if f.dataType.typeName() == "void"]
+        if untyped and on_schema_change in ("append_new_columns", "sync_all_columns"):
+            raise CompilationError(
+                f"Model {_get(model, 'unique_id')}: new column(s) {untyped} have no type (a bare NULL), so "
+                f"they cannot be added to {relation}. Cast them, e.g. cast(null as string) as "
+                f"{untyped[0]}. Nothing was committed.")
         new_fields = list(target.fields)
         if on_schema_change == "append_new_columns" and added:
             new_fields = list(target.fields) + [_nullable(f) for f in added]
@@ -549,14 +571,15 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
                     f"in {relation} without rewriting its files; run with --full-refresh."
                 )
             new_fields = [f for f in target.fields if f.name.lower() in src] + [_nullable(f) for f in added]
+        table_schema = None
         if [f.name for f in new_fields] != [f.name for f in target.fields]:
-            self._commit_schema(relation, snap, StructType(new_fields), model, added, removed)
+            table_schema = StructType(new_fields).jsonValue()
         exprs = []
         for f in new_fields:
             s = src.get(f.name.lower())
             value = _q(s.name) if s is not None else "null"
             exprs.append(f"cast({value} as {f.dataType.simpleString()}) as {_q(f.name)}")
-        return df.selectExpr(*exprs)
+        return df.selectExpr(*exprs), table_schema
 
     def _commit_schema(self, relation, snap, schema, model, added, removed) -> Optional[int]:
         import dataclasses
@@ -580,21 +603,33 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
             return
         snap = self._snapshot(relation)
         target = StructType.fromJson(snap.schema_json)
-        have = {f.name.lower() for f in target.fields}
-        added = [
-            StructField(_get(c, "name") or _get(c, "column"), _parse_datatype_string(_get(c, "data_type") or _get(c, "dtype")), True)
-            for c in columns
-            if (_get(c, "name") or _get(c, "column")).lower() not in have
-        ]
+        added = self._new_fields(target, columns)
         if added:
             self._commit_schema(relation, snap, StructType(list(target.fields) + added), model, added, [])
             SESSION_VIEWS.ensure(self.spark, self.warehouse, relation.schema, relation.identifier)
 
+    @staticmethod
+    def _new_fields(target: Any, columns: List[Any]) -> List[Any]:
+        """dbt column objects (or dicts) that `target` (a StructType) lacks, as nullable fields."""
+        from pyspark.sql.types import StructField, _parse_datatype_string
+
+        have = {f.name.lower() for f in target.fields}
+        return [
+            StructField(_get(c, "name") or _get(c, "column"),
+                        _parse_datatype_string(_get(c, "data_type") or _get(c, "dtype")), True)
+            for c in columns
+            if (_get(c, "name") or _get(c, "column")).lower() not in have
+        ]
+
     @available
     def snapshot_merge(
-        self, target: BaseRelation, staging: BaseRelation, columns: Any, model: Any = None
+        self, target: BaseRelation, staging: BaseRelation, columns: Any, model: Any = None,
+        add_columns: Optional[List[Any]] = None,
     ) -> AdapterResponse:
-        """Snapshot update on the merge engine: close changed/deleted rows, insert new versions."""
+        """Snapshot update on the merge engine: close changed/deleted rows, insert new versions; the
+        columns the snapshot gains (`add_columns`) go into the same commit."""
+        from pyspark.sql.types import StructType
+
         from deltalog.spark import operations
 
         spark = self.spark
@@ -602,7 +637,10 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         scd_id = _get(columns, "dbt_scd_id") or "dbt_scd_id"
         valid_to = _get(columns, "dbt_valid_to") or "dbt_valid_to"
         current = _get(_get(model, "config") or {}, "dbt_valid_to_current")
-        target_cols = [c.name for c in self.get_columns_in_relation(target)]
+        table = StructType.fromJson(self._snapshot(target).schema_json)
+        added = self._new_fields(table, add_columns or [])
+        table_schema = StructType(list(table.fields) + added).jsonValue() if added else None
+        target_cols = [f.name for f in table.fields] + [f.name for f in added]
         is_current = f"DBT_INTERNAL_DEST.{_q(valid_to)} is null"
         if current:
             is_current = f"({is_current} or DBT_INTERNAL_DEST.{_q(valid_to)} = {current})"
@@ -618,7 +656,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
             when_matched_condition=f"{is_current} and DBT_INTERNAL_SOURCE.dbt_change_type in ('update', 'delete')",
             when_not_matched_insert=insert,
             when_not_matched_condition="DBT_INTERNAL_SOURCE.dbt_change_type = 'insert'",
-            extra_commit_info=self._commit_info(model),
+            extra_commit_info=self._commit_info(model), table_schema=table_schema,
         )
         return self._refreshed(target, "SNAPSHOT MERGE", version)
 

@@ -12,7 +12,7 @@
     {#- a first build, or --full-refresh: an overwrite commit, never a drop -#}
     {% set response = adapter.write_table(target_relation, sql, model) %}
   {%- else -%}
-    {#- exactly one data commit for the strategy (plus a metadata commit on a schema change) -#}
+    {#- exactly one commit for the strategy, holding any schema change too -#}
     {% set response = adapter.write_incremental(target_relation, sql, strategy, model) %}
   {%- endif -%}
   {% do store_result('main', response=response) %}

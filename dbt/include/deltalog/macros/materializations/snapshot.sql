@@ -32,9 +32,8 @@
                                    | rejectattr('name', 'equalto', 'dbt_unique_key')
                                    | rejectattr('name', 'equalto', 'DBT_UNIQUE_KEY')
                                    | list %}
-      {% do adapter.add_columns(target_relation, missing_columns, model) %}
-
-      {% set response = adapter.snapshot_merge(target_relation, staging_relation, columns, model) %}
+      {#- new columns are committed with the merge: a failed snapshot changes nothing -#}
+      {% set response = adapter.snapshot_merge(target_relation, staging_relation, columns, model, missing_columns) %}
       {% do adapter.drop_relation(staging_relation) %}
   {% endif %}
   {% do store_result('main', response=response) %}
