@@ -263,11 +263,12 @@ class TestIncrementalStrategies:
         for name in ("s_append", "s_delete_insert", "s_insert_overwrite", "s_replace_where"):
             assert deltalake.DeltaTable(table_dir(deltalog_warehouse, project, name)).version() == 1, name
 
-        # append_new_columns: a metadata commit adds the column, then the data commit
+        # append_new_columns: the new column and the rows in one commit
         path = table_dir(deltalog_warehouse, project, "s_append_cols")
         dt = deltalake.DeltaTable(path)
         assert "extra" in [f.name for f in dt.schema().fields]
-        assert dt.version() == 2
+        assert dt.version() == 1
+        assert dt.history(1)[0]["operation"] == "WRITE"
         assert rows("s_append_cols", ("id", "extra")) == [(1, None), (2, None), (3, None), (3, 7), (4, 7)]
 
 

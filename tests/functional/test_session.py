@@ -135,3 +135,29 @@ def test_jar_classes_are_used_only_where_every_task_has_them(spark):
     assert runs_jar_classes(spark)
     assert not runs_jar_classes(SimpleNamespace(sparkContext=SimpleNamespace(master="spark://host:7077")))
     assert not runs_jar_classes(SimpleNamespace())  # e.g. a Spark Connect session: no JVM here
+
+
+def test_profile_display_masks_secret_settings():
+    """`dbt debug` prints connection_info(): secret-looking spark_conf values never appear."""
+    creds = DeltalogCredentials.from_dict({"schema": "analytics", "spark_conf": {
+        "spark.authenticate.secret": "s3cr3t-value", "spark.hadoop.fs.s3a.secret.key": "AKIA-SECRET",
+        "spark.driver.memory": "2g"}})
+    shown = dict(creds.connection_info())
+    text = repr(shown)
+    assert "s3cr3t-value" not in text and "AKIA-SECRET" not in text
+    assert shown["spark_conf"]["spark.driver.memory"] == "2g"
+    assert shown["spark_conf"]["spark.authenticate.secret"] == "****"
+
+
+def test_dbt_debug_output_shows_no_secret(tmp_path):
+    """The real `dbt debug` command on a profile with a secret in spark_conf."""
+    (tmp_path / "dbt_project.yml").write_text("name: p\nversion: '1.0'\nprofile: p\nconfig-version: 2\n")
+    (tmp_path / "profiles.yml").write_text(
+        "p:\n  target: dev\n  outputs:\n    dev:\n      type: deltalog\n      schema: s\n"
+        "      spark_conf: {spark.authenticate.secret: 'hunter2-very-secret'}\n")
+    out = subprocess.run([sys.executable, "-c", "from dbt.cli.main import cli; cli()", "debug", "--profiles-dir",
+                          str(tmp_path), "--project-dir", str(tmp_path)], capture_output=True, text=True,
+                         timeout=300)
+    text = out.stdout + out.stderr
+    assert "spark.authenticate.secret" in text, text  # the profile was shown ...
+    assert "hunter2-very-secret" not in text          # ... without its secret

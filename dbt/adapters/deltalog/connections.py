@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from dbt.adapters.contracts.connection import AdapterResponse, Connection, ConnectionState, Credentials
 from dbt.adapters.events.logging import AdapterLogger
@@ -62,6 +63,33 @@ class DeltalogCredentials(Credentials):
 
     def _connection_keys(self) -> Tuple[str, ...]:
         return ("schema", "warehouse", "master", "spark_conf")
+
+    def connection_info(self, *, with_aliases: bool = False) -> Iterable[Tuple[str, Any]]:
+        """What `dbt debug` prints: secret-looking spark_conf values are masked."""
+        for key, value in super().connection_info(with_aliases=with_aliases):
+            yield key, redact_conf(value) if key == "spark_conf" and isinstance(value, dict) else value
+
+
+# Setting names that hold credentials (spark.authenticate.secret, fs.s3a.secret.key, ...).
+_SECRET_WORDS = ("secret", "password", "passwd", "token", "key", "credential", "sas", "signature")
+REDACTED = "****"
+
+
+def is_secret_setting(name: str) -> bool:
+    parts = [p for p in re.split(r"[._\-]", str(name).lower()) if p]
+    return any(w in parts or any(p.endswith(w) for p in parts) for w in _SECRET_WORDS)
+
+
+def redact_conf(conf: Dict[str, Any]) -> Dict[str, Any]:
+    return {k: (REDACTED if is_secret_setting(k) and v not in (None, "") else v) for k, v in conf.items()}
+
+
+def redact_text(text: str, conf: Dict[str, Any]) -> str:
+    """`text` with the values of secret settings replaced (errors may echo the configuration)."""
+    for k, v in conf.items():
+        if is_secret_setting(k) and v not in (None, "") and len(str(v)) >= 4:
+            text = text.replace(str(v), REDACTED)
+    return text
 
 
 class DeltalogCursor:
@@ -220,7 +248,8 @@ class DeltalogConnectionManager(SparkConnectionManager):
 
             spark = get_spark(creds.master, creds.spark_conf)
         except Exception as exc:
-            raise FailedToConnectError(f"could not start Spark ({creds.master}): {exc}") from exc
+            raise FailedToConnectError(
+                redact_text(f"could not start Spark ({creds.master}): {exc}", creds.spark_conf)) from None
         warehouse = Warehouse(creds.resolve_warehouse() if not os.path.isabs(creds.warehouse) else creds.warehouse)
         connection.handle = DeltalogHandle(spark, warehouse)
         connection.state = ConnectionState.OPEN

