@@ -179,6 +179,24 @@ def write_checkpoint(store: LogStore, snapshot: "Snapshot") -> dict[str, Any]:
     return last
 
 
+def repair_last_checkpoint(store: LogStore, latest_version: int) -> bool:
+    """Delete a `_last_checkpoint` that names a checkpoint the log does not hold, or a version past the
+    latest (a log copied back, a crash mid-cleanup): readers that trust it, delta-rs among them, fail to
+    load the table, and a later checkpoint at a lower version would never replace it. Without it readers
+    list the log. Returns whether it acted."""
+    current = read_last_checkpoint(store)
+    if current is None:
+        return False
+    named = current["version"]
+    if named <= latest_version and any(
+            f.kind == "checkpoint" and f.version == named for f in store.list_from(named)):
+        return False
+    log.warning("%s/_delta_log/_last_checkpoint names version %d, which has no checkpoint (latest version "
+                "%d); removing it so that readers list the log", store.table_uri, named, latest_version)
+    store.delete(LAST_CHECKPOINT)
+    return True
+
+
 def read_last_checkpoint(store: LogStore) -> dict[str, Any] | None:
     """`_last_checkpoint`, or None when absent, half-written or corrupt (the caller then lists)."""
     try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import os
 import re
 import struct
 import uuid
@@ -239,6 +240,24 @@ def decode_path(path: str) -> str:
 
 def is_absolute_path(path: str) -> bool:
     return path.startswith("/") or re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", path) is not None
+
+
+def absolute_file_path(root: str, log_path: str) -> str:
+    """The local path (or another store's URI) of a data file as the log names it (URI-encoded):
+    relative to the table root, an absolute path, or a URI (`file:` URIs become local paths)."""
+    return file_path_of(root, decode_path(log_path))
+
+
+def file_path_of(root: str, p: str) -> str:
+    """`absolute_file_path` for a path already URI-decoded."""
+    from urllib.parse import urlparse
+
+    parsed = urlparse(p)
+    if parsed.scheme == "file":
+        return parsed.path
+    if (parsed.scheme and len(parsed.scheme) > 1) or p.startswith("/"):
+        return p
+    return os.path.join(root, p)
 
 
 def new_data_file_path(folder: str = "", part: int = 0, extension: str = ".c000.snappy.parquet") -> str:

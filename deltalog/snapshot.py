@@ -9,21 +9,20 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import time
 from datetime import datetime, timezone
 from typing import Any, Iterable
-from urllib.parse import unquote, urlparse
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import checkpoint as cp
-from .actions import (AddFile, CommitInfo, DomainMetadata, Metadata, Protocol, RemoveFile,
-                      SetTransaction)
+from .actions import (AddFile, DomainMetadata, Metadata, Protocol)
 from .errors import (ChecksumMismatchError, CorruptLogError, NotATableError, UnsupportedFeatureError,
                      VersionNotFoundError)
+from .paths import file_path_of
 from .storage import LogFile, LogStore, log_store_for
 
 log = logging.getLogger(__name__)
@@ -230,18 +229,7 @@ class Snapshot:
     def file_uris(self) -> list[str]:
         """Absolute, URI-decoded local paths of the live files."""
         root = self.table_uri
-        out = []
-        for p in decode_paths(self.files.column("path")).to_pylist():
-            parsed = urlparse(p)
-            if parsed.scheme == "file":
-                out.append(parsed.path)
-            elif parsed.scheme and len(parsed.scheme) > 1:
-                out.append(p)  # another store's URI: leave as is
-            elif p.startswith("/"):
-                out.append(p)
-            else:
-                out.append(os.path.join(root, p))
-        return out
+        return [file_path_of(root, p) for p in decode_paths(self.files.column("path")).to_pylist()]
 
     # ---- next version without re-reading the log
 

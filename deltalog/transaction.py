@@ -694,7 +694,8 @@ class Transaction:
             log.warning("%s: writing the checksum of version %d failed (the commit stands)",
                         self.table_uri, version, exc_info=True)
         try:
-            from .checkpoint import should_checkpoint, write_checkpoint
+            from .checkpoint import repair_last_checkpoint, should_checkpoint, write_checkpoint
+            repair_last_checkpoint(self.store, version)
             if should_checkpoint(version, snap.configuration):
                 write_checkpoint(self.store, snap)
         except Exception:

@@ -16,7 +16,6 @@ import re
 from typing import Any, Iterable
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .actions import AddFile, Metadata, RemoveFile, now_ms

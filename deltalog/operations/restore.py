@@ -9,7 +9,7 @@ from typing import Any
 
 from ..actions import now_ms
 from ..errors import InvalidTableError, VersionNotFoundError
-from ..paths import decode_path, is_absolute_path
+from ..paths import absolute_file_path, decode_path
 from ..snapshot import Snapshot
 from ..table import DeltaTable
 
@@ -43,10 +43,8 @@ def restore(table_uri: str, version: int | None = None,
     to_remove = [a for a in current.add_files() if decode_path(a.path) not in then_paths]
     missing = []
     for a in to_add:
-        p = decode_path(a.path)
-        full = p if is_absolute_path(p) else os.path.join(root, p)
-        if not os.path.exists(full):
-            missing.append(p)
+        if not os.path.exists(absolute_file_path(root, a.path)):
+            missing.append(decode_path(a.path))
     if missing:
         raise InvalidTableError(
             f"{root}: cannot RESTORE to version {target.version}: {len(missing)} of its data file(s) no "

@@ -19,7 +19,7 @@ import time
 from ..errors import InvalidTableError
 from ..paths import decode_path, is_absolute_path
 from ..snapshot import Snapshot, tombstone_retention_ms
-from ..storage import LOG_DIR
+from ..storage import LOG_DIR, TEMP_PREFIX
 from ..table import DeltaTable
 
 log = logging.getLogger(__name__)
@@ -68,6 +68,8 @@ def _candidates(root: str):
         rel_dir = os.path.relpath(dirpath, root)
         rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/")
         in_staging = rel_dir == STAGING_DIR or rel_dir.startswith(STAGING_DIR + "/")
+        if rel_dir == "":
+            yield from _log_temp_files(os.path.join(root, LOG_DIR))
         dirs[:] = [d for d in dirs
                    if (rel_dir == "" and d == STAGING_DIR) or in_staging
                    or not d.startswith(("_", ".")) or _is_partition_folder(d)]
@@ -82,6 +84,27 @@ def _candidates(root: str):
             except FileNotFoundError:
                 continue
             yield (f"{rel_dir}/{n}" if rel_dir else n), full, mtime
+
+
+# A `.tmp-*` file in the log younger than this may belong to a commit being written right now.
+LOG_TEMP_MIN_AGE_MS = 3_600_000
+
+
+def _log_temp_files(log_dir: str):
+    """Temporary files a killed writer left in `_delta_log` (never part of any version)."""
+    try:
+        names = os.listdir(log_dir)
+    except OSError:
+        return
+    for n in names:
+        if n.startswith(TEMP_PREFIX):
+            full = os.path.join(log_dir, n)
+            try:
+                mtime = int(os.stat(full).st_mtime * 1000)
+            except FileNotFoundError:
+                continue
+            if time.time() * 1000 - mtime >= LOG_TEMP_MIN_AGE_MS:  # the retention cut-off applies too
+                yield f"{LOG_DIR}/{n}", full, mtime
 
 
 def _remove_empty_dirs(root: str, rel_files: list[str]) -> int:

@@ -26,14 +26,14 @@ from pyspark.sql.types import StructType
 
 from ..actions import AddFile, Metadata, RemoveFile, now_ms
 from ..errors import DeltaError, InvalidTableError, NotATableError, SchemaMismatchError
-from ..paths import parse_partition_value
+from ..paths import absolute_file_path, parse_partition_value
 from ..schema import (
     check_column_names, find_field, partition_column_types, quote_identifier, schema_string,
     to_arrow_schema,
 )
 from ..skipping import ALWAYS, bind, files_matching, parse_sql_predicate
 from ..table import DeltaTable, new_metadata
-from .reader import FILE_COLUMN, ROW_INDEX_COLUMN, files_dataframe, local_path_of, absolute_file_path
+from .reader import FILE_COLUMN, ROW_INDEX_COLUMN, files_dataframe, local_path_of
 from .writer import write_files
 
 MODES = ("append", "overwrite", "error", "errorifexists", "ignore")

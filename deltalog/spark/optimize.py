@@ -15,12 +15,12 @@ import os
 import uuid
 from dataclasses import replace
 from functools import reduce
-from typing import Any, Sequence
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
-from ..actions import AddFile, now_ms
+from ..actions import now_ms
 from ..errors import InvalidTableError
 from ..paths import decode_path
 from ..skipping import ALWAYS, as_expr, bind, prune_snapshot, resolve_column

@@ -12,7 +12,9 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession, functions as F
 
-from ..paths import decode_path, is_absolute_path, parse_partition_folder, parse_partition_value
+from ..paths import (
+    absolute_file_path, decode_path, is_absolute_path, parse_partition_folder, parse_partition_value,
+)
 from ..schema import partition_column_types, quote_identifier, without_columns
 from .writer import spark_schema
 
@@ -166,18 +168,6 @@ class _SubSnapshot:
         self.partition_columns = snapshot.partition_columns
         self.schema_json = snapshot.schema_json
         self.files = files
-
-
-def absolute_file_path(root: str, log_path: str) -> str:
-    """The local path (or URI of another store) of a file as the log names it."""
-    from urllib.parse import urlparse
-    p = decode_path(log_path)
-    parsed = urlparse(p)
-    if parsed.scheme == "file":
-        return parsed.path
-    if (parsed.scheme and len(parsed.scheme) > 1) or p.startswith("/"):
-        return p
-    return os.path.join(root, p)
 
 
 def local_path_of(spark_file_path: str) -> str:

@@ -185,3 +185,19 @@ def test_read_delta_rs_checkpoint(tmp_path):
     assert snap.version == dt.version() == 3
     assert sorted(snap.file_uris()) == sorted(u.removeprefix("file://") for u in dt.file_uris())
     assert snap.num_files == 2
+
+
+@pytest.mark.parametrize("named", [99, 2])
+def test_a_last_checkpoint_naming_no_checkpoint_is_removed_by_the_next_commit(tmp_path, named):
+    """`_last_checkpoint` naming a version past the log (99) or one without a checkpoint (2): delta-rs
+    fails to load the table until the next commit removes it."""
+    from deltalog import write_deltalake
+
+    uri = str(tmp_path / "t")
+    for i in range(4):
+        write_deltalake(uri, pa.table({"x": [i]}), mode="append")
+    pointer = tmp_path / "t" / "_delta_log" / "_last_checkpoint"
+    pointer.write_text(json.dumps({"version": named, "size": 3}))
+    write_deltalake(uri, pa.table({"x": [4]}), mode="append")
+    assert not pointer.exists()
+    assert sorted(deltalake.DeltaTable(uri).to_pyarrow_table().column("x").to_pylist()) == [0, 1, 2, 3, 4]

@@ -156,3 +156,45 @@ def test_added_files_between_versions(history_table):
         added_files(uri, 3, 1)
     with pytest.raises(VersionNotFoundError):
         added_files(uri, 2, 9)
+
+
+def test_vacuum_removes_temp_files_a_killed_writer_left_in_the_log(tmp_path):
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, batch(0, 5))
+    log = os.path.join(uri, "_delta_log")
+    stale, fresh = os.path.join(log, ".tmp-deadbeef"), os.path.join(log, ".tmp-inflight")
+    for p in (stale, fresh):
+        with open(p, "wb") as f:
+            f.write(b'{"commitInfo":{}}\n')
+    age(stale, 8 * 24 * 3600)
+    assert "_delta_log/.tmp-deadbeef" in vacuum(uri, dry_run=True)
+    vacuum(uri)
+    assert not os.path.exists(stale)
+    assert os.path.exists(fresh)  # may be a commit being written right now
+    assert ids(uri) == list(range(5))
+
+
+def test_restore_to_a_version_whose_files_are_file_uris(tmp_path):
+    """Adds may name files by absolute `file://` URI (shallow clones, other writers): restore checks them
+    where they are instead of calling them vacuumed."""
+    import shutil
+    from dataclasses import replace
+
+    from deltalog.table import DeltaTable
+
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, batch(0, 5))
+    snap = Snapshot.load(uri)
+    (original,) = snap.add_files()
+    outside = tmp_path / "elsewhere" / "data.parquet"
+    outside.parent.mkdir()
+    shutil.copy(os.path.join(uri, original.path), outside)
+    txn = DeltaTable(uri).transaction()
+    txn.read_whole_table()
+    txn.add_actions([original.remove(), replace(original, path=outside.as_uri())])
+    txn.commit(operation="WRITE")
+    write_deltalake(uri, batch(100, 103), mode="overwrite")
+    assert restore(uri, version=1) == 3
+    files = Snapshot.load(uri).file_uris()  # delta-rs 1.6 reads `file:` adds as relative paths
+    assert files == [str(outside)]
+    assert sorted(pq.read_table(files[0]).column("id").to_pylist()) == list(range(5))

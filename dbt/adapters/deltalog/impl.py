@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from dbt.adapters.base import AdapterConfig
 from dbt.adapters.base.impl import ConstraintSupport
@@ -603,7 +603,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
     @available
     def add_columns(self, relation: BaseRelation, columns: List[Any], model: Any = None) -> None:
         """New columns (snapshot's dbt_is_deleted, alter ... add columns) as a metadata commit."""
-        from pyspark.sql.types import StructField, StructType, _parse_datatype_string
+        from pyspark.sql.types import StructType
 
         if not columns:
             return
