@@ -15,6 +15,14 @@ pytest_plugins = ["dbt.tests.fixtures.project"]
 
 
 @pytest.fixture(scope="session")
+def golden():
+    """The Delta Lake golden tables (../shared/conformance/delta-golden): skip outside CI, fail in CI."""
+    from tests.shared_data import GOLDEN, require
+
+    return require(GOLDEN)
+
+
+@pytest.fixture(scope="session")
 def deltalog_warehouse(tmp_path_factory):
     return str(tmp_path_factory.mktemp("warehouse"))
 

@@ -12,8 +12,7 @@ from deltalog.paths import (
 )
 from deltalog.schema import partition_column_types
 
-GOLDEN = Path(__file__).resolve().parents[3] / "shared" / "conformance" / "delta-golden"
-needs_golden = pytest.mark.skipif(not GOLDEN.exists(), reason="golden tables not present")
+from tests.shared_data import GOLDEN, require
 
 UTC = dt.timezone.utc
 
@@ -126,7 +125,7 @@ def _golden_adds(table: str):
     return schema, partitions, adds
 
 
-@needs_golden
+@pytest.mark.usefixtures("golden")
 @pytest.mark.parametrize("table", ["data-reader-partition-values", "data-reader-escaped-chars",
                                    "data-reader-timestamp_ntz", "kernel-timestamp-partition-col-ISO8601"])
 def test_golden_partition_paths(table):
@@ -152,7 +151,7 @@ def test_golden_partition_paths(table):
                 assert serialize_partition_value(parsed[c], t) == values[c], (c, values[c])
 
 
-@needs_golden
+@pytest.mark.usefixtures("golden")
 def test_golden_special_character_paths():
     for table in ("log-replay-special-characters-a", "log-replay-special-characters-b"):
         _, _, adds = _golden_adds(table)

@@ -10,7 +10,7 @@ from deltalog.schema import (
     schema_string, to_arrow_schema,
 )
 
-GOLDEN = Path(__file__).resolve().parents[3] / "shared" / "conformance" / "delta-golden"
+from tests.shared_data import GOLDEN, require
 
 ALL_TYPES = {
     "type": "struct",
@@ -116,7 +116,7 @@ def test_partition_column_types():
         partition_column_types(ALL_TYPES, ["nope"])
 
 
-@pytest.mark.skipif(not GOLDEN.exists(), reason="golden tables not present")
+@pytest.mark.usefixtures("golden")
 @pytest.mark.parametrize("table", ["data-reader-primitives", "data-reader-nested-struct", "data-reader-map",
                                    "data-reader-array-complex-objects", "data-reader-partition-values",
                                    "data-reader-timestamp_ntz", "decimal-various-scale-precision"])

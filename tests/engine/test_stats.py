@@ -11,7 +11,7 @@ from deltalog.errors import InvalidTableError
 from deltalog.schema import from_arrow_schema
 from deltalog.stats import StatsCollector, file_stats, indexed_columns
 
-GOLDEN = Path(__file__).resolve().parents[3] / "shared" / "conformance" / "delta-golden"
+from tests.shared_data import GOLDEN, require
 UTC = dt.timezone.utc
 
 
@@ -160,7 +160,7 @@ def test_same_as_delta_rs(tmp_path):
     assert _instant(ours["minValues"]["tsn"]) == _instant(theirs["minValues"]["tsn"])
 
 
-@pytest.mark.skipif(not GOLDEN.exists(), reason="golden tables not present")
+@pytest.mark.usefixtures("golden")
 def test_same_as_delta_spark_golden():
     table = GOLDEN / "data-skipping-basic-stats-all-types"
     log = (table / "_delta_log" / "00000000000000000000.json").read_text().splitlines()

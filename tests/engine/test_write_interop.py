@@ -353,12 +353,9 @@ def test_append_to_delta_spark_table_matches_its_partition_encoding(tmp_path):
     """Appending the rows of a table Delta Lake on Spark wrote (12 partition column types, nulls, a
     literal 'null' string) produces exactly its partitionValues strings and its folders."""
     import shutil
-    from pathlib import Path
-    golden = Path(__file__).resolve().parents[3] / "shared" / "conformance" / "delta-golden"
-    if not (golden / "data-reader-partition-values").is_dir():
-        pytest.skip(f"conformance tables not found at {golden}")
+    from tests.shared_data import GOLDEN, require
     uri = str(tmp_path / "t")
-    shutil.copytree(golden / "data-reader-partition-values", uri)
+    shutil.copytree(require(GOLDEN / "data-reader-partition-values"), uri)
     original = read_theirs(uri)
     theirs = {f.path: f for f in Snapshot.load(uri).add_files()}
     v = write_deltalake(uri, original, mode="append")

@@ -40,7 +40,8 @@ SCHEMA_YML = fixtures.model_schema_yml.replace("text", "string")
 
 class TestTableConstraintsColumnsEqual(SparkTypes, BaseTableConstraintsColumnsEqual):
     @pytest.fixture(scope="class")
-    def models(self):
+    @classmethod
+    def models(cls):
         return {
             "my_model_wrong_order.sql": fixtures.my_model_wrong_order_sql,
             "my_model_wrong_name.sql": fixtures.my_model_wrong_name_sql,
@@ -50,7 +51,8 @@ class TestTableConstraintsColumnsEqual(SparkTypes, BaseTableConstraintsColumnsEq
 
 class TestViewConstraintsColumnsEqual(SparkTypes, BaseViewConstraintsColumnsEqual):
     @pytest.fixture(scope="class")
-    def models(self):
+    @classmethod
+    def models(cls):
         return {
             "my_model_wrong_order.sql": fixtures.my_model_view_wrong_order_sql,
             "my_model_wrong_name.sql": fixtures.my_model_view_wrong_name_sql,
@@ -60,7 +62,8 @@ class TestViewConstraintsColumnsEqual(SparkTypes, BaseViewConstraintsColumnsEqua
 
 class TestIncrementalConstraintsColumnsEqual(SparkTypes, BaseIncrementalConstraintsColumnsEqual):
     @pytest.fixture(scope="class")
-    def models(self):
+    @classmethod
+    def models(cls):
         return {
             "my_model_wrong_order.sql": fixtures.my_model_incremental_wrong_order_sql,
             "my_model_wrong_name.sql": fixtures.my_model_incremental_wrong_name_sql,

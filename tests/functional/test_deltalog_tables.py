@@ -64,11 +64,13 @@ def spark_rows(project, name, columns):
 
 class TestDeltaTablesThroughDbt:
     @pytest.fixture(scope="class")
-    def seeds(self):
+    @classmethod
+    def seeds(cls):
         return {"people.csv": SEED_CSV}
 
     @pytest.fixture(scope="class")
-    def models(self):
+    @classmethod
+    def models(cls):
         return {
             "people_table.sql": TABLE_SQL,
             "people_partitioned.sql": PARTITIONED_SQL,
@@ -227,11 +229,13 @@ select id, day, value from {{{{ ref('events') }}}}
 
 class TestIncrementalStrategies:
     @pytest.fixture(scope="class")
-    def seeds(self):
+    @classmethod
+    def seeds(cls):
         return {"events.csv": STRATEGY_SEED}
 
     @pytest.fixture(scope="class")
-    def models(self):
+    @classmethod
+    def models(cls):
         return {
             "s_append.sql": STRATEGY_SQL.format(config="incremental_strategy='append'"),
             "s_delete_insert.sql": STRATEGY_SQL.format(config="incremental_strategy='delete+insert', unique_key='id'"),
@@ -274,11 +278,13 @@ class TestIncrementalStrategies:
 
 class TestDocsGenerateFromTheLog:
     @pytest.fixture(scope="class")
-    def seeds(self):
+    @classmethod
+    def seeds(cls):
         return {"people.csv": SEED_CSV}
 
     @pytest.fixture(scope="class")
-    def models(self):
+    @classmethod
+    def models(cls):
         return {"people_table.sql": TABLE_SQL, "people_view.sql": VIEW_SQL}
 
     def test_catalog_has_types_and_log_stats(self, project):
@@ -324,11 +330,13 @@ select * from {{ ref('mb_input') }}
 
 class TestMicrobatchOneCommitPerBatch:
     @pytest.fixture(scope="class")
-    def seeds(self):
+    @classmethod
+    def seeds(cls):
         return {"mb_events.csv": MICROBATCH_SEED}
 
     @pytest.fixture(scope="class")
-    def models(self):
+    @classmethod
+    def models(cls):
         return {"mb_input.sql": MICROBATCH_INPUT_SQL, "mb_model.sql": MICROBATCH_SQL}
 
     def test_batches(self, project, deltalog_warehouse):

@@ -25,7 +25,8 @@ class TestIncrementalPredicatesDeleteInsert(BaseIncrementalPredicates):
 
 class TestIncrementalPredicatesMerge(BaseIncrementalPredicates):
     @pytest.fixture(scope="class")
-    def project_config_update(self):
+    @classmethod
+    def project_config_update(cls):
         return {
             "models": {
                 "+incremental_predicates": ["dbt_internal_dest.id != 2"],

@@ -59,7 +59,8 @@ def version(uri):
 
 class TestDeltaConfigs:
     @pytest.fixture(scope="class")
-    def models(self):
+    @classmethod
+    def models(cls):
         return {"zordered.sql": ZORDERED, "synonym.sql": SYNONYM, "skipped.sql": SKIPPED,
                 "events.sql": INCREMENTAL}
 
@@ -131,7 +132,8 @@ class TestDeltaConfigs:
 
 class TestReadingThePast:
     @pytest.fixture(scope="class")
-    def models(self):
+    @classmethod
+    def models(cls):
         return {"events.sql": INCREMENTAL, "past.sql": PAST, "added.sql": ADDED}
 
     def test_as_of_and_added_rows(self, project, deltalog_warehouse):
@@ -169,7 +171,8 @@ BAD = {
 
 class TestBadValues:
     @pytest.fixture(scope="class")
-    def models(self):
+    @classmethod
+    def models(cls):
         body = "\nselect id as a, cast(id % 2 as int) as p from range(10)\n"
         return {name: cfg + body for name, (cfg, _, _) in BAD.items()}
 

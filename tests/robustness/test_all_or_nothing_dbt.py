@@ -85,7 +85,8 @@ select * from {{ ref('mb_upstream') }}
 
 class TestModelIsAllOrNothing:
     @pytest.fixture(scope="class")
-    def models(self):
+    @classmethod
+    def models(cls):
         return {"append_new.sql": APPEND_NEW_SQL, "sync.sql": SYNC_SQL, "replace_where.sql": REPLACE_WHERE_SQL,
                 "merge_dup.sql": MERGE_DUP_SQL, "delete_insert_dup.sql": DELETE_INSERT_DUP_SQL,
                 "mb_upstream.sql": MB_UPSTREAM_SQL, "mb_model.sql": MB_SQL}
@@ -177,11 +178,13 @@ snapshots:
 
 class TestFailingSnapshotCommitsNothing:
     @pytest.fixture(scope="class")
-    def models(self):
+    @classmethod
+    def models(cls):
         return {"snap_source.sql": SNAPSHOT_SOURCE_SQL}
 
     @pytest.fixture(scope="class")
-    def snapshots(self):
+    @classmethod
+    def snapshots(cls):
         return {"snap.yml": SNAPSHOT_YML}
 
     def test_failed_snapshot_adds_no_columns(self, project, deltalog_warehouse):

@@ -66,7 +66,8 @@ def failed(results, name):
 
 class TestBadModelInput:
     @pytest.fixture(scope="class")
-    def models(self):
+    @classmethod
+    def models(cls):
         return {"keyed.sql": BASE_SQL, "strict.sql": STRICT_SQL, "good.sql": GOOD_SQL}
 
     def test_1_build(self, project, deltalog_warehouse):
@@ -158,7 +159,8 @@ class TestNamesStayInsideTheWarehouse:
     value: nothing outside is ever read, written or deleted."""
 
     @pytest.fixture(scope="class")
-    def models(self):
+    @classmethod
+    def models(cls):
         return {"escaping_table.sql": ESCAPING_TABLE_SQL, "escaping_view.sql": ESCAPING_VIEW_SQL,
                 "slashed.sql": SLASHED_INCREMENTAL_SQL, "inside.sql": GOOD_SQL}
 

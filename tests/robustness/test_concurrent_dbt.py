@@ -56,12 +56,14 @@ THREADED_MODELS = {
 
 class TestThreadsInOneRun:
     @pytest.fixture(scope="class")
-    def dbt_profile_target(self, deltalog_warehouse):
+    @classmethod
+    def dbt_profile_target(cls, deltalog_warehouse):
         return {"type": "deltalog", "threads": 4, "master": "local[2]", "warehouse": deltalog_warehouse,
                 "spark_conf": {"spark.sql.shuffle.partitions": "2"}}
 
     @pytest.fixture(scope="class")
-    def models(self):
+    @classmethod
+    def models(cls):
         return THREADED_MODELS
 
     def test_two_threaded_runs(self, project, deltalog_warehouse):
@@ -127,7 +129,8 @@ select id, concat('v', {{ var('run', 0) }}) as name from range(1, 5)
 
 class TestModelLosingAConflict:
     @pytest.fixture(scope="class")
-    def models(self):
+    @classmethod
+    def models(cls):
         return {"contested.sql": CONFLICT_MODEL}
 
     def test_1_build(self, project, deltalog_warehouse):

@@ -1,0 +1,29 @@
+"""Where the conformance tables live (`../shared/conformance/` beside the repository), and what a test
+does when they are absent: outside CI it skips, saying so; in CI (`CI` set to true) the data must be
+there, so the test fails instead of passing silently."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CONFORMANCE = REPO_ROOT.parent / "shared" / "conformance"
+GOLDEN = CONFORMANCE / "delta-golden"
+WILD = CONFORMANCE / "wild"
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+def require(path: Path) -> Path:
+    """`path` (a conformance table or folder), or skip / fail the test as described above."""
+    if not path.exists():
+        reason = (f"conformance data not found at {path}: these tests need ../shared/conformance beside "
+                  f"the repository (tables written by Delta Lake and other engines)")
+        if in_ci():
+            pytest.fail(reason + "; CI=true requires it", pytrace=False)
+        pytest.skip(reason)
+    return path
