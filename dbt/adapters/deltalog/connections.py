@@ -264,10 +264,57 @@ class DeltalogConnectionManager(SparkConnectionManager):
         return type_code if isinstance(type_code, str) else type_code.__name__.upper()
 
 
-def _short_error(exc: Exception) -> str:
-    text = str(exc)
-    # Spark errors carry a JVM stack trace after the message; dbt users need the message
-    cut = text.find("\n\tat ")
-    if cut == -1:
-        cut = text.find("\nJVM stacktrace:")
-    return text[:cut].rstrip() if cut > 0 else text
+def storage_problem(path: str) -> Optional[str]:
+    """What is wrong with the file system holding `path`, when something plainly is: read-only, or no
+    space left. Spark's messages often hide it ("Mkdirs failed to create ...")."""
+    probe = path
+    while probe and not os.path.exists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            return None
+        probe = parent
+    try:
+        st = os.statvfs(probe)
+    except OSError:
+        return None
+    if st.f_flag & os.ST_RDONLY:
+        return "The warehouse is on a read-only file system: point `warehouse` at a writable folder"
+    if st.f_bavail * st.f_frsize < 1 << 20:
+        return "The disk holding the warehouse is full: free space or move the warehouse"
+    return None
+
+
+def _short_error(exc: BaseException, location: Optional[str] = None) -> str:
+    """One message for an error from Spark, the engine or the file system: Spark's message without its
+    JVM stack trace, plus the root cause ("Caused by: ...") and what it means for the common I/O
+    failures (disk full, read-only or forbidden folder; probed at `location` when given)."""
+    if isinstance(exc, OSError) and exc.strerror:
+        text = f"{exc.strerror}" + (f": {exc.filename}" if exc.filename else "")
+    else:
+        text = str(exc)
+    lines = text.splitlines()
+    causes = [ln.strip()[len("Caused by: "):] for ln in lines if ln.strip().startswith("Caused by: ")]
+    body = []
+    for ln in lines:
+        if ln.startswith("\tat ") or ln.strip().startswith(("Caused by: ", "... ", "JVM stacktrace:")):
+            break
+        body.append(ln)
+    message = " ".join(ln.strip().lstrip(": ").strip() for ln in body if ln.strip())
+    message = re.sub(r"^An error occurred while calling o\d+\.\w+\.\s*", "", message)
+    root = causes[-1] if causes else ""
+    if root and root not in message:
+        message += f" (cause: {root})"
+    lowered = (message + " " + root).lower()
+    hint = storage_problem(location) if location else None
+    hint = hint or next((h for needle, h in _IO_HINTS if needle in lowered), None)
+    if hint:
+        message += f". {hint}"
+    return message or type(exc).__name__
+
+
+_IO_HINTS = (
+    ("no space left on device", "The disk holding the warehouse is full: free space or move the warehouse"),
+    ("disk quota exceeded", "The disk quota of the warehouse's file system is used up"),
+    ("read-only file system", "The warehouse is on a read-only file system: point `warehouse` at a writable folder"),
+    ("permission denied", "This user may not write there: check the warehouse folder's permissions"),
+)

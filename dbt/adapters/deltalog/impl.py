@@ -6,6 +6,7 @@ atomic commit in the table's `_delta_log`."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
@@ -75,6 +76,24 @@ def _invocation_id() -> Optional[str]:
         return get_invocation_id()
     except Exception:
         return None
+
+
+def _reported(method):
+    """Errors of an adapter method that writes (Spark's, the engine's, the file system's) reach the
+    user as one dbt error naming the relation, without a JVM stack trace."""
+
+    @functools.wraps(method)
+    def wrapper(self, relation, *args, **kwargs):
+        try:
+            return method(self, relation, *args, **kwargs)
+        except DbtRuntimeError:
+            raise
+        except Exception as exc:
+            from dbt.adapters.deltalog.connections import _short_error
+
+            raise DbtRuntimeError(f"{relation}: {_short_error(exc, self.warehouse.root)}") from exc
+
+    return wrapper
 
 
 def _q(name: str) -> str:
@@ -202,6 +221,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
             spark.catalog.dropTempView(relation.identifier)
 
     @available.parse_none
+    @_reported
     def truncate_relation(self, relation: BaseRelation) -> None:
         from deltalog.spark import operations
 
@@ -287,6 +307,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         return f"__dbt_tmp_{inv}_{threading.get_ident() % 1_000_000}"
 
     @available
+    @_reported
     def write_table(self, relation: BaseRelation, sql: str, model: Any = None) -> AdapterResponse:
         """`table`, a first incremental build, and --full-refresh: create (version 0) or one
         overwrite commit that may change the schema. Never a drop: history is kept."""
@@ -332,6 +353,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         return AdapterResponse(_message=f"{what} version {version}")
 
     @available
+    @_reported
     def create_view(self, relation: BaseRelation, sql: str) -> AdapterResponse:
         """A dbt view: its SQL is kept in the warehouse, and a session view runs it."""
         spark = self.spark
@@ -359,6 +381,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         return relation
 
     @available
+    @_reported
     def write_seed(self, relation: BaseRelation, agate_table: Any, model: Any = None) -> AdapterResponse:
         """Seeds: typed columns (inferred as dbt does, or `column_types`), one overwrite commit."""
         from pyspark.sql.types import StringType, StructField, StructType
@@ -396,6 +419,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         return strategy, on_schema_change
 
     @available
+    @_reported
     def write_incremental(
         self, relation: BaseRelation, sql: str, strategy: str, model: Any = None
     ) -> AdapterResponse:
@@ -601,6 +625,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         return txn.commit(operation=operation, parameters=params, **_txn_commit_info(txn, self._commit_info(model)))
 
     @available
+    @_reported
     def add_columns(self, relation: BaseRelation, columns: List[Any], model: Any = None) -> None:
         """New columns (snapshot's dbt_is_deleted, alter ... add columns) as a metadata commit."""
         from pyspark.sql.types import StructType
@@ -628,6 +653,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         ]
 
     @available
+    @_reported
     def snapshot_merge(
         self, target: BaseRelation, staging: BaseRelation, columns: Any, model: Any = None,
         add_columns: Optional[List[Any]] = None,

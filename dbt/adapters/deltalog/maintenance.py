@@ -318,11 +318,13 @@ class MaintenanceMixin:
     # ---- maintenance -----------------------------------------------------------------------
 
     def _engine_call(self, relation: Any, what: str, fn, *args, **kwargs):
-        from deltalog.errors import DeltaError
+        from dbt.adapters.deltalog.connections import _short_error
         try:
             return fn(*args, **kwargs)
-        except DeltaError as e:
-            raise DbtRuntimeError(f"{what} on {relation} failed: {e}") from e
+        except DbtRuntimeError:
+            raise
+        except Exception as e:
+            raise DbtRuntimeError(f"{what} on {relation} failed: {_short_error(e)}") from e
 
     @available
     def deltalog_optimize(self, relation: Any, zorder_by: Any = None, where: Optional[str] = None,
