@@ -286,231 +286,12 @@ def conjunction(exprs: Sequence[Expr]) -> Expr:
 
 
 # --------------------------------------------------------------------------------------------------
-# SQL parsing (the simple forms; anything else becomes ALWAYS in a place where that is safe)
-
-_TOKEN = re.compile(r"""
-    \s*(?:
-      (?P<str>'(?:[^']|'')*')
-    | (?P<num>[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?[LlDd]?(?![\w]))
-    | (?P<bq>`(?:[^`]|``)+`(?:\.`(?:[^`]|``)+`|\.[A-Za-z_]\w*)*)
-    | (?P<id>[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*|\.`(?:[^`]|``)+`)*)
-    | (?P<op><=>|<=|>=|<>|!=|==|=|<|>|\(|\)|,)
-    | (?P<other>\S)
-    )""", re.VERBOSE)
+# SQL parsing: sqlglot's Spark dialect parses; the forms skipping can use become expressions, and
+# anything else becomes ALWAYS in a place where that is safe (it keeps every file).
 
 
-class _Unparsable(Exception):
-    pass
-
-
-def _tokens(text: str) -> list[tuple[str, str]]:
-    out = []
-    pos = 0
-    text = text.rstrip()
-    while pos < len(text):
-        m = _TOKEN.match(text, pos)
-        if not m or m.end() == pos:
-            raise _Unparsable(text[pos:])
-        pos = m.end()
-        kind = m.lastgroup
-        out.append((kind, m.group(kind)))
-    return out
-
-
-def _ident_name(raw: str) -> str:
-    parts = re.findall(r"`((?:[^`]|``)+)`|([A-Za-z_]\w*)", raw)
-    return ".".join(a.replace("``", "`") if a else b for a, b in parts)
-
-
-class _Parser:
-    _FLIP = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
-
-    def __init__(self, text: str):
-        self.toks = _tokens(text)
-        self.i = 0
-
-    def peek(self, k: int = 0) -> tuple[str, str] | None:
-        j = self.i + k
-        return self.toks[j] if j < len(self.toks) else None
-
-    def kw(self, word: str, k: int = 0) -> bool:
-        t = self.peek(k)
-        return t is not None and t[0] == "id" and t[1].upper() == word
-
-    def take(self) -> tuple[str, str]:
-        t = self.peek()
-        if t is None:
-            raise _Unparsable("unexpected end")
-        self.i += 1
-        return t
-
-    def expect(self, value: str) -> None:
-        t = self.take()
-        if t[1].upper() != value:
-            raise _Unparsable(f"expected {value}")
-
-    def parse(self) -> Expr:
-        e = self.or_expr()
-        if self.peek() is not None:
-            raise _Unparsable("trailing tokens")
-        return e
-
-    def or_expr(self) -> Expr:
-        e = self.and_expr()
-        while self.kw("OR"):
-            self.take()
-            e = Or(e, self.and_expr())
-        return e
-
-    def and_expr(self) -> Expr:
-        e = self.atom_or_unknown()
-        while self.kw("AND"):
-            self.take()
-            e = And(e, self.atom_or_unknown())
-        return e
-
-    def atom_or_unknown(self) -> Expr:
-        start = self.i
-        try:
-            return self.atom()
-        except _Unparsable:
-            # An atom we do not understand: skip it (up to AND/OR at this depth) and keep all files.
-            self.i = start
-            depth = 0
-            while (t := self.peek()) is not None:
-                if t[1] == "(":
-                    depth += 1
-                elif t[1] == ")":
-                    if depth == 0:
-                        break
-                    depth -= 1
-                elif depth == 0 and t[0] == "id" and t[1].upper() in ("AND", "OR"):
-                    break
-                self.i += 1
-            if self.i == start:
-                raise
-            return ALWAYS
-
-    def literal(self) -> Any:
-        kind, text = self.take()
-        if kind == "str":
-            return text[1:-1].replace("''", "'")
-        if kind == "num":
-            t = text.rstrip("LlDd")
-            if re.fullmatch(r"[-+]?\d+", t):
-                return int(t)
-            return decimal.Decimal(t) if "e" not in t.lower() else float(t)
-        if kind == "id":
-            word = text.upper()
-            if word == "TRUE":
-                return True
-            if word == "FALSE":
-                return False
-            if word == "NULL":
-                return None
-            if word in ("DATE", "TIMESTAMP", "TIMESTAMP_NTZ") and self.peek() and self.peek()[0] == "str":
-                raw = self.take()[1][1:-1]
-                try:
-                    if word == "DATE":
-                        return dt.date.fromisoformat(raw)
-                    v = dt.datetime.fromisoformat(raw.replace("Z", "+00:00"))
-                    return v
-                except ValueError:
-                    raise _Unparsable(raw) from None
-        raise _Unparsable(text)
-
-    def is_column_next(self) -> bool:
-        t = self.peek()
-        if t is None:
-            return False
-        if t[0] == "bq":
-            return True
-        if t[0] == "id" and t[1].upper() not in ("TRUE", "FALSE", "NULL", "NOT", "DATE", "TIMESTAMP",
-                                                  "TIMESTAMP_NTZ"):
-            nxt = self.peek(1)
-            return not (nxt is not None and nxt[1] == "(")  # a function call is not a column
-        return False
-
-    def atom(self) -> Expr:
-        t = self.peek()
-        if t is None:
-            raise _Unparsable("empty")
-        if t[1] == "(":
-            self.take()
-            e = self.or_expr()
-            self.expect(")")
-            return e
-        if self.kw("NOT"):
-            self.take()
-            if self.kw("NOT") or (self.peek() and self.peek()[1] == "("):
-                raise _Unparsable("NOT of an expression")  # its negation could be wrong; keep all
-            raise _Unparsable("NOT")
-        for word, const in (("TRUE", ALWAYS), ("FALSE", NEVER)):
-            nxt = self.peek(1)
-            if self.kw(word) and (nxt is None or nxt[1] == ")" or nxt[1].upper() in ("AND", "OR")):
-                self.take()
-                return const
-        if self.is_column_next():
-            name = _ident_name(self.take()[1])
-            return self.predicate_on(name)
-        # literal op column
-        value = self.literal()
-        kind, op = self.take()
-        if op == "==":
-            op = "="
-        if op == "<>":
-            op = "!="
-        if op not in self._FLIP or not self.is_column_next():
-            raise _Unparsable(op)
-        name = _ident_name(self.take()[1])
-        if value is None:
-            return NEVER
-        return Compare(name, self._FLIP[op], value)
-
-    def predicate_on(self, name: str) -> Expr:
-        t = self.take()
-        word = t[1].upper()
-        if word == "IS":
-            negated = False
-            if self.kw("NOT"):
-                self.take()
-                negated = True
-            self.expect("NULL")
-            return IsNull(name, negated)
-        negated = False
-        if word == "NOT":
-            negated = True
-            word = self.take()[1].upper()
-        if word == "IN":
-            self.expect("(")
-            values = [self.literal()]
-            while self.peek() and self.peek()[1] == ",":
-                self.take()
-                values.append(self.literal())
-            self.expect(")")
-            if not negated and all(v is None for v in values):
-                return NEVER
-            return In(name, tuple(values), negated)
-        if word == "BETWEEN":
-            lo = self.literal()
-            self.expect("AND")
-            hi = self.literal()
-            if negated:
-                raise _Unparsable("NOT BETWEEN")
-            if lo is None or hi is None:
-                return NEVER
-            return And(Compare(name, ">=", lo), Compare(name, "<=", hi))
-        if negated:
-            raise _Unparsable("NOT " + word)
-        op = {"==": "=", "<>": "!="}.get(t[1], t[1])
-        if op not in self._FLIP:
-            raise _Unparsable(op)
-        if self.is_column_next():
-            raise _Unparsable("column compared with a column")
-        value = self.literal()
-        if value is None:
-            return NEVER  # x = NULL is never true
-        return Compare(name, op, value)
+class _Unknown(Exception):
+    """A SQL form that skipping cannot use."""
 
 
 def parse_sql_predicate(text: str | None) -> Expr:
@@ -519,10 +300,127 @@ def parse_sql_predicate(text: str | None) -> Expr:
     number, boolean and DATE/TIMESTAMP literals. Anything else becomes ALWAYS (keep all files)."""
     if text is None or not str(text).strip():
         return ALWAYS
+    from . import sql
+
     try:
-        return _simplify(_Parser(str(text)).parse())
-    except _Unparsable:
+        tree = sql.parse(str(text))
+    except ValueError:
         return ALWAYS
+    return _simplify(_predicate(tree))
+
+
+_COMPARISONS = {"EQ": "=", "NEQ": "!=", "LT": "<", "LTE": "<=", "GT": ">", "GTE": ">="}
+_FLIP = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+def _predicate(node: Any) -> Expr:
+    """An expression for a boolean node; a part skipping cannot use is ALWAYS. Only AND and OR combine
+    parts, so an ALWAYS in place of a part never drops a file (NOT is taken only over known forms)."""
+    from sqlglot import exp
+
+    if isinstance(node, exp.Paren):
+        return _predicate(node.this)
+    if isinstance(node, exp.And):
+        return And(_predicate(node.left), _predicate(node.right))
+    if isinstance(node, exp.Or):
+        return Or(_predicate(node.left), _predicate(node.right))
+    try:
+        return _atom(node)
+    except _Unknown:
+        return ALWAYS
+
+
+def _atom(node: Any) -> Expr:
+    from sqlglot import exp
+
+    if isinstance(node, exp.Boolean):
+        return ALWAYS if node.this else NEVER
+    negated = isinstance(node, exp.Not)
+    inner = node.this if negated else node
+    while isinstance(inner, exp.Paren):
+        inner = inner.this
+    if isinstance(inner, exp.Is) and isinstance(inner.expression, exp.Null):
+        return IsNull(_column(inner.this), negated)
+    if isinstance(inner, exp.In):
+        if inner.args.get("query") is not None or inner.args.get("unnest") is not None:
+            raise _Unknown("IN (subquery)")
+        values = tuple(_literal(v) for v in inner.expressions)
+        if not negated and all(v is None for v in values):
+            return NEVER
+        return In(_column(inner.this), values, negated)
+    if negated:
+        raise _Unknown("NOT of another form")  # its negation could be wrong: keep all files
+    if isinstance(node, exp.Between):
+        name, lo, hi = _column(node.this), _literal(node.args["low"]), _literal(node.args["high"])
+        if lo is None or hi is None:
+            return NEVER
+        return And(Compare(name, ">=", lo), Compare(name, "<=", hi))
+    op = _COMPARISONS.get(type(node).__name__)
+    if op is None:
+        raise _Unknown(type(node).__name__)
+    left, right = node.this, node.expression
+    if isinstance(left, exp.Column) and not isinstance(right, exp.Column):
+        name, value = _column(left), _literal(right)
+    elif isinstance(right, exp.Column) and not isinstance(left, exp.Column):
+        name, value, op = _column(right), _literal(left), _FLIP[op]
+    else:
+        raise _Unknown("not a column compared with a literal")
+    if value is None:
+        return NEVER  # x = NULL is never true
+    return Compare(name, op, value)
+
+
+def _column(node: Any) -> str:
+    """A column reference's name; dotted parts name a nested field (`a.b`)."""
+    from sqlglot import exp
+
+    if not isinstance(node, exp.Column):
+        raise _Unknown("not a column")
+    return ".".join(part.name for part in node.parts)
+
+
+def _literal(node: Any) -> Any:
+    """The Python value of a literal: string, number, boolean, NULL, DATE / TIMESTAMP '...', a typed
+    number (10L)."""
+    from sqlglot import exp
+
+    if isinstance(node, exp.Paren):
+        return _literal(node.this)
+    if isinstance(node, exp.Null):
+        return None
+    if isinstance(node, exp.Boolean):
+        return bool(node.this)
+    if isinstance(node, exp.Neg):
+        value = _literal(node.this)
+        if isinstance(value, (int, float, decimal.Decimal)) and not isinstance(value, bool):
+            return -value
+        raise _Unknown("negated non-number")
+    if isinstance(node, exp.Literal):
+        if node.is_string:
+            return node.this
+        text = str(node.this)
+        if re.fullmatch(r"\d+", text):
+            return int(text)
+        if "e" in text.lower():
+            return float(text)
+        return decimal.Decimal(text)
+    if isinstance(node, (exp.Cast, exp.TryCast)) and isinstance(node.this, (exp.Literal, exp.Neg)):
+        kind = node.to.this.name if node.to is not None else ""
+        value = _literal(node.this)
+        try:
+            if kind == "DATE" and isinstance(value, str):
+                return dt.date.fromisoformat(value.strip())
+            if kind.startswith("TIMESTAMP") and isinstance(value, str):
+                return dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+            if kind in ("TINYINT", "SMALLINT", "INT", "BIGINT") and isinstance(value, int):
+                return value
+            if kind in ("DOUBLE", "FLOAT") and isinstance(value, (int, float, decimal.Decimal)):
+                return float(value)
+            if kind == "DECIMAL" and isinstance(value, (int, decimal.Decimal)):
+                return decimal.Decimal(value)
+        except ValueError:
+            raise _Unknown("bad typed literal") from None
+    raise _Unknown(type(node).__name__)
 
 
 def _simplify(e: Expr) -> Expr:

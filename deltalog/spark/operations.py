@@ -12,7 +12,6 @@ invisible to readers and VACUUM removes them).
 from __future__ import annotations
 
 import json
-import re
 import time
 from dataclasses import replace
 from urllib.parse import unquote, urlparse
@@ -26,6 +25,7 @@ from pyspark.sql.types import StructType
 
 from ..actions import AddFile, Metadata, RemoveFile, now_ms
 from ..errors import DeltaError, InvalidTableError, NotATableError, SchemaMismatchError
+from .. import sql
 from ..paths import absolute_file_path, parse_partition_value
 from ..schema import (
     check_column_names, find_field, partition_column_types, quote_identifier, schema_string,
@@ -554,85 +554,6 @@ def delete(spark: SparkSession, table_uri: str, predicate: str | None = None,
 # ---------------------------------------------------------------------------------------------------
 # merge
 
-_REF = r"(?:`[^`]*`|\w+)(?:\s*\.\s*(?:`[^`]*`|\w+))*"
-_EQ_PAIR = re.compile(rf"^\s*(?P<l>{_REF})\s*(?:=|==|<=>)\s*(?P<r>{_REF})\s*$")
-
-
-def _split_and(text: str) -> list[str]:
-    """Top-level AND conjuncts of a SQL condition (outside parentheses and quotes)."""
-    parts, depth, quote, start, i = [], 0, None, 0, 0
-    low = text.lower()
-    while i < len(text):
-        ch = text[i]
-        if quote:
-            if ch == quote:
-                quote = None
-        elif ch in ("'", '"', "`"):
-            quote = ch
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        elif depth == 0 and low.startswith("and", i) and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")) \
-                and (i + 3 >= len(text) or not (text[i + 3].isalnum() or text[i + 3] == "_")):
-            parts.append(text[start:i])
-            start = i + 3
-            i += 3
-            continue
-        i += 1
-    parts.append(text[start:])
-    return [p.strip() for p in parts if p.strip()]
-
-
-def _strip_parens(text: str) -> str:
-    t = text.strip()
-    while t.startswith("(") and t.endswith(")"):
-        depth = 0
-        for i, ch in enumerate(t):
-            depth += ch == "("
-            depth -= ch == ")"
-            if depth == 0 and i < len(t) - 1:
-                return t
-        t = t[1:-1].strip()
-    return t
-
-
-def _column_ref(ref: str, alias: str) -> str | None:
-    """`alias.col` / `` `alias`.`col` `` -> col, when the reference is to `alias`."""
-    parts = [p.strip().strip("`") for p in re.findall(r"`[^`]*`|[^.`]+", ref) if p.strip()]
-    if len(parts) == 2 and parts[0].lower() == alias.lower():
-        return parts[1]
-    return None
-
-
-def _equi_keys(on: str, source_alias: str, target_alias: str) -> list[tuple[str, str]]:
-    """(source column, target column) of each top-level `S.a = T.b` conjunct of the merge condition."""
-    out = []
-    for conj in _split_and(on):
-        m = _EQ_PAIR.match(_strip_parens(conj))
-        if not m:
-            continue
-        l, r = m.group("l"), m.group("r")
-        s, t = _column_ref(l, source_alias), _column_ref(r, target_alias)
-        if s is None or t is None:
-            s, t = _column_ref(r, source_alias), _column_ref(l, target_alias)
-        if s is not None and t is not None:
-            out.append((s, t))
-    return out
-
-
-def _target_only_conjuncts(on: str, source_alias: str, target_alias: str) -> list[str]:
-    """Conjuncts that mention the target alias but not the source (incremental_predicates), with the
-    alias removed, usable to prune target files."""
-    out = []
-    src = re.compile(rf"(?<![\w`]){re.escape(source_alias)}\s*\.|`{re.escape(source_alias)}`\s*\.", re.I)
-    tgt = re.compile(rf"(?<![\w`]){re.escape(target_alias)}\s*\.|`{re.escape(target_alias)}`\s*\.", re.I)
-    for conj in _split_and(on):
-        if tgt.search(conj) and not src.search(conj):
-            out.append(tgt.sub("", conj))
-    return out
-
-
 def _assignments(spec: Any, target_columns: list[str], source_columns: list[str], source_alias: str,
                  target_alias: str, table: str, what: str) -> dict[str, str]:
     """target column -> SQL expression, for '*' or a dict (keys matched to target columns ignoring case)."""
@@ -722,7 +643,7 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
             _check_unique_keys(source, unique_keys, unique_keys_where, name)
 
         # 1. Candidate files: min/max of the source's equi-join keys, and target-only conjuncts.
-        keys = [(s, t) for s, t in _equi_keys(on, source_alias, target_alias)
+        keys = [(s, t) for s, t in sql.equi_keys(on, source_alias, target_alias)
                 if find_field(schema_json, t) is not None and s.lower() in {c.lower() for c in source.columns}]
         exprs = []
         if keys:
@@ -745,7 +666,7 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
                 else:
                     exprs.append(f"{quote_identifier(t)} >= {_sql_literal(lo)} and "
                                  f"{quote_identifier(t)} <= {_sql_literal(hi)}")
-        exprs += [f"({c})" for c in _target_only_conjuncts(on, source_alias, target_alias)]
+        exprs += [f"({c})" for c in sql.only_alias_conjuncts(on, target_alias, source_alias)]
         prune_text = " and ".join(f"({e})" for e in exprs)
         prune_expr = parse_sql_predicate(prune_text) if prune_text else ALWAYS
         candidates = files_matching(snapshot, prune_expr) if prune_expr is not ALWAYS else snapshot.files

@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import add, remove
+from tests.engine.conftest import add, remove
 from deltalog.actions import DomainMetadata, SetTransaction
 from deltalog.checkpoint import (checkpoint_table, read_last_checkpoint, should_checkpoint,
                                  write_checkpoint)

@@ -5,7 +5,7 @@ import deltalake
 import pyarrow as pa
 import pytest
 
-from conftest import add, remove
+from tests.engine.conftest import add, remove
 from deltalog.actions import CommitInfo, DomainMetadata, SetTransaction
 from deltalog.checksum import verify_checksum, write_checksum
 from deltalog.errors import ChecksumMismatchError

@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import SCHEMA, add, remove
+from tests.engine.conftest import SCHEMA, add, remove
 from deltalog.actions import (AddFile, CommitInfo, DomainMetadata, Metadata, Protocol,
                               SetTransaction, now_ms)
 from deltalog.errors import (CorruptLogError, NotATableError, UnsupportedFeatureError,

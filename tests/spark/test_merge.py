@@ -154,13 +154,18 @@ def test_merge_partitioned_table_and_incremental_predicate(spark, tmp_path):
 
 
 def test_merge_condition_parsing():
-    from deltalog.spark.operations import _equi_keys, _split_and, _target_only_conjuncts
-    on = ("DBT_INTERNAL_SOURCE.id = DBT_INTERNAL_DEST.id and (`DBT_INTERNAL_DEST`.`Order Id` = "
-          "DBT_INTERNAL_SOURCE.oid) and (DBT_INTERNAL_DEST.day >= '2024-01-01' and DBT_INTERNAL_DEST.x = 'band')")
-    assert _split_and("a = 1 and (b = 2 and c = 3) AND d = 'x and y'") == ["a = 1", "(b = 2 and c = 3)", "d = 'x and y'"]
-    assert _equi_keys(on, "DBT_INTERNAL_SOURCE", "DBT_INTERNAL_DEST") == [("id", "id"), ("oid", "Order Id")]
-    assert _target_only_conjuncts(on, "DBT_INTERNAL_SOURCE", "DBT_INTERNAL_DEST") == [
-        "(day >= '2024-01-01' and x = 'band')"]
+    from deltalog import sql
+    S, T = "DBT_INTERNAL_SOURCE", "DBT_INTERNAL_DEST"
+    on = (f"{S}.id = {T}.id and (`{T}`.`Order Id` = {S}.oid) and ({T}.day >= '2024-01-01' and "
+          f"{T}.x = 'band') and {S}.n <=> {T}.n and {T}.s = 'it''s and ' and abs({T}.q) in (1, 2) "
+          f"and ({T}.a = 1 or {S}.b = 2) and {S}.flag = 'x'")
+    assert [sql.to_sql(c) for c in sql.conjuncts("a = 1 and (b = 2 and c = 3) AND d = 'x and y'")] == [
+        "a = 1", "b = 2", "c = 3", "d = 'x and y'"]
+    # `<=>` matches NULL keys, so it is not a key min/max statistics may prune by
+    assert sql.equi_keys(on, S, T) == [("id", "id"), ("oid", "Order Id")]
+    assert sql.only_alias_conjuncts(on, T, S) == [
+        "day >= '2024-01-01'", "x = 'band'", "s = 'it\\'s and '", "ABS(q) IN (1, 2)"]
+    assert sql.only_alias_conjuncts(on.lower(), T, S)[0] == "day >= '2024-01-01'"  # aliases ignore case
 
 
 def test_merge_into_delta_rs_table_with_timestamp_key(spark, tmp_path):
