@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-CONFORMANCE = REPO_ROOT.parent / "shared" / "conformance"
+CONFORMANCE = (REPO_ROOT.parent / "shared" / "conformance").resolve()  # a symlinked ../shared too
 GOLDEN = CONFORMANCE / "delta-golden"
 WILD = CONFORMANCE / "wild"
 
