@@ -152,6 +152,9 @@ def _compact(table: pa.Table) -> pa.Table:
 class Snapshot:
     """An immutable view of a table at one version. Build it with `Snapshot.load`."""
 
+    # Set by `load`: `_last_checkpoint` named a checkpoint the log lacks (the next commit removes it).
+    stale_last_checkpoint = False
+
     def __init__(self, store: LogStore, version: int, timestamp: int, protocol: Protocol,
                  metadata: Metadata, files: pa.Table, tombstones: pa.Table,
                  app_transactions: dict[str, int], app_transaction_updated: dict[str, int | None],
@@ -387,18 +390,21 @@ def _load(store: LogStore, version: int | None) -> Snapshot:
     last = cp.read_last_checkpoint(store)
     start = last["version"] if last and (version is None or last["version"] <= version) else 0
     listing = _Listing(store.list_from(start))
-    if start > 0 and (start not in listing.checkpoints or listing.latest() is None):
+    stale = start > 0 and (start not in listing.checkpoints or listing.latest() is None)
+    if stale:
         # `_last_checkpoint` points at a checkpoint that is gone: list the whole log.
         listing, start = _Listing(store.list_from(0)), 0
     try:
-        return _load_from(store, listing, version)
+        snapshot = _load_from(store, listing, version)
     except ChecksumMismatchError:
         raise
     except CorruptLogError:
         if start == 0:
             raise
         # A corrupt checkpoint may need an earlier one (or commits from 0) outside this listing.
-        return _load_from(store, _Listing(store.list_from(0)), version)
+        snapshot = _load_from(store, _Listing(store.list_from(0)), version)
+    snapshot.stale_last_checkpoint = stale
+    return snapshot
 
 
 def _load_from(store: LogStore, listing: _Listing, version: int | None) -> Snapshot:

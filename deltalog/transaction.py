@@ -525,6 +525,16 @@ class Transaction:
                 f"{self.read_version}, which it read, is no longer in the log). Nothing was committed; re-run "
                 f"the operation.")
 
+    def commit_or_discard(self, new_files: Iterable[AddFile], **commit_args: Any) -> int:
+        """`commit(**commit_args)`; when it fails or is interrupted, `discard_uncommitted(new_files)`:
+        the data files written for this commit. Only for files this transaction wrote (never for adds
+        of existing files, as RESTORE makes)."""
+        try:
+            return self.commit(**commit_args)
+        except BaseException:
+            self.discard_uncommitted(new_files)
+            raise
+
     def discard_uncommitted(self, files: Iterable[AddFile | str]) -> list[str]:
         """After this transaction failed or was interrupted, delete the data files it wrote — but only
         those that no commit after its read version names. An interrupt (Ctrl-C) can arrive after the
@@ -533,6 +543,7 @@ class Transaction:
         (log-relative paths); absolute paths (files outside the table) are never deleted."""
         import os
 
+        from .paths import file_path_of, is_absolute_path
         from .storage import table_path_from_uri
 
         wanted = {_key(f.path if isinstance(f, (AddFile, RemoveFile)) else str(f)) for f in files}
@@ -549,10 +560,10 @@ class Transaction:
             wanted -= {_key(a.path) for a in commit.adds}
         deleted = []
         for rel in sorted(wanted):
-            if "://" in rel or os.path.isabs(rel):
+            if is_absolute_path(rel):
                 continue
             try:
-                os.unlink(os.path.join(root, rel))
+                os.unlink(file_path_of(root, rel))
                 deleted.append(rel)
             except OSError:
                 pass
@@ -695,7 +706,8 @@ class Transaction:
                         self.table_uri, version, exc_info=True)
         try:
             from .checkpoint import repair_last_checkpoint, should_checkpoint, write_checkpoint
-            repair_last_checkpoint(self.store, version)
+            if self.snapshot is not None and self.snapshot.stale_last_checkpoint:
+                repair_last_checkpoint(self.store, version)
             if should_checkpoint(version, snap.configuration):
                 write_checkpoint(self.store, snap)
         except Exception:

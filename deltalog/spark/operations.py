@@ -6,8 +6,8 @@
 - `delete`: copy-on-write DELETE; files wholly inside the predicate are removed without being read.
 
 Each returns the committed version, or None when there was nothing to commit. Data files are written
-before the commit; if anything fails before the commit lands, the log is untouched (the orphan files are
-invisible to readers and VACUUM removes them).
+before the commit; when the commit fails or is interrupted, `Transaction.commit_or_discard` deletes the
+files no landed commit names (any left by a killed process are invisible to readers; VACUUM removes them).
 """
 from __future__ import annotations
 
@@ -509,7 +509,7 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
     operation = operation or "WRITE"
     if operation_parameters:
         params.update(operation_parameters)
-    return _commit_or_discard(txn, [*adds, *kept_adds], operation=operation, parameters=params,
+    return txn.commit_or_discard([*adds, *kept_adds], operation=operation, parameters=params,
                               metrics=metrics, user_metadata=user_metadata, extra_commit_info=extra_commit_info)
 
 
@@ -546,7 +546,7 @@ def delete(spark: SparkSession, table_uri: str, predicate: str | None = None,
     if plan["deleted"] is not None:
         metrics["numDeletedRows"] = plan["deleted"]
     pred = (predicate or "").strip()
-    return _commit_or_discard(txn, adds, operation="DELETE",
+    return txn.commit_or_discard(adds, operation="DELETE",
                               parameters={"predicate": json.dumps([pred] if pred else [])},
                               metrics=metrics, user_metadata=user_metadata, extra_commit_info=extra_commit_info)
 
@@ -815,7 +815,7 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
             "numTargetFilesScanned": candidates.num_rows,
             "executionTimeMs": int((time.time() - started) * 1000),
         }
-        return _commit_or_discard(txn, adds, operation=operation, parameters=params, metrics=metrics,
+        return txn.commit_or_discard(adds, operation=operation, parameters=params, metrics=metrics,
                                   user_metadata=user_metadata, extra_commit_info=extra_commit_info)
     finally:
         source.unpersist()
@@ -830,16 +830,6 @@ def _fits_broadcast(df: DataFrame) -> bool:
     except Exception:  # no estimate: let Spark choose the join
         return False
     return size <= _BROADCAST_SOURCE_BYTES
-
-
-def _commit_or_discard(txn: Any, adds: Sequence[AddFile], **commit_args: Any) -> int:
-    """Commit; when that fails or is interrupted, delete the data files written for it that no landed
-    commit names (a Ctrl-C may arrive after the commit landed: those files are the table's then)."""
-    try:
-        return txn.commit(**commit_args)
-    except BaseException:
-        txn.discard_uncommitted(adds)
-        raise
 
 
 def _utc_from_micros(micros: int) -> Any:

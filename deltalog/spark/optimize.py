@@ -320,8 +320,4 @@ def optimize(spark: SparkSession, table_uri: str, zorder_by: Any = None, where: 
     }
     if columns and curve != "zorder":
         parameters["curve"] = curve
-    try:
-        return txn.commit(operation="OPTIMIZE", parameters=parameters, metrics=metrics)
-    except BaseException:
-        txn.discard_uncommitted(adds)
-        raise
+    return txn.commit_or_discard(adds, operation="OPTIMIZE", parameters=parameters, metrics=metrics)

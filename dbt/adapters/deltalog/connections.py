@@ -264,6 +264,17 @@ class DeltalogConnectionManager(SparkConnectionManager):
         return type_code if isinstance(type_code, str) else type_code.__name__.upper()
 
 
+_DISK_FULL = "The disk holding the warehouse is full: free space or move the warehouse"
+_READ_ONLY = "The warehouse is on a read-only file system: point `warehouse` at a writable folder"
+# Words of an error's text that say what the file system refused.
+_IO_HINTS = (
+    ("no space left on device", _DISK_FULL),
+    ("disk quota exceeded", "The disk quota of the warehouse's file system is used up"),
+    ("read-only file system", _READ_ONLY),
+    ("permission denied", "This user may not write there: check the warehouse folder's permissions"),
+)
+
+
 def storage_problem(path: str) -> Optional[str]:
     """What is wrong with the file system holding `path`, when something plainly is: read-only, or no
     space left. Spark's messages often hide it ("Mkdirs failed to create ...")."""
@@ -278,9 +289,9 @@ def storage_problem(path: str) -> Optional[str]:
     except OSError:
         return None
     if st.f_flag & os.ST_RDONLY:
-        return "The warehouse is on a read-only file system: point `warehouse` at a writable folder"
+        return _READ_ONLY
     if st.f_bavail * st.f_frsize < 1 << 20:
-        return "The disk holding the warehouse is full: free space or move the warehouse"
+        return _DISK_FULL
     return None
 
 
@@ -310,11 +321,3 @@ def _short_error(exc: BaseException, location: Optional[str] = None) -> str:
     if hint:
         message += f". {hint}"
     return message or type(exc).__name__
-
-
-_IO_HINTS = (
-    ("no space left on device", "The disk holding the warehouse is full: free space or move the warehouse"),
-    ("disk quota exceeded", "The disk quota of the warehouse's file system is used up"),
-    ("read-only file system", "The warehouse is on a read-only file system: point `warehouse` at a writable folder"),
-    ("permission denied", "This user may not write there: check the warehouse folder's permissions"),
-)

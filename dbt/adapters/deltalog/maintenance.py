@@ -89,7 +89,7 @@ def _int_arg(relation: Any, macro: str, name: str, value: Any, minimum: int) -> 
     if not _is_int(value, minimum):
         raise CompilationError(f"{macro}({relation}): {name}={value!r} is not valid. Allowed: an integer >= "
                                f"{minimum}. Nothing was done.")
-    return int(str(value).strip()) if isinstance(value, str) else int(value)
+    return int(str(value).strip())
 
 
 def _truthy(value: Any) -> bool:
