@@ -36,6 +36,10 @@ class ChecksumMismatchError(CorruptLogError):
     """A `.crc` version checksum disagrees with the replayed state."""
 
 
+class IncompleteWriteError(DeltaError):
+    """The data files found after a write hold fewer (or more) rows than Spark wrote; nothing is committed."""
+
+
 class CommitFailedError(DeltaError):
     """A commit could not land after the allowed number of attempts."""
 

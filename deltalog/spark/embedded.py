@@ -13,8 +13,8 @@
   interpreted; a query with many projections (the Hilbert curve's ~40 bit steps) is generated as one
   such method and ran 7x slower for it.
 
-Only for a JVM not yet running: class path and JVM options are fixed when it starts, and executors
-elsewhere would not have the jar.
+Only for a JVM not yet running: class path and JVM options are fixed when it starts. A cluster's
+executors get the jar through `spark.jars`; whether they load it is checked once (`cluster.py`).
 """
 from __future__ import annotations
 
@@ -30,26 +30,38 @@ def _joined(conf: dict[str, str], key: str, value: str, sep: str) -> str:
     return value if not current else current + sep + value
 
 
-def embedded_session_conf(conf: dict[str, str]) -> dict[str, str]:
-    """Settings to add to `conf`, the configuration of a new local session. The file system is left
-    alone when the jar is missing or the user chose one for file:// paths."""
+def embedded_session_conf(conf: dict[str, str], master: str = "local[*]") -> dict[str, str]:
+    """Settings to add to `conf`, the configuration of a new session whose driver JVM this process
+    starts. A local master also gets the no-fork file system (left alone when the jar is missing or
+    the user chose one for file:// paths); a cluster master ships the jar to its executors
+    (`spark.jars`) and gives them the JIT option too."""
     out = {}
     if JIT_OPTION not in conf.get("spark.driver.extraJavaOptions", ""):
         out["spark.driver.extraJavaOptions"] = _joined(conf, "spark.driver.extraJavaOptions", JIT_OPTION, " ")
-    if os.path.exists(JAR):
-        out["spark.driver.extraClassPath"] = _joined(conf, "spark.driver.extraClassPath", JAR, os.pathsep)
+    if not os.path.exists(JAR):
+        return out
+    out["spark.driver.extraClassPath"] = _joined(conf, "spark.driver.extraClassPath", JAR, os.pathsep)
+    if master.startswith("local"):
         if not conf.get("spark.hadoop.fs.file.impl"):
             out["spark.hadoop.fs.file.impl"] = FILE_SYSTEM_CLASS
+        return out
+    if JAR not in conf.get("spark.jars", ""):
+        out["spark.jars"] = _joined(conf, "spark.jars", JAR, ",")
+    if JIT_OPTION not in conf.get("spark.executor.extraJavaOptions", ""):
+        out["spark.executor.extraJavaOptions"] = _joined(conf, "spark.executor.extraJavaOptions", JIT_OPTION, " ")
     return out
 
 
 def runs_jar_classes(spark) -> bool:
     """Whether every task of `spark` can load the jar's classes: a local master (its tasks run in this
-    JVM) that has the jar on its class path. False for clusters and Spark Connect sessions."""
+    JVM) that has the jar on its class path, or a cluster whose executors were shown to load them
+    (one tiny job, once per session). False for Spark Connect sessions."""
     try:
         sc = spark.sparkContext
         if not sc.master.startswith("local"):
-            return False
+            from .cluster import executors_load_jar
+
+            return executors_load_jar(spark)
         cached = getattr(sc, "_deltalog_jar_classes", None)
         if cached is None:
             from py4j.java_gateway import JavaClass

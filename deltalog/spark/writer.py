@@ -26,11 +26,11 @@ from zoneinfo import ZoneInfo
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame, functions as F
+from pyspark.sql import DataFrame, Observation, functions as F
 from pyspark.sql.types import StructType
 
 from ..actions import AddFile
-from ..errors import SchemaMismatchError
+from ..errors import IncompleteWriteError, SchemaMismatchError
 from ..paths import (
     decode_path, encode_path, new_data_file_path, parse_partition_folder, parse_partition_value, partition_folder,
     serialize_partition_value,
@@ -132,13 +132,43 @@ def write_files(df: DataFrame, table_uri: str, partition_columns: Sequence[str],
     partition_columns = list(partition_columns)
     if conform:
         df = conform_dataframe(df, schema_json, root)
+    if method not in ("native", "arrow"):
+        raise ValueError(f"unknown write method {method!r}; use 'native' or 'arrow'")
+    # Spark counts the rows as they go into the writer; the files handed back must hold exactly those.
+    written = Observation(f"deltalog_write_{uuid.uuid4().hex}")
+    df = df.observe(written, F.count(F.lit(1)).alias("rows"))
     if store_partition_columns and partition_columns:
-        return _write_arrow(df, root, partition_columns, schema_json, configuration or {}, keep_partitions=True)
-    if method == "native":
-        return _write_native(df, root, partition_columns, schema_json, configuration or {}, parquet_options)
-    if method == "arrow":
-        return _write_arrow(df, root, partition_columns, schema_json, configuration or {})
-    raise ValueError(f"unknown write method {method!r}; use 'native' or 'arrow'")
+        adds = _write_arrow(df, root, partition_columns, schema_json, configuration or {}, keep_partitions=True)
+    elif method == "native":
+        adds = _write_native(df, root, partition_columns, schema_json, configuration or {}, parquet_options)
+    else:
+        adds = _write_arrow(df, root, partition_columns, schema_json, configuration or {})
+    _check_rows_accounted_for(int(written.get["rows"]), adds, root)
+    return adds
+
+
+def _check_rows_accounted_for(rows_written: int, adds: list[AddFile], root: str) -> None:
+    """A write may fail, but never commit fewer rows than it wrote: compare Spark's count of the rows
+    it wrote with the numRecords of the files found. On a cluster whose executors write to disks the
+    driver cannot see, the files are missing here and the counts differ."""
+    found = sum(a.num_records or 0 for a in adds)
+    if found == rows_written and all(a.num_records is not None for a in adds):
+        # executors elsewhere may have written them to their own disks: the driver must see each one
+        unseen = [a for a in adds if not _has_size(os.path.join(root, decode_path(a.path)), a.size)]
+        if not unseen:
+            return
+        found -= sum(a.num_records or 0 for a in unseen)
+        adds = [a for a in adds if a not in unseen]
+    for a in adds:  # not committed: nobody references them
+        try:
+            os.unlink(os.path.join(root, decode_path(a.path)))
+        except OSError:
+            pass
+    raise IncompleteWriteError(
+        f"{root}: Spark wrote {rows_written} row(s) but the data files the driver found hold {found}; "
+        f"nothing was committed. The executors wrote where this driver cannot read: a warehouse on a "
+        f"cluster must be storage every executor and the driver share (NFS, or an object store such as "
+        f"s3://), not a local folder.")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -220,6 +250,13 @@ def _adopt_staged_file(path: str, staging: str, root: str, partition_columns: li
     st = os.stat(final)
     return AddFile(path=encode_path(final_relative), partition_values=values, size=st.st_size,
                    modification_time=int(st.st_mtime * 1000), data_change=True, stats=collector.to_json())
+
+
+def _has_size(path: str, size: int) -> bool:
+    try:
+        return os.stat(path).st_size == size
+    except OSError:
+        return False
 
 
 def _fsync(path: str) -> None:

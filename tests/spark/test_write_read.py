@@ -315,3 +315,39 @@ def test_materialize_partition_columns_feature_keeps_them_in_files(spark, tmp_pa
     newest = [p for p in snap.files.column("path").to_pylist() if "p=b" in p][0]
     assert pq.read_schema(os.path.join(uri, decode_path(newest))).names == ["id", "p"]
     assert sorted((r["id"], r["p"]) for r in rows_spark(spark, uri)) == [(1, "a"), (2, "b")]
+
+
+@pytest.mark.parametrize("method", ["native", "arrow"])
+def test_a_write_missing_rows_is_never_committed(spark, tmp_path, monkeypatch, method):
+    """Spark counts the rows it writes; when the files found hold fewer (here one file vanishes as an
+    executor's file on another machine's disk would), the write fails and the table is unchanged."""
+    from deltalog.errors import IncompleteWriteError
+    from deltalog.spark import writer
+
+    uri = str(tmp_path / "t")
+    write_dataframe(spark.range(10).selectExpr("id"), uri)
+    lost = []
+
+    def losing_one_file(real, keep_its_add):
+        def write(*args, **kwargs):
+            adds = real(*args, **kwargs)
+            lost.append(adds[0].path)
+            os.unlink(os.path.join(uri, decode_path(adds[0].path)))
+            return adds if keep_its_add else adds[1:]
+        return write
+
+    # native: the driver does not find the file; arrow: an executor reports a file the driver cannot see
+    name = "_write_native" if method == "native" else "_write_arrow"
+    monkeypatch.setattr(writer, name, losing_one_file(getattr(writer, name), keep_its_add=method == "arrow"))
+    df = spark.range(100, 400, 1, 3).selectExpr("id")
+    with pytest.raises(IncompleteWriteError, match=r"Spark wrote 300 row\(s\) but the data files the driver found hold"):
+        write_dataframe(df, uri, method=method)
+    monkeypatch.undo()
+    assert lost
+    assert Snapshot.load(uri).version == 0
+    assert rows_delta_rs(uri) == [{"id": i} for i in range(10)]
+    # the other files of the failed write are gone too
+    live = {decode_path(p) for p in Snapshot.load(uri).files.column("path").to_pylist()}
+    on_disk = {os.path.relpath(os.path.join(d, n), uri) for d, _, ns in os.walk(uri) for n in ns
+               if n.endswith(".parquet") and "_delta_log" not in d}
+    assert on_disk == live

@@ -15,6 +15,7 @@ from dbt.adapters.spark.connections import SparkConnectionManager
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.deltalog.catalog import SESSION_VIEWS, Warehouse, quote_warehouse_refs
+from deltalog.errors import DeltaError
 
 logger = AdapterLogger("Deltalog")
 
@@ -251,6 +252,12 @@ class DeltalogConnectionManager(SparkConnectionManager):
             raise FailedToConnectError(
                 redact_text(f"could not start Spark ({creds.master}): {exc}", creds.spark_conf)) from None
         warehouse = Warehouse(creds.resolve_warehouse() if not os.path.isabs(creds.warehouse) else creds.warehouse)
+        try:
+            from dbt.adapters.deltalog.session import check_warehouse_shared
+
+            check_warehouse_shared(spark, warehouse.root)
+        except DeltaError as exc:
+            raise FailedToConnectError(str(exc)) from None
         connection.handle = DeltalogHandle(spark, warehouse)
         connection.state = ConnectionState.OPEN
         return connection

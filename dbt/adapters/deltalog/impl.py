@@ -185,6 +185,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
 
     @available.parse_none
     def create_schema(self, relation: BaseRelation) -> None:
+        self.spark  # the session's checks of the warehouse (shared by a cluster's executors) come first
         self.warehouse.create_schema(relation.schema)
 
     @available.parse_none

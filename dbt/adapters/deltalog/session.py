@@ -149,12 +149,36 @@ def get_spark(master: str = "local[*]", spark_conf: Optional[Dict[str, str]] = N
         builder = SparkSession.builder.master(master).appName("dbt-deltalog")
         conf = default_conf(master)
         conf.update({str(k): str(v) for k, v in (spark_conf or {}).items()})
-        if master.startswith("local") and SparkContext._active_spark_context is None:
-            conf.update(embedded_session_conf(conf))  # class path and JVM options: only for a JVM we start
+        if SparkContext._active_spark_context is None:
+            conf.update(embedded_session_conf(conf, master))  # class path, JVM options: only for a JVM we start
         for key, value in conf.items():
             builder = builder.config(key, value)
         _spark = builder.getOrCreate()
         _spark.sparkContext.setLogLevel("ERROR")
+        if not master.startswith("local") and "spark.sql.shuffle.partitions" not in (spark_conf or {}):
+            # Spark's default of 200 turns a small model into dozens of tiny files: follow the cluster
+            from deltalog.spark.cluster import executor_cores
+
+            _spark.conf.set("spark.sql.shuffle.partitions", str(max(4, 2 * executor_cores(_spark))))
         # pyspark logs every failed statement's JVM trace; dbt reports the error itself
         logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
         return _spark
+
+
+_shared_checked: set = set()
+
+
+def check_warehouse_shared(spark, warehouse: str) -> None:
+    """On a cluster, a local-path warehouse must be storage the executors share with the driver:
+    checked once per session and warehouse, before any model writes (StorageNotSharedError)."""
+    from deltalog.spark.cluster import check_shared_folder, is_local_master
+
+    if is_local_master(spark):
+        return
+    key = (id(spark.sparkContext), warehouse)
+    with _lock:
+        if key in _shared_checked:
+            return
+        os.makedirs(warehouse, exist_ok=True)
+        check_shared_folder(spark, warehouse)
+        _shared_checked.add(key)

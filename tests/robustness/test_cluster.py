@@ -1,0 +1,136 @@
+"""dbt on a real Spark standalone cluster (master and two one-core workers on 127.0.0.1).
+
+The second worker runs in a private mount namespace with an empty tmpfs over one folder: to it, that
+folder is another machine's local disk. So:
+
+- a warehouse in that folder is not shared: the run fails before any model writes, naming the cause,
+  and nothing appears in the warehouse (before, a table committed version 0 with no files);
+- a warehouse elsewhere is shared by every worker: the models build, delta-rs reads the rows, the
+  executors load the jar (fast clustering path) and shuffle partitions follow the cluster's cores;
+- the engine refuses to commit when the files found hold fewer rows than Spark wrote.
+
+Marked `cluster`: slower than the rest (two dbt processes on a cluster, about a minute).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import deltalake
+import pytest
+
+from tests.standalone import private_mounts_available, standalone_cluster
+
+pytestmark = [pytest.mark.dbt, pytest.mark.cluster]
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+MODELS = {
+    # 1,000 rows into 119 groups through a shuffle: with Spark's default of 200 shuffle partitions
+    # this became dozens of tiny files on a cluster
+    "grouped.sql": "{{ config(materialized='table') }} "
+                   "select id % 119 as k, count(*) as n from range(1000) group by id % 119",
+    "clustered.sql": "{{ config(materialized='incremental', incremental_strategy='merge', unique_key='id', "
+                     "zorder_by=['k']) }} "
+                     "select id, id % 13 as k, {{ var('run', 0) }} as run from range({{ 200 + var('run', 0) * 50 }})"
+                     "{% if is_incremental() %} where id >= 150 {% endif %}",
+}
+
+
+def _project(root: str, warehouse: str, master: str) -> str:
+    project = os.path.join(root, "project")
+    os.makedirs(os.path.join(project, "models"))
+    with open(os.path.join(project, "dbt_project.yml"), "w") as f:
+        f.write("name: on_cluster\nversion: '1.0'\nprofile: on_cluster\nconfig-version: 2\n")
+    with open(os.path.join(project, "profiles.yml"), "w") as f:
+        f.write(textwrap.dedent(f"""\
+            on_cluster:
+              target: dev
+              outputs:
+                dev:
+                  type: deltalog
+                  schema: analytics
+                  threads: 1
+                  master: {master}
+                  warehouse: {warehouse}
+                  spark_conf:
+                    spark.driver.host: 127.0.0.1
+                    spark.driver.bindAddress: 127.0.0.1
+                    spark.executor.memory: 1g
+                    spark.cores.max: "2"
+            """))
+    for name, sql in MODELS.items():
+        with open(os.path.join(project, "models", name), "w") as f:
+            f.write(sql)
+    return project
+
+
+def _run(master: str, project: str, *args: str) -> dict:
+    proc = subprocess.run([sys.executable, os.path.join(HERE, "cluster_child.py"), master, project, *args],
+                          capture_output=True, text=True, timeout=600)
+    for line in proc.stdout.splitlines():
+        if line.startswith("CLUSTER-CHILD "):
+            return json.loads(line[len("CLUSTER-CHILD "):]) | {"output": proc.stdout}
+    raise AssertionError(f"dbt on the cluster printed no report (exit {proc.returncode}):\n"
+                         f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    why = private_mounts_available()
+    if why:
+        pytest.skip(f"cluster tests need a worker in a private mount namespace: {why}")
+    private = str(tmp_path_factory.mktemp("workers_own_disk"))
+    with standalone_cluster(workers=2, cores=1, memory="1536m", private_folders=[private]) as c:
+        c.private_folder = private
+        yield c
+
+
+def test_local_warehouse_that_executors_do_not_share_fails_before_writing(cluster, tmp_path):
+    warehouse = os.path.join(cluster.private_folder, "warehouse")
+    project = _project(str(tmp_path), warehouse, cluster.master_url)
+    report = _run(cluster.master_url, project, "run")
+    assert not report["success"]
+    assert "do not share" in report["output"] and "object store" in report["output"], report["output"][-3000:]
+    # nothing was written: no schema folder, no table, no probe files left behind
+    assert not os.path.exists(os.path.join(warehouse, "analytics"))
+    assert [e for e in os.listdir(warehouse) if not e.startswith(".")] == []
+    assert not os.path.exists(os.path.join(warehouse, ".deltalog-shared-check")) or \
+        os.listdir(os.path.join(warehouse, ".deltalog-shared-check")) == []
+
+
+def test_shared_warehouse_builds_on_the_cluster(cluster, tmp_path):
+    warehouse = str(tmp_path / "warehouse")
+    project = _project(str(tmp_path), warehouse, cluster.master_url)
+    first = _run(cluster.master_url, project, "run", "--vars", "{run: 0}")
+    assert first["success"], first["output"][-4000:]
+    assert first["master"] == cluster.master_url
+    assert first["jar_on_executors"] is True
+    assert first["shuffle_partitions"] == "4"  # 2 executor cores x 2
+
+    grouped = deltalake.DeltaTable(os.path.join(warehouse, "analytics", "grouped"))
+    rows = grouped.to_pyarrow_table().to_pylist()
+    assert sorted((r["k"], r["n"]) for r in rows) == sorted(
+        (k, sum(1 for i in range(1000) if i % 119 == k)) for k in range(119))
+    assert len(grouped.file_uris()) <= 4
+
+    second = _run(cluster.master_url, project, "run", "--vars", "{run: 1}", "--select", "clustered")
+    assert second["success"], second["output"][-4000:]
+    clustered = deltalake.DeltaTable(os.path.join(warehouse, "analytics", "clustered"))
+    got = sorted((r["id"], r["k"], r["run"]) for r in clustered.to_pyarrow_table().to_pylist())
+    assert got == sorted([(i, i % 13, 0) for i in range(150)] + [(i, i % 13, 1) for i in range(150, 250)])
+    operations = [h["operation"] for h in clustered.history()]
+    assert operations.count("MERGE") == 1 and operations.count("OPTIMIZE") == 2, operations
+
+
+def test_engine_never_commits_rows_it_cannot_see(cluster):
+    """Without the adapter's check: the executor on the 'other machine' writes its files to its own
+    disk; both write methods refuse to commit instead of committing a table missing those rows."""
+    table = os.path.join(cluster.private_folder, "engine", "t")
+    report = _run(cluster.master_url, "--engine-write", table)
+    for method in ("native", "arrow"):
+        assert report[method].get("error") == "IncompleteWriteError", report
+        assert "Spark wrote 1000 row(s)" in report[method]["message"]
+    assert not os.path.exists(os.path.join(table, "_delta_log"))

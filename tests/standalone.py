@@ -1,0 +1,146 @@
+"""A real Spark standalone cluster on 127.0.0.1 for tests: one master and workers started through
+pyspark's `bin/spark-class`, stopped when the context ends.
+
+A worker may run in a private mount namespace (`unshare -m`) with an empty tmpfs over some folders:
+it then sees its own, empty copy of them, as a worker on a second machine sees its own disk.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Iterator, Sequence
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def spark_home() -> str:
+    import pyspark
+
+    return os.path.dirname(os.path.abspath(pyspark.__file__))
+
+
+def private_mounts_available() -> str | None:
+    """None when this process may run a worker in a private mount namespace, else why not."""
+    if shutil.which("unshare") is None:
+        return "no `unshare` program on this machine"
+    probe = subprocess.run(["unshare", "-m", "sh", "-c", "mount -t tmpfs tmpfs /mnt"],
+                           capture_output=True, text=True)
+    if probe.returncode != 0:
+        return f"cannot make a private mount namespace here ({probe.stderr.strip() or probe.returncode})"
+    return None
+
+
+@dataclass
+class Cluster:
+    master_url: str
+    work_dir: str
+    processes: list[subprocess.Popen] = field(default_factory=list)
+
+    def log_text(self) -> str:
+        out = []
+        for name in sorted(os.listdir(self.work_dir)):
+            if name.endswith(".log"):
+                with open(os.path.join(self.work_dir, name), errors="replace") as f:
+                    out.append(f"--- {name}\n{f.read()[-4000:]}")
+        return "\n".join(out)
+
+
+def _environment() -> dict[str, str]:
+    env = dict(os.environ)
+    from dbt.adapters.deltalog.session import ensure_java
+
+    ensure_java()
+    env.update(JAVA_HOME=os.environ.get("JAVA_HOME", env.get("JAVA_HOME", "")), SPARK_HOME=spark_home(),
+               SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
+               SPARK_NO_DAEMONIZE="1")
+    env.pop("SPARK_CONF_DIR", None)
+    return {k: v for k, v in env.items() if v}
+
+
+def _wait_for(check, what: str, cluster: Cluster, timeout: float = 90) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if check():
+            return
+        for p in cluster.processes:
+            if p.poll() is not None:
+                raise RuntimeError(f"{what}: a cluster process ended (exit {p.returncode})\n{cluster.log_text()}")
+        time.sleep(0.5)
+    raise RuntimeError(f"{what}: not ready after {timeout:.0f} s\n{cluster.log_text()}")
+
+
+def _workers_alive(web_port: int, n: int) -> bool:
+    import json
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{web_port}/json/", timeout=2) as r:
+            info = json.load(r)
+    except OSError:
+        return False
+    return sum(1 for w in info.get("workers", []) if w.get("state") == "ALIVE") >= n
+
+
+@contextlib.contextmanager
+def standalone_cluster(workers: int = 1, cores: int = 1, memory: str = "2g",
+                       private_folders: Sequence[str] = ()) -> Iterator[Cluster]:
+    """A master and `workers` workers. With `private_folders`, the LAST worker runs in its own mount
+    namespace with an empty tmpfs over each of those folders (they must exist)."""
+    env = _environment()
+    spark_class = os.path.join(spark_home(), "bin", "spark-class")
+    port, web = free_port(), free_port()
+    work_dir = tempfile.mkdtemp(prefix="deltalog-cluster-")
+    cluster = Cluster(f"spark://127.0.0.1:{port}", work_dir)
+
+    def start(name: str, argv: list[str]) -> None:
+        log = open(os.path.join(work_dir, f"{name}.log"), "wb")
+        cluster.processes.append(subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                                  start_new_session=True))
+
+    try:
+        start("master", [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                         "--port", str(port), "--webui-port", str(web)])
+        _wait_for(lambda: _workers_alive(web, 0), "Spark master", cluster)
+        for i in range(workers):
+            worker_dir = os.path.join(work_dir, f"worker-{i}")
+            os.makedirs(worker_dir)
+            argv = [spark_class, "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
+                    "--cores", str(cores), "--memory", memory, "--webui-port", str(free_port()),
+                    "--work-dir", worker_dir, cluster.master_url]
+            if private_folders and i == workers - 1:
+                mounts = " && ".join(f"mount -t tmpfs tmpfs {_sh(p)}" for p in private_folders)
+                argv = ["unshare", "-m", "--propagation", "private", "sh", "-c",
+                        f"{mounts} && exec " + " ".join(_sh(a) for a in argv)]
+            start(f"worker-{i}", argv)
+        _wait_for(lambda: _workers_alive(web, workers), "Spark workers", cluster)
+        yield cluster
+    finally:
+        for p in cluster.processes:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in cluster.processes:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def _sh(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
