@@ -130,14 +130,12 @@ def serialize_partition_value(value: Any, delta_type: str) -> str | None:
 def parse_partition_value(s: str | None, delta_type: str) -> Any:
     """The Python value of a `partitionValues` string: int, float, Decimal, bool, date, datetime (timestamp:
     aware UTC; timestamp_ntz: naive), str or bytes. Accepts ISO-8601 timestamps (`...T...Z`) too."""
-    if s is None:
-        return None
+    if s is None or s == "":
+        return None  # the protocol: an empty string, for any type, is a null partition value
     t = normalize_type_name(delta_type)
     try:
         if t == "string":
             return s
-        if s == "" and t != "binary":
-            return None  # some writers (delta-rs) use "" for null in non-string columns
         if t in ("long", "integer", "short", "byte"):
             return int(s)
         if t == "boolean":

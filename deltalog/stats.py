@@ -182,9 +182,9 @@ class StatsCollector:
         if kind == "string":
             if isinstance(lo, bytes):
                 lo, hi = lo.decode("utf-8", "replace"), hi.decode("utf-8", "replace")
-            # Prefixes keep the order (a <= b => prefix(a) <= prefix(b)); one extra char picks the tie-breaker.
+            # Prefixes keep the order (a <= b => prefix(a) <= prefix(b)); the max keeps what picks its tie-breaker.
             lo = lo[:self.prefix_length]
-            hi = hi[:self.prefix_length + 1]
+            hi = max_prefix(hi, self.prefix_length)
         self._merge(leaf, lo, hi)
 
     @staticmethod
@@ -252,7 +252,7 @@ class StatsCollector:
         elif kind == "string":
             if isinstance(lo, bytes):
                 lo, hi = lo.decode("utf-8", "replace"), hi.decode("utf-8", "replace")
-            lo, hi = lo[:self.prefix_length], hi[:self.prefix_length + 1]
+            lo, hi = lo[:self.prefix_length], max_prefix(hi, self.prefix_length)
         elif kind == "decimal" and not isinstance(lo, Decimal):
             leaf.bounds_ok = False
             return
@@ -289,16 +289,40 @@ class StatsCollector:
             except (OverflowError, ValueError):
                 return None, None  # outside years 1..9999: no bounds rather than wrong ones
         if kind == "string":
-            if len(hi) > self.prefix_length:
-                nxt = hi[self.prefix_length]
-                hi = hi[:self.prefix_length] + ("\u007f" if nxt < "\u007f" else "\U0010ffff")
-            return lo, hi
+            return lo, truncated_max(hi, self.prefix_length)
         if kind == "float":
             return float(lo), float(hi)
         return lo, hi
 
     def to_json(self) -> str:
         return _dumps(self.to_dict())
+
+
+def _tie_break_position(value: str, prefix_length: int) -> int:
+    """The first position at or after the prefix that does not hold U+10FFFF (len(value) if none)."""
+    cut = prefix_length
+    while cut < len(value) and value[cut] == "\U0010ffff":
+        cut += 1
+    return cut
+
+
+def max_prefix(value: str, prefix_length: int) -> str:
+    """The part of a running max that decides its truncated bound: the prefix, any U+10FFFF run after
+    it and one character more. Keeps the order of values, so maxima of these are maxima of values."""
+    return value[:_tie_break_position(value, prefix_length) + 1]
+
+
+def truncated_max(value: str, prefix_length: int) -> str:
+    """An upper bound of `value` at most a few characters longer than `prefix_length`: the prefix plus
+    a tie-breaker above the first dropped character (U+007F, or U+10FFFF, the largest code point).
+    A dropped U+10FFFF has nothing above it, so the prefix grows over such characters; a value that is
+    all U+10FFFF from there on is kept whole."""
+    if len(value) <= prefix_length:
+        return value
+    cut = _tie_break_position(value, prefix_length)
+    if cut == len(value):
+        return value
+    return value[:cut] + ("\u007f" if value[cut] < "\u007f" else "\U0010ffff")
 
 
 def _datetime_micros(value: dt.datetime) -> int:

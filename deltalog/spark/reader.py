@@ -71,9 +71,6 @@ def _folders_match(snapshot: Any, spark: SparkSession) -> bool:
                     return False
             except Exception:
                 return False
-            # Spark turns an empty string folder value into null; Delta's "" for a string is not null.
-            if t == "string" and pv.get(c) == "":
-                return False
     return True
 
 

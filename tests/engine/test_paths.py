@@ -63,7 +63,8 @@ def test_serialize_partition_value(value, delta_type, expected):
     ("2024-01-01T12:00:00.5+02:00", "timestamp", dt.datetime(2024, 1, 1, 10, 0, 0, 500000, tzinfo=UTC)),
     ("2013-07-05 17:01:00.123456", "timestamp_ntz", dt.datetime(2013, 7, 5, 17, 1, 0, 123456)),
     ("", "long", None),
-    ("", "string", ""),
+    ("", "string", None),  # the protocol: an empty string is a null partition value, for every type
+    ("", "date", None),
 ])
 def test_parse_partition_value(text, delta_type, expected):
     got = parse_partition_value(text, delta_type)

@@ -10,6 +10,7 @@ import pytest
 from deltalog.errors import InvalidTableError
 from deltalog.schema import from_arrow_schema
 from deltalog.stats import StatsCollector, file_stats, indexed_columns
+from deltalog.write import write_deltalake
 
 from tests.shared_data import GOLDEN, require
 UTC = dt.timezone.utc
@@ -69,6 +70,26 @@ def test_string_max_tie_breaker():
     assert s["maxValues"]["s"] == "x" * 32
     s = stats_of(pa.table({"s": ["é" * 40]}), configuration={"delta.dataSkippingStringPrefixLength": "4"})
     assert s["minValues"]["s"] == "éééé" and s["maxValues"]["s"] == "éééé\U0010ffff"
+
+
+def test_string_max_stays_an_upper_bound_after_u10ffff():
+    """A dropped U+10FFFF has no character above it: the bound must keep it and look further (before,
+    the max was below the value and delta-rs / polars filtered the row out)."""
+    top = "\U0010ffff"
+    for value in ["x" * 32 + top + "a", "x" * 32 + top * 3 + "\u00e9z", "x" * 31 + top * 2 + "b", "x" * 32 + top * 2]:
+        s = stats_of(pa.table({"s": [value]}))
+        assert s["maxValues"]["s"] >= value and s["maxValues"]["s"].encode() >= value.encode()
+        assert s["minValues"]["s"] <= value
+    assert stats_of(pa.table({"s": ["x" * 32 + top * 2]}))["maxValues"]["s"] == "x" * 32 + top * 2
+    assert stats_of(pa.table({"s": ["x" * 32 + top + "a"]}))["maxValues"]["s"] == "x" * 32 + top + "\u007f"
+
+
+def test_delta_rs_finds_a_row_whose_33rd_character_is_u10ffff(tmp_path):
+    deltalake = pytest.importorskip("deltalake")
+    value = "k" * 32 + "\U0010ffff" + "tail"
+    write_deltalake(str(tmp_path / "t"), pa.table({"s": [value, "a"]}))
+    got = deltalake.DeltaTable(str(tmp_path / "t")).to_pyarrow_table(filters=[("s", "=", value)])
+    assert got.column("s").to_pylist() == [value]
 
 
 def test_nan_and_infinity_drop_bounds_only():

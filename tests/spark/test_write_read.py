@@ -128,6 +128,23 @@ def test_reader_falls_back_when_folders_disagree(spark, tmp_path):
     assert got == [(1, "x y", 1.5), (2, None, 2.5), (3, "a%b", 3.5)]
 
 
+def test_empty_string_partition_value_reads_as_null(spark, tmp_path):
+    """The protocol: "" in partitionValues is a null partition value, for strings too (delta-rs agrees)."""
+    import pyarrow as pa
+    uri = str(tmp_path / "t")
+    deltalake.write_deltalake(uri, pa.table({"id": [1, 2], "p": ["e", "x"]}), partition_by=["p"])
+    log = os.path.join(uri, "_delta_log", "00000000000000000000.json")
+    text = open(log).read()
+    assert text.count('"p":"e"') == 1
+    with open(log, "w") as f:
+        f.write(text.replace('"p":"e"', '"p":""'))
+    theirs = sorted(((r["id"], r["p"]) for r in deltalake.DeltaTable(uri).to_pyarrow_table().to_pylist()))
+    assert theirs == [(1, None), (2, "x")]
+    ours = sorted((r.id, r.p) for r in snapshot_dataframe(spark, Snapshot.load(uri)).collect())
+    assert ours == theirs
+    assert [r.id for r in snapshot_dataframe(spark, Snapshot.load(uri)).where("p is null").collect()] == [1]
+
+
 def test_empty_table_and_view(spark, tmp_path):
     uri = str(tmp_path / "e")
     write_dataframe(sample_df(spark).where("false"), uri, mode="error", partition_by=["day"])
