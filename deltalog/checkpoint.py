@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .errors import CorruptLogError
+from .stats import stats_json_from_parsed
 from .storage import LAST_CHECKPOINT, LogFile, LogStore
 
 if TYPE_CHECKING:
@@ -228,15 +229,18 @@ class CheckpointState:
 
 
 def _project(path: str, top: pa.Schema, struct: str, wanted: dict[str, str],
-             schema: pa.Schema) -> pa.Table:
+             schema: pa.Schema, table_schema: dict[str, Any] | None = None) -> pa.Table:
     """Rows of one action column (e.g. `add`) as a flat table in `schema`, reading only the leaves
-    in `wanted` (log name -> our name) that the file has."""
+    in `wanted` (log name -> our name) that the file has. With `table_schema`, stats that the file
+    keeps only as `stats_parsed` structs become `stats` JSON."""
     if struct not in top.names:
         return schema.empty_table()
     present = {f.name for f in top.field(struct).type}
     if "path" not in present:
         return schema.empty_table()
     names = [n for n in wanted if n in present]
+    if table_schema is not None and "stats_parsed" in present:
+        names.append("stats_parsed")
     # read_table returns projected leaves flat, named by their leaf name (faster than
     # ParquetFile.read, which rebuilds the struct).
     t = pq.read_table(path, columns=[f"{struct}.{n}" for n in names])
@@ -251,7 +255,23 @@ def _project(path: str, top: pa.Schema, struct: str, wanted: dict[str, str],
         if our_name == "deletion_vector":
             col = pa.chunked_array([_deletion_vectors(c) for c in col.chunks], type=target)
         arrays.append(col.cast(target) if col.type != target else col)
+    if "stats_parsed" in names and "stats" in wanted:
+        i = list(wanted).index("stats")
+        arrays[i] = _stats_with_parsed(arrays[i], t.column(names.index("stats_parsed")), table_schema)
     return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _stats_with_parsed(stats: pa.ChunkedArray, parsed: pa.ChunkedArray,
+                       table_schema: dict[str, Any]) -> pa.ChunkedArray:
+    """`stats`, with each missing JSON taken from the row's `stats_parsed` (Databricks and
+    delta-kernel write struct-only stats when `delta.checkpoint.writeStatsAsJson` is false)."""
+    missing = pc.and_(stats.is_null(), parsed.is_valid())
+    if not pc.any(missing).as_py():
+        return stats
+    texts = stats.to_pylist()
+    for i in pc.indices_nonzero(missing).to_pylist():
+        texts[i] = stats_json_from_parsed(parsed[i].as_py(), table_schema)
+    return pa.chunked_array([pa.array(texts, pa.string())])
 
 
 def _rows_with(table: pa.Table, mask: pa.ChunkedArray) -> pa.Table:
@@ -291,10 +311,18 @@ def _map_to_dict(value: Any) -> dict:
 _SMALL_COLUMNS = ("protocol", "metaData", "txn", "domainMetadata")
 
 
+def _schema_of(metadata: dict[str, Any] | None) -> dict[str, Any] | None:
+    try:
+        return json.loads(metadata["schemaString"]) if metadata else None
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def read_checkpoint(store: LogStore, parts: list[LogFile]) -> CheckpointState:
     """Read a single- or multi-part checkpoint. Raises CorruptLogError naming the file when a part
     cannot be read as a checkpoint."""
     files, tombstones = [], []
+    parts_read: list[tuple[str, pa.Schema]] = []
     state = CheckpointState(parts[0].version or 0, FILES_SCHEMA.empty_table(),
                             TOMBSTONES_SCHEMA.empty_table())
     for part in parts:
@@ -302,8 +330,6 @@ def read_checkpoint(store: LogStore, parts: list[LogFile]) -> CheckpointState:
         try:
             path = store.file_path(part.name)
             top = pq.read_schema(path)
-            files.append(_project(path, top, "add", _ADD_COLUMNS, FILES_SCHEMA))
-            tombstones.append(_project(path, top, "remove", _REMOVE_COLUMNS, TOMBSTONES_SCHEMA))
             small = pq.read_table(path, columns=[c for c in _SMALL_COLUMNS if c in top.names])
             for p in _non_null_rows(small, "protocol"):
                 state.protocol = p
@@ -317,6 +343,16 @@ def read_checkpoint(store: LogStore, parts: list[LogFile]) -> CheckpointState:
                 state.txns[t["appId"]] = (t["version"], t.get("lastUpdated"))
             for d in _non_null_rows(small, "domainMetadata"):
                 state.domains[d["domain"]] = d
+            parts_read.append((path, top))
+        except (OSError, pa.ArrowException, KeyError, TypeError, ValueError) as e:
+            raise CorruptLogError(f"{source}: not a readable checkpoint ({e})") from None
+    # the table schema (from whichever part holds metaData) turns struct-only stats into JSON
+    table_schema = _schema_of(state.metadata)
+    for (path, top), part in zip(parts_read, parts):
+        source = f"{store.table_uri}/_delta_log/{part.name}"
+        try:
+            files.append(_project(path, top, "add", _ADD_COLUMNS, FILES_SCHEMA, table_schema))
+            tombstones.append(_project(path, top, "remove", _REMOVE_COLUMNS, TOMBSTONES_SCHEMA))
         except (OSError, pa.ArrowException, KeyError, TypeError, ValueError) as e:
             raise CorruptLogError(f"{source}: not a readable checkpoint ({e})") from None
     state.files = pa.concat_tables(files) if files else state.files

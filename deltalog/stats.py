@@ -387,6 +387,56 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+def stats_json_from_parsed(parsed: dict[str, Any], schema_json: dict[str, Any]) -> str:
+    """The `add.stats` JSON of a checkpoint's `stats_parsed` struct (as a Python dict), so that stats
+    other writers kept only as structs survive our replay and our checkpoints. Timestamps become
+    milliseconds (the min rounded down, the max up), dates ISO dates; binary bounds are dropped."""
+    out: dict[str, Any] = {}
+    for key, value in parsed.items():
+        if value is None:
+            continue
+        if key in ("minValues", "maxValues"):
+            value = _bounds_json(value, schema_json, round_up=key == "maxValues")
+        elif isinstance(value, dict):
+            value = _without_nulls(value)
+        out[key] = value
+    return _dumps(out)
+
+
+def _without_nulls(value: dict[str, Any]) -> dict[str, Any]:
+    return {k: _without_nulls(v) if isinstance(v, dict) else v for k, v in value.items() if v is not None}
+
+
+def _bounds_json(values: dict[str, Any], struct_type: dict[str, Any], round_up: bool) -> dict[str, Any]:
+    types = {f["name"]: f["type"] for f in struct_type.get("fields", [])}
+    out: dict[str, Any] = {}
+    for name, value in values.items():
+        delta_type = types.get(name)
+        if value is None or delta_type is None:
+            continue
+        if isinstance(value, dict):
+            if isinstance(delta_type, dict) and delta_type.get("type") == "struct":
+                nested = _bounds_json(value, delta_type, round_up)
+                if nested:
+                    out[name] = nested
+            continue
+        if isinstance(value, dt.datetime):
+            micros = _datetime_micros(value)
+            ms = -((-micros) // 1000) if round_up else micros // 1000
+            try:
+                text = _format_millis(ms)
+            except (OverflowError, ValueError):
+                continue
+            out[name] = text + ("" if normalize_type_name(str(delta_type)) == "timestamp_ntz" else "Z")
+        elif isinstance(value, dt.date):
+            out[name] = value.isoformat()
+        elif isinstance(value, (bytes, bytearray)) or (isinstance(value, float) and not math.isfinite(value)):
+            continue
+        else:
+            out[name] = value
+    return out
+
+
 def parquet_file_stats(metadata: "pq.FileMetaData", schema_json: dict[str, Any],
                        partition_columns: Sequence[str] = (), configuration: dict[str, str] | None = None) -> str:
     """The `add.stats` JSON of a data file, from its Parquet footer (no data read)."""

@@ -201,3 +201,52 @@ def test_a_last_checkpoint_naming_no_checkpoint_is_removed_by_the_next_commit(tm
     write_deltalake(uri, pa.table({"x": [4]}), mode="append")
     assert not pointer.exists()
     assert sorted(deltalake.DeltaTable(uri).to_pyarrow_table().column("x").to_pylist()) == [0, 1, 2, 3, 4]
+
+
+def _delta_rs_stats(uri):
+    actions = pa.table(deltalake.DeltaTable(str(uri)).get_add_actions(flatten=True))
+    cols = ["path", "num_records", "min.integer", "max.integer", "max.timestamp"]
+    return {r["path"]: r for r in actions.select(cols).to_pylist()}
+
+
+@pytest.mark.parametrize("name", ["delta-1.2.1-only-struct-stats", "delta-checkpoint-stats-optional"])
+def test_struct_only_stats_are_read_and_survive_our_checkpoint(tmp_path, name):
+    """Checkpoints that keep stats only as `stats_parsed` structs (delta.checkpoint.writeStatsAsJson=false):
+    the stats are read, used for skipping, and our next checkpoint keeps them for every reader."""
+    import shutil
+
+    from deltalog.skipping import files_matching
+    from deltalog.storage import log_store_for
+    from tests.shared_data import WILD, require
+
+    uri = tmp_path / "t"
+    shutil.copytree(require(WILD / "deltars" / name), uri)
+    before = _delta_rs_stats(uri)
+    snap = Snapshot.load(str(uri))
+    ours = {p: json.loads(s) if s else None
+            for p, s in zip(snap.files.column("path").to_pylist(), snap.files.column("stats").to_pylist())}
+    for path, theirs in before.items():
+        if theirs["num_records"] is not None:  # where delta-rs has stats, ours are the same numbers
+            assert ours[path]["numRecords"] == theirs["num_records"]
+            assert ours[path]["minValues"]["integer"] == theirs["min.integer"]
+            assert ours[path]["maxValues"]["integer"] == theirs["max.integer"]
+    with_stats = [p for p, s in ours.items() if s]
+    assert len(with_stats) >= sum(1 for r in before.values() if r["num_records"] is not None) >= 1
+    # skipping uses them: one file holds integer = <its min>
+    one = with_stats[0]
+    value = ours[one]["minValues"]["integer"]
+    matching = files_matching(snap, f"integer = {value}").column("path").to_pylist()
+    assert set(matching) == {p for p, st in ours.items()
+                             if not st or st["minValues"]["integer"] <= value <= st["maxValues"]["integer"]}
+    if name == "delta-1.2.1-only-struct-stats":
+        assert len(matching) == 1  # every other file skipped on struct-only stats
+
+    write_checkpoint(log_store_for(str(uri)), snap)  # our checkpoint replaces theirs as the latest
+    after = _delta_rs_stats(uri)
+    assert deltalake.DeltaTable(str(uri)).version() == snap.version
+    for path in with_stats:
+        assert after[path]["num_records"] == ours[path]["numRecords"]
+        assert after[path]["min.integer"] == ours[path]["minValues"]["integer"]
+    for path, theirs in before.items():
+        if theirs["max.timestamp"] is not None:
+            assert after[path]["max.timestamp"] >= theirs["max.timestamp"]
