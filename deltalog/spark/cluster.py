@@ -81,7 +81,7 @@ def check_shared_folder(spark, folder: str) -> None:
             raise StorageNotSharedError(
                 f"{folder}: an executor on {host} cannot write into the warehouse ({err}). On a cluster the "
                 f"warehouse must be storage that every executor and the driver share: a network file "
-                f"system mounted at the same path everywhere, or an object store (s3://, abfss://, gs://).")
+                f"system mounted at the same path on the driver and every executor.")
         seen = set(os.listdir(probe)) if os.path.isdir(probe) else set()
         missing = [(name, host) for name, host, _ in results if name not in seen]
         if missing:
@@ -91,7 +91,7 @@ def check_shared_folder(spark, folder: str) -> None:
                 f"with the driver: {len(missing)} of {len(results)} files written there by executors "
                 f"(on {', '.join(hosts)}) are not visible here, so their data files would be lost. "
                 f"Nothing was written. Use storage every executor and the driver share: a network file "
-                f"system mounted at the same path everywhere, or an object store (s3://, abfss://, gs://).")
+                f"system mounted at the same path on the driver and every executor.")
     finally:
         shutil.rmtree(probe, ignore_errors=True)
         try:

@@ -167,8 +167,8 @@ def _check_rows_accounted_for(rows_written: int, adds: list[AddFile], root: str)
     raise IncompleteWriteError(
         f"{root}: Spark wrote {rows_written} row(s) but the data files the driver found hold {found}; "
         f"nothing was committed. The executors wrote where this driver cannot read: a warehouse on a "
-        f"cluster must be storage every executor and the driver share (NFS, or an object store such as "
-        f"s3://), not a local folder.")
+        f"cluster must be storage every executor and the driver share (a network file system mounted at "
+        f"the same path everywhere), not a local folder.")
 
 
 # ---------------------------------------------------------------------------------------------------

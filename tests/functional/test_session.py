@@ -19,6 +19,20 @@ def test_profile_needs_only_type_and_schema(tmp_path):
     assert creds.resolve_warehouse(str(tmp_path)) == str(tmp_path / "warehouse")
 
 
+@pytest.mark.parametrize("uri", ["s3://bucket/wh", "abfss://c@acct.dfs.core.windows.net/wh", "gs://b/wh"])
+def test_an_object_store_warehouse_is_refused_not_made_a_local_folder(tmp_path, uri):
+    """Before, `s3://bucket/wh` silently became a folder named `s3:` under the project."""
+    creds = DeltalogCredentials.from_dict({"schema": "analytics", "warehouse": uri})
+    with pytest.raises(Exception, match=r"is a \w+:// URI.*not supported yet"):
+        creds.resolve_warehouse(str(tmp_path))
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_file_uri_warehouse_is_a_local_folder(tmp_path):
+    creds = DeltalogCredentials.from_dict({"schema": "analytics", "warehouse": f"file://{tmp_path}/w%20h"})
+    assert creds.resolve_warehouse("/elsewhere") == str(tmp_path / "w h")
+
+
 def test_profile_refuses_a_database_other_than_the_schema():
     with pytest.raises(Exception, match="database"):
         DeltalogCredentials.from_dict({"schema": "analytics", "database": "other"})

@@ -93,7 +93,7 @@ def test_local_warehouse_that_executors_do_not_share_fails_before_writing(cluste
     project = _project(str(tmp_path), warehouse, cluster.master_url)
     report = _run(cluster.master_url, project, "run")
     assert not report["success"]
-    assert "do not share" in report["output"] and "object store" in report["output"], report["output"][-3000:]
+    assert "do not share" in report["output"] and "network file system" in report["output"], report["output"][-3000:]
     # nothing was written: no schema folder, no table, no probe files left behind
     assert not os.path.exists(os.path.join(warehouse, "analytics"))
     assert [e for e in os.listdir(warehouse) if not e.startswith(".")] == []

@@ -48,6 +48,20 @@ class DeltalogCredentials(Credentials):
             raise DbtRuntimeError("deltalog profile: `spark_conf` must be a mapping of Spark settings")
 
     def resolve_warehouse(self, base_dir: Optional[str] = None) -> str:
+        """The warehouse as an absolute local path; relative paths are taken from the project folder.
+        A `file://` URI is a local path; other URIs (object stores) are refused by name, never
+        turned into a local folder called `s3:`."""
+        from urllib.parse import unquote, urlparse
+
+        parsed = urlparse(self.warehouse)
+        if parsed.scheme == "file":
+            self.warehouse = unquote(parsed.path)
+        elif len(parsed.scheme) > 1:  # `C:` drive letters are paths
+            raise DbtRuntimeError(
+                f"deltalog profile: warehouse {self.warehouse!r} is a {parsed.scheme}:// URI; this version "
+                f"keeps tables on a file system only: a local folder, or a network file system mounted at "
+                f"the same path on every Spark executor. Object-store warehouses (s3://, abfss://, gs://) "
+                f"are not supported yet.")
         path = os.path.expanduser(self.warehouse)
         if not os.path.isabs(path):
             path = os.path.join(base_dir or os.getcwd(), path)
