@@ -243,7 +243,7 @@ def _project(path: str, top: pa.Schema, struct: str, wanted: dict[str, str],
         names.append("stats_parsed")
     # read_table returns projected leaves flat, named by their leaf name (faster than
     # ParquetFile.read, which rebuilds the struct).
-    t = pq.read_table(path, columns=[f"{struct}.{n}" for n in names])
+    t = pq.read_table(_source(path), columns=[f"{struct}.{n}" for n in names])
     t = _rows_with(t, t.column("path").is_valid())  # an action always has a path
     arrays = []
     for log_name, our_name in wanted.items():
@@ -311,6 +311,11 @@ def _map_to_dict(value: Any) -> dict:
 _SMALL_COLUMNS = ("protocol", "metaData", "txn", "domainMetadata")
 
 
+def _source(path: str | pa.Buffer) -> Any:
+    """What pyarrow reads: a local path, or a fresh reader over a checkpoint's bytes (read once)."""
+    return path if isinstance(path, str) else pa.BufferReader(path)
+
+
 def _schema_of(metadata: dict[str, Any] | None) -> dict[str, Any] | None:
     try:
         return json.loads(metadata["schemaString"]) if metadata else None
@@ -328,9 +333,9 @@ def read_checkpoint(store: LogStore, parts: list[LogFile]) -> CheckpointState:
     for part in parts:
         source = f"{store.table_uri}/_delta_log/{part.name}"
         try:
-            path = store.file_path(part.name)
-            top = pq.read_schema(path)
-            small = pq.read_table(path, columns=[c for c in _SMALL_COLUMNS if c in top.names])
+            path = store.parquet_source(part.name)
+            top = pq.read_schema(_source(path))
+            small = pq.read_table(_source(path), columns=[c for c in _SMALL_COLUMNS if c in top.names])
             for p in _non_null_rows(small, "protocol"):
                 state.protocol = p
             for m in _non_null_rows(small, "metaData"):

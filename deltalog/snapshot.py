@@ -180,10 +180,12 @@ class Snapshot:
 
     @classmethod
     def load(cls, table_uri: str, version: int | None = None,
-             timestamp: datetime | int | float | str | None = None) -> "Snapshot":
+             timestamp: datetime | int | float | str | None = None, *,
+             storage_options: dict[str, Any] | None = None, store: LogStore | None = None) -> "Snapshot":
         """The table at its latest version, at `version`, or at the last commit at or before
-        `timestamp` (datetime, ISO string or ms since the epoch)."""
-        store = log_store_for(table_uri)
+        `timestamp` (datetime, ISO string or ms since the epoch). An object-store URI takes delta-rs
+        style `storage_options`; `store` reuses a table's store."""
+        store = store or log_store_for(table_uri, storage_options)
         if version is not None and timestamp is not None:
             raise ValueError("give either version or timestamp, not both")
         if timestamp is not None:

@@ -15,6 +15,7 @@ import re
 import uuid
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Any, BinaryIO
 from urllib.parse import unquote, urlparse
 
 from .errors import NotATableError
@@ -95,6 +96,24 @@ class LogStore(ABC):
     def file_path(self, name: str) -> str:
         """A path or URI of the log file that pyarrow can open (used for Parquet checkpoints)."""
         raise NotImplementedError
+
+    def parquet_source(self, name: str) -> Any:
+        """What pyarrow reads a Parquet log file (a checkpoint) from: a path, or its bytes."""
+        return self.file_path(name)
+
+    # -- the table's data files (paths relative to the table root, decoded)
+
+    @abstractmethod
+    def open_data_file(self, relative: str) -> BinaryIO:
+        """A new data file for writing; it must not exist yet."""
+
+    @abstractmethod
+    def close_data_file(self, handle: BinaryIO, relative: str) -> tuple[int, int]:
+        """Finish a file from `open_data_file`, durably; returns (size, modification time in ms)."""
+
+    @abstractmethod
+    def delete_data_file(self, relative: str) -> None:
+        """Remove a data file; no error when it is already gone."""
 
 
 class LocalLogStore(LogStore):
@@ -190,6 +209,29 @@ class LocalLogStore(LogStore):
         except FileNotFoundError:
             pass
 
+    def _data_path(self, relative: str) -> str:
+        return os.path.join(self.table_uri, *relative.split("/"))
+
+    def open_data_file(self, relative: str) -> BinaryIO:
+        full = self._data_path(relative)
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        return open(full, "xb")
+
+    def close_data_file(self, handle: BinaryIO, relative: str) -> tuple[int, int]:
+        handle.flush()
+        os.fsync(handle.fileno())  # data files are durable before the commit that names them
+        handle.close()
+        full = self._data_path(relative)
+        fsync_dir(os.path.dirname(full))
+        st = os.stat(full)
+        return st.st_size, st.st_mtime_ns // 1_000_000
+
+    def delete_data_file(self, relative: str) -> None:
+        try:
+            os.unlink(self._data_path(relative))
+        except FileNotFoundError:
+            pass
+
 
 def table_path_from_uri(table_uri: str) -> str:
     """A local absolute path for a plain path or a `file:` URI; ValueError for other schemes."""
@@ -200,14 +242,18 @@ def table_path_from_uri(table_uri: str) -> str:
         return os.path.abspath(unquote(parsed.path))
     if parsed.scheme and len(parsed.scheme) > 1:  # `C:` drive letters are paths, not schemes
         raise ValueError(
-            f"{table_uri}: storage scheme {parsed.scheme!r} is not supported; use a local path or a "
-            f"file:// URI")
+            f"{table_uri}: this operation needs a local table (a path or a file:// URI); storage "
+            f"scheme {parsed.scheme!r} is not supported here yet")
     return os.path.abspath(table_uri)
 
 
-def log_store_for(table_uri: str) -> LogStore:
-    """The log store for a table location: a local path or `file://` URI (object stores: add a
-    `LogStore` subclass and dispatch on the scheme here)."""
+def log_store_for(table_uri: str, storage_options: dict[str, Any] | None = None) -> LogStore:
+    """The store of a table location: a local path or `file://` URI, or an object-store URI (s3://,
+    abfss:// / az://, gs://) with delta-rs style `storage_options`."""
+    from .object_store import ObjectLogStore, is_object_store_uri
+
+    if is_object_store_uri(str(table_uri)):
+        return ObjectLogStore(str(table_uri), storage_options)
     return LocalLogStore(table_path_from_uri(str(table_uri)))
 
 

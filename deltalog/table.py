@@ -14,8 +14,8 @@ from .transaction import Transaction
 
 
 class DeltaTable:
-    def __init__(self, uri: str):
-        self.store = log_store_for(str(uri))
+    def __init__(self, uri: str, storage_options: dict[str, Any] | None = None):
+        self.store = log_store_for(str(uri), storage_options)
         self.uri = self.store.table_uri
 
     def __repr__(self) -> str:
@@ -32,7 +32,7 @@ class DeltaTable:
 
     def snapshot(self, version: int | None = None, timestamp: datetime | int | str | None = None):
         from .snapshot import Snapshot
-        return Snapshot.load(self.uri, version=version, timestamp=timestamp)
+        return Snapshot.load(self.uri, version=version, timestamp=timestamp, store=self.store)
 
     def version(self) -> int:
         """The latest committed version."""

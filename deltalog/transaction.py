@@ -541,16 +541,12 @@ class Transaction:
         commit landed and before `commit()` returned; those files then belong to the table. When the log
         cannot be read, nothing is deleted (VACUUM removes true orphans later). Returns what was deleted
         (log-relative paths); absolute paths (files outside the table) are never deleted."""
-        import os
-
-        from .paths import file_path_of, is_absolute_path
-        from .storage import table_path_from_uri
+        from .paths import decode_path, is_absolute_path
 
         wanted = {_key(f.path if isinstance(f, (AddFile, RemoveFile)) else str(f)) for f in files}
         if not wanted:
             return []
         try:
-            root = table_path_from_uri(self.table_uri)
             landed = self._winning_commits_from(max(self.read_version + 1, 0))
         except Exception:
             log.warning("%s: could not read the log to tell which written files were committed; leaving "
@@ -563,7 +559,7 @@ class Transaction:
             if is_absolute_path(rel):
                 continue
             try:
-                os.unlink(file_path_of(root, rel))
+                self.store.delete_data_file(decode_path(rel))
                 deleted.append(rel)
             except OSError:
                 pass
@@ -692,7 +688,7 @@ class Transaction:
             snap = None
         if snap is None:
             try:
-                snap = Snapshot.load(self.table_uri, version=version)
+                snap = Snapshot.load(self.table_uri, version=version, store=self.store)
             except Exception:
                 log.warning("%s: could not load version %d after committing it; no checksum or "
                             "checkpoint written", self.table_uri, version, exc_info=True)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 from typing import Any, Iterable
 
@@ -28,7 +27,7 @@ from .schema import (
     from_arrow_schema, normalize_type_name, partition_column_types, schema_string, to_arrow_schema,
 )
 from .stats import StatsCollector
-from .storage import fsync_dir
+from .storage import LogStore
 from .table import DeltaTable, new_metadata
 
 log = logging.getLogger(__name__)
@@ -249,9 +248,9 @@ def _partition_groups(data: pa.Table, partition_columns: list[str]) -> list[tupl
 
 
 class _OpenFile:
-    def __init__(self, full: str, rel: str, values: dict, schema: pa.Schema, stats: StatsCollector):
-        self.full, self.rel, self.values, self.stats = full, rel, values, stats
-        self.handle = open(full, "xb")
+    def __init__(self, store: LogStore, rel: str, values: dict, schema: pa.Schema, stats: StatsCollector):
+        self.rel, self.values, self.stats = rel, values, stats
+        self.handle = store.open_data_file(rel)
         self.writer = pq.ParquetWriter(self.handle, schema, compression="snappy")
         self.rows = 0
         self.pending: list[pa.Table] = []
@@ -266,12 +265,13 @@ class _FileSink:
     ROW_GROUP_ROWS = 128 * 1024
     MAX_OPEN_FILES = 64
 
-    def __init__(self, table_path: str, metadata: Metadata, store_partition_columns: bool, max_rows: int):
-        self.table_path = table_path
+    def __init__(self, store: LogStore, metadata: Metadata, store_partition_columns: bool, max_rows: int):
+        self.store = store
+        table = store.table_uri
         self.metadata = metadata
         self.schema_json = metadata.schema_json
         self.part_cols = list(metadata.partition_columns)
-        self.types = partition_column_types(self.schema_json, self.part_cols, table_path) if self.part_cols else {}
+        self.types = partition_column_types(self.schema_json, self.part_cols, table) if self.part_cols else {}
         self.store_partition_columns = store_partition_columns
         self.max_rows = max_rows
         target = to_arrow_schema(self.schema_json)
@@ -279,7 +279,7 @@ class _FileSink:
         self.file_schema = pa.schema([f for f in target if f.name not in drop])
         self.open: dict[str, _OpenFile] = {}  # by partition folder, oldest first
         self.adds: list[AddFile] = []
-        self.written: list[str] = []
+        self.written: list[str] = []  # relative paths
         self.num_rows = 0
 
     def write(self, data: pa.Table) -> None:
@@ -305,10 +305,8 @@ class _FileSink:
         if len(self.open) >= self.MAX_OPEN_FILES:  # bound open handles: finish the oldest file
             self._finish(next(iter(self.open)))
         rel = new_data_file_path(folder)
-        full = os.path.join(self.table_path, rel)
-        os.makedirs(os.path.dirname(full), exist_ok=True)
-        self.written.append(full)
-        f = _OpenFile(full, rel, values, self.file_schema,
+        self.written.append(rel)
+        f = _OpenFile(self.store, rel, values, self.file_schema,
                       StatsCollector(self.schema_json, self.part_cols, self.metadata.configuration))
         self.open[folder] = f
         return f
@@ -323,14 +321,10 @@ class _FileSink:
         f = self.open.pop(folder)
         self._flush(f)
         f.writer.close()
-        f.handle.flush()
-        os.fsync(f.handle.fileno())  # data files are durable before the commit that names them
-        f.handle.close()
-        fsync_dir(os.path.dirname(f.full))
-        st = os.stat(f.full)
+        size, mtime = self.store.close_data_file(f.handle, f.rel)  # durable before the commit names it
         self.adds.append(AddFile(
-            path=encode_path(f.rel), partition_values=f.values, size=st.st_size,
-            modification_time=st.st_mtime_ns // 1_000_000, data_change=True, stats=f.stats.to_json()))
+            path=encode_path(f.rel), partition_values=f.values, size=size,
+            modification_time=mtime, data_change=True, stats=f.stats.to_json()))
 
     def close(self) -> list[AddFile]:
         while self.open:
@@ -347,8 +341,7 @@ class _FileSink:
                 pass
             f.handle.close()
         self.open.clear()
-        txn.discard_uncommitted(encode_path(os.path.relpath(p, self.table_path).replace(os.sep, "/"))
-                                for p in self.written)
+        txn.discard_uncommitted(encode_path(rel) for rel in self.written)
 
 
 def _as_stream(data: Any, table: str) -> tuple[pa.Schema, Iterable[pa.RecordBatch]]:
@@ -374,7 +367,8 @@ def write_deltalake(uri: str, data: Any, mode: str = "error", partition_by: list
                     predicate: Any = None, schema_mode: str | None = None,
                     user_metadata: str | None = None, name: str | None = None,
                     description: str | None = None, max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
-                    extra_commit_info: dict[str, Any] | None = None) -> int:
+                    extra_commit_info: dict[str, Any] | None = None,
+                    storage_options: dict[str, Any] | None = None) -> int:
     """Write Arrow data (a Table, a RecordBatchReader streamed batch by batch, or any Arrow stream) to
     the Delta table at `uri` as one commit; returns the committed version (for mode='ignore' on an
     existing table, the current version).
@@ -383,8 +377,9 @@ def write_deltalake(uri: str, data: Any, mode: str = "error", partition_by: list
     predicate (overwrite only): replace only the partitions it selects — SQL text of =, IN, IS NULL on
     partition columns joined by AND, a dict {column: value | [values]}, or a skipping expression.
     schema_mode: None (data must fit the table), 'merge' (add new columns), 'overwrite' (replace the
-    schema and partitioning; with mode='overwrite')."""
-    dt = DeltaTable(uri)
+    schema and partitioning; with mode='overwrite').
+    storage_options: for an object-store URI (s3://, abfss://, gs://), the keys delta-rs takes."""
+    dt = DeltaTable(uri, storage_options)
     table = dt.uri
     if mode not in MODES:
         raise ValueError(f"{table}: mode {mode!r} is not allowed; allowed: {', '.join(MODES)}")
@@ -458,7 +453,7 @@ def write_deltalake(uri: str, data: Any, mode: str = "error", partition_by: list
         removes = [a.remove(now, data_change=True) for a in touched]
 
     protocol = txn.protocol
-    sink = _FileSink(table, md, bool(protocol and protocol.has_writer_feature("materializePartitionColumns")),
+    sink = _FileSink(dt.store, md, bool(protocol and protocol.has_writer_feature("materializePartitionColumns")),
                      max_rows_per_file)
     try:
         for batch in batches:

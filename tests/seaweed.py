@@ -52,9 +52,9 @@ def seaweedfs(bucket: str = "lake") -> Iterator[S3Server]:
     with open(config, "w") as f:
         json.dump({"identities": [{"name": "test", "credentials": [
             {"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}], "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}, f)
-    ports = {name: free_port() for name in ("master", "volume", "filer", "s3", "admin", "webdav")}
+    ports = {name: free_port() for name in ("master", "volume", "filer", "s3", "admin")}
     argv = [weed, "mini", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-dir={work}", f"-s3.config={config}",
-            f"-bucket={bucket}", *[f"-{n}.port={p}" for n, p in ports.items()],
+            f"-bucket={bucket}", "-webdav=false", *[f"-{n}.port={p}" for n, p in ports.items()],
             *[f"-{n}.port.grpc={free_port()}" for n in ("master", "volume", "filer")], "-admin.ui=false"]
     log = open(os.path.join(work, "weed.log"), "wb")
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=work, start_new_session=True)

@@ -1,0 +1,221 @@
+"""Tables on object stores (S3, Azure Blob / ADLS Gen2, GCS): the log through `obstore`, the Python
+binding of the `object_store` crate that delta-rs commits through.
+
+- A commit is `put(mode="create")`: put-if-absent (S3 and Azure `If-None-Match: *`, GCS
+  `ifGenerationMatch=0`), so exactly one of several racing writers creates a version.
+- Listing from a version is one prefix listing with an offset (S3 `StartAfter`).
+- Commit safety is never assumed. Before its first commit, a store is probed: a second create of the
+  same key must be refused. A store that overwrites instead (some emulators do) is refused with
+  `UnsafeStoreError`, unless the options declare a single writer (`deltalog_single_writer: true`).
+- `storage_options` take the keys delta-rs and `object_store` take (`AWS_ENDPOINT_URL`,
+  `AWS_ACCESS_KEY_ID`, `AWS_REGION`, `AWS_ALLOW_HTTP`, `AZURE_STORAGE_ACCOUNT_NAME`, …); without them,
+  credentials come from the environment as they do for delta-rs.
+"""
+from __future__ import annotations
+
+import io
+import threading
+import time
+import uuid
+from typing import Any, BinaryIO
+from urllib.parse import urlparse
+
+from .errors import DeltaError, NotATableError
+from .storage import LOG_DIR, LogFile, LogStore, classify
+
+OBJECT_STORE_SCHEMES = ("s3", "s3a", "gs", "az", "abfs", "abfss", "azure", "adl", "memory")
+SINGLE_WRITER_OPTION = "deltalog_single_writer"
+# object_store's client settings (not a cloud's own keys): they go to `client_options`
+_CLIENT_KEYS = {"allow_http", "allow_invalid_certificates", "connect_timeout", "timeout", "proxy_url",
+                "pool_idle_timeout", "pool_max_idle_per_host", "user_agent", "http1_only", "http2_only"}
+_CLOUD_PREFIXES = ("aws_", "azure_", "google_")
+
+
+class UnsafeStoreError(DeltaError):
+    """The store does not refuse a second create of a key: concurrent commits could overwrite each other."""
+
+
+def is_object_store_uri(uri: str) -> bool:
+    return urlparse(str(uri)).scheme.lower() in OBJECT_STORE_SCHEMES
+
+
+def split_options(storage_options: dict[str, Any] | None) -> tuple[dict[str, str], dict[str, str], bool]:
+    """(store config, client options, single writer) from delta-rs style storage options."""
+    config: dict[str, str] = {}
+    client: dict[str, str] = {}
+    single_writer = False
+    for key, value in (storage_options or {}).items():
+        low = str(key).lower()
+        if low == SINGLE_WRITER_OPTION:
+            single_writer = str(value).strip().lower() in ("1", "true", "yes")
+            continue
+        bare = next((low[len(p):] for p in _CLOUD_PREFIXES if low.startswith(p)), low)
+        if bare in _CLIENT_KEYS:
+            client[bare] = str(value)
+        else:
+            config[str(key)] = str(value)
+    return config, client, single_writer
+
+
+def make_store(table_uri: str, storage_options: dict[str, Any] | None = None):
+    """An obstore store rooted at the table's location."""
+    from obstore.store import MemoryStore, from_url
+
+    config, client, _ = split_options(storage_options)
+    if urlparse(table_uri).scheme == "memory":
+        return MemoryStore()
+    uri = table_uri.replace("s3a://", "s3://", 1)
+    return from_url(uri, config=config or None, client_options=client or None)
+
+
+_probed: dict[str, bool] = {}
+_probe_lock = threading.Lock()
+
+
+def _bucket_of(uri: str) -> str:
+    parsed = urlparse(uri)
+    return f"{parsed.scheme}://{parsed.netloc}"
+
+
+class ObjectLogStore(LogStore):
+    """One table's `_delta_log` on an object store."""
+
+    def __init__(self, table_uri: str, storage_options: dict[str, Any] | None = None, store: Any = None):
+        self.table_uri = str(table_uri).rstrip("/")
+        self.storage_options = dict(storage_options or {})
+        self.single_writer = split_options(storage_options)[2]
+        self.store = store if store is not None else make_store(self.table_uri, storage_options)
+
+    def __repr__(self) -> str:
+        return f"ObjectLogStore({self.table_uri!r})"
+
+    def _key(self, name: str) -> str:
+        return f"{LOG_DIR}/{name}"
+
+    def list_from(self, version: int = 0) -> list[LogFile]:
+        import obstore
+
+        out: list[LogFile] = []
+        # names sort after the bare digits of `version`: "<version>.json" > "<version>" (longer)
+        offset = self._key("%020d" % version) if version > 0 else None
+        stream = obstore.list(self.store, prefix=f"{LOG_DIR}/", offset=offset) if offset else \
+            obstore.list(self.store, prefix=f"{LOG_DIR}/")
+        for chunk in stream:
+            for meta in chunk:
+                name = meta["path"][len(LOG_DIR) + 1:]
+                if "/" in name or name.startswith("."):
+                    continue
+                v, kind, part, num_parts, v2 = classify(name)
+                if kind == "other" or (v is not None and v < version):
+                    continue
+                mtime = int(meta["last_modified"].timestamp() * 1000)
+                out.append(LogFile(name, v, kind, int(meta["size"]), mtime, part, num_parts, v2))
+        if not out and not self.exists():
+            raise NotATableError(
+                f"{self.table_uri} is not a Delta table: it has no {LOG_DIR} objects. Check the URI, or "
+                f"create the table by writing to it first.")
+        out.sort(key=lambda f: (f.version is None, f.version or 0, f.name))
+        return out
+
+    def read(self, name: str) -> bytes:
+        import obstore
+
+        return bytes(obstore.get(self.store, self._key(name)).bytes())  # FileNotFoundError if absent
+
+    def write_if_absent(self, name: str, data: bytes) -> None:
+        import obstore
+        from obstore.exceptions import AlreadyExistsError
+
+        self._check_commit_safety()
+        try:
+            obstore.put(self.store, self._key(name), data, mode="create")
+        except AlreadyExistsError:
+            raise FileExistsError(f"{self.table_uri}/{LOG_DIR}/{name} already exists") from None
+
+    def write_atomic(self, name: str, data: bytes) -> None:
+        import obstore
+
+        obstore.put(self.store, self._key(name), data)  # objects appear whole
+
+    def delete(self, name: str) -> None:
+        import obstore
+
+        try:
+            obstore.delete(self.store, self._key(name))
+        except FileNotFoundError:
+            pass
+
+    def exists(self) -> bool:
+        import obstore
+
+        for chunk in obstore.list(self.store, prefix=f"{LOG_DIR}/", chunk_size=1):
+            if chunk:
+                return True
+        return False
+
+    def parquet_source(self, name: str) -> Any:
+        import pyarrow as pa
+
+        return pa.py_buffer(self.read(name))
+
+    def open_data_file(self, relative: str) -> BinaryIO:
+        return _PendingObject()  # object stores take whole objects: buffered, put on close
+
+    def close_data_file(self, handle: BinaryIO, relative: str) -> tuple[int, int]:
+        import obstore
+        from obstore.exceptions import AlreadyExistsError
+
+        data = handle.getvalue()
+        try:
+            obstore.put(self.store, relative, data, mode="create")
+        except AlreadyExistsError:
+            raise FileExistsError(f"{self.table_uri}/{relative} already exists") from None
+        return len(data), int(time.time() * 1000)
+
+    def delete_data_file(self, relative: str) -> None:
+        import obstore
+
+        try:
+            obstore.delete(self.store, relative)
+        except FileNotFoundError:
+            pass
+
+
+    def _check_commit_safety(self) -> None:
+        """Once per bucket and process: a second create of the same key must be refused."""
+        bucket = _bucket_of(self.table_uri)
+        if self.single_writer or _probed.get(bucket):
+            return
+        import obstore
+        from obstore.exceptions import AlreadyExistsError
+
+        with _probe_lock:
+            if _probed.get(bucket):
+                return
+            key = self._key(f".deltalog-put-if-absent-probe-{uuid.uuid4().hex}")
+            obstore.put(self.store, key, b"1", mode="create")
+            try:
+                obstore.put(self.store, key, b"2", mode="create")
+                refused = False
+            except AlreadyExistsError:
+                refused = True
+            finally:
+                try:
+                    obstore.delete(self.store, key)
+                except Exception:
+                    pass
+            if not refused:
+                raise UnsafeStoreError(
+                    f"{self.table_uri}: this store overwrote an object that a conditional create "
+                    f"(put-if-absent) should have refused, so two concurrent commits could overwrite each "
+                    f"other and lose data. Nothing was committed. Use a store with conditional writes "
+                    f"(S3, Azure Blob, GCS), or set storage option {SINGLE_WRITER_OPTION}: true if only "
+                    f"one writer ever commits to these tables.")
+            _probed[bucket] = True
+
+
+class _PendingObject(io.BytesIO):
+    """A data file being written to an object store: kept until the whole object is put."""
+
+    def close(self) -> None:  # pyarrow's writer closes its sink; the bytes are still needed
+        pass
