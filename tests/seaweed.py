@@ -7,17 +7,15 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from dataclasses import dataclass
 from typing import Iterator
 
-from tests.standalone import free_port
+from tests.standalone import free_port, stop_process_groups
 
 ACCESS_KEY = "deltalog-test"
 SECRET_KEY = "deltalog-test-secret"
@@ -71,14 +69,7 @@ def seaweedfs(bucket: str = "lake") -> Iterator[S3Server]:
             time.sleep(0.3)
         yield S3Server(endpoint, bucket)
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_process_groups([proc], timeout=15)
         log.close()
         shutil.rmtree(work, ignore_errors=True)
 

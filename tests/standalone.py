@@ -127,17 +127,23 @@ def standalone_cluster(workers: int = 1, cores: int = 1, memory: str = "2g",
         _wait_for(lambda: _workers_alive(web, workers), "Spark workers", cluster)
         yield cluster
     finally:
-        for p in cluster.processes:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGTERM)
-        for p in cluster.processes:
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
+        stop_process_groups(cluster.processes, timeout=20)
         shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def stop_process_groups(processes: Sequence[subprocess.Popen], timeout: float) -> None:
+    """SIGTERM each server's process group (started with start_new_session), SIGKILL what outlives
+    `timeout`."""
+    for p in processes:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGTERM)
+    for p in processes:
+        try:
+            p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
 
 
 def _sh(text: str) -> str:

@@ -137,24 +137,26 @@ def write_files(df: DataFrame, table_uri: str, partition_columns: Sequence[str],
     # Spark counts the rows as they go into the writer; the files handed back must hold exactly those.
     written = Observation(f"deltalog_write_{uuid.uuid4().hex}")
     df = df.observe(written, F.count(F.lit(1)).alias("rows"))
-    if store_partition_columns and partition_columns:
-        adds = _write_arrow(df, root, partition_columns, schema_json, configuration or {}, keep_partitions=True)
-    elif method == "native":
+    keep_partitions = bool(store_partition_columns and partition_columns)
+    if method == "native" and not keep_partitions:
         adds = _write_native(df, root, partition_columns, schema_json, configuration or {}, parquet_options)
     else:
-        adds = _write_arrow(df, root, partition_columns, schema_json, configuration or {})
-    _check_rows_accounted_for(int(written.get["rows"]), adds, root)
+        adds = _write_arrow(df, root, partition_columns, schema_json, configuration or {},
+                            keep_partitions=keep_partitions)
+    # native: the driver found the files itself; arrow: executors report files the driver must still see
+    _check_rows_accounted_for(int(written.get["rows"]), adds, root, check_visible=method == "arrow" or keep_partitions)
     return adds
 
 
-def _check_rows_accounted_for(rows_written: int, adds: list[AddFile], root: str) -> None:
+def _check_rows_accounted_for(rows_written: int, adds: list[AddFile], root: str, check_visible: bool) -> None:
     """A write may fail, but never commit fewer rows than it wrote: compare Spark's count of the rows
     it wrote with the numRecords of the files found. On a cluster whose executors write to disks the
     driver cannot see, the files are missing here and the counts differ."""
     found = sum(a.num_records or 0 for a in adds)
     if found == rows_written and all(a.num_records is not None for a in adds):
         # executors elsewhere may have written them to their own disks: the driver must see each one
-        unseen = [a for a in adds if not _has_size(os.path.join(root, decode_path(a.path)), a.size)]
+        unseen = [a for a in adds if check_visible
+                  and not _has_size(os.path.join(root, decode_path(a.path)), a.size)]
         if not unseen:
             return
         found -= sum(a.num_records or 0 for a in unseen)
