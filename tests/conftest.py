@@ -22,6 +22,23 @@ def golden():
     return require(GOLDEN)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def spark_server_folder(tmp_path_factory):
+    """Spark servers (spark_server: true) that tests start live in a folder of this test run, never
+    the user's, and are stopped when the tests end."""
+    folder = str(tmp_path_factory.mktemp("spark-servers"))
+    previous = os.environ.get("DBT_DELTALOG_SERVER_DIR")
+    os.environ["DBT_DELTALOG_SERVER_DIR"] = folder
+    yield folder
+    from dbt.adapters.deltalog.spark_server import stop_servers
+
+    stop_servers()
+    if previous is None:
+        os.environ.pop("DBT_DELTALOG_SERVER_DIR", None)
+    else:
+        os.environ["DBT_DELTALOG_SERVER_DIR"] = previous
+
+
 @pytest.fixture(scope="session")
 def deltalog_warehouse(tmp_path_factory):
     return str(tmp_path_factory.mktemp("warehouse"))
@@ -29,11 +46,13 @@ def deltalog_warehouse(tmp_path_factory):
 
 @pytest.fixture(scope="class")
 def dbt_profile_target(deltalog_warehouse):
-    # embedded profile: nothing but the type, a schema (set by dbt's fixtures) and where tables go
+    # embedded profile: nothing but the type, a schema (set by dbt's fixtures) and where tables go;
+    # Spark in this test process (the `spark` fixture's), not on a server
     return {
         "type": "deltalog",
         "threads": 2,
         "master": "local[2]",
+        "spark_server": False,
         "warehouse": deltalog_warehouse,
         "spark_conf": {"spark.sql.shuffle.partitions": "2"},
     }

@@ -167,7 +167,7 @@ def test_dbt_debug_output_shows_no_secret(tmp_path):
     """The real `dbt debug` command on a profile with a secret in spark_conf."""
     (tmp_path / "dbt_project.yml").write_text("name: p\nversion: '1.0'\nprofile: p\nconfig-version: 2\n")
     (tmp_path / "profiles.yml").write_text(
-        "p:\n  target: dev\n  outputs:\n    dev:\n      type: deltalog\n      schema: s\n"
+        "p:\n  target: dev\n  outputs:\n    dev:\n      type: deltalog\n      schema: s\n      spark_server: false\n"
         "      spark_conf: {spark.authenticate.secret: 'hunter2-very-secret'}\n")
     out = subprocess.run([sys.executable, "-c", "from dbt.cli.main import cli; cli()", "debug", "--profiles-dir",
                           str(tmp_path), "--project-dir", str(tmp_path)], capture_output=True, text=True,

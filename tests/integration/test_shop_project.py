@@ -120,6 +120,10 @@ def shop(tmp_path_factory) -> ShopRun:
                        litter_in_cwd_before=data["litter_in_cwd_before"])
     shutil.copytree(PROJECT_SRC, project, ignore=shutil.ignore_patterns(
         "target", "logs", "warehouse", "dbt_packages", *SPARK_LITTER))
+    # dbt runs in this test process: its Spark is this process's, as for the other in-process tests
+    # (tests/functional/test_spark_server.py builds projects on a server)
+    profiles = project / "profiles.yml"
+    profiles.write_text(profiles.read_text().rstrip("\n") + "\n      spark_server: false\n")
     run = _run_shop(project)
     (project / "run.json").write_text(json.dumps(asdict(run), default=str, indent=1))
     return run

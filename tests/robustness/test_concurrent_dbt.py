@@ -58,7 +58,8 @@ class TestThreadsInOneRun:
     @pytest.fixture(scope="class")
     @classmethod
     def dbt_profile_target(cls, deltalog_warehouse):
-        return {"type": "deltalog", "threads": 4, "master": "local[2]", "warehouse": deltalog_warehouse,
+        return {"type": "deltalog", "threads": 4, "master": "local[2]", "spark_server": False,
+                "warehouse": deltalog_warehouse,
                 "spark_conf": {"spark.sql.shuffle.partitions": "2"}}
 
     @pytest.fixture(scope="class")
@@ -216,6 +217,7 @@ def _write_project(root: str, warehouse: str) -> None:
                   schema: race
                   threads: 2
                   master: local[1]
+                  spark_server: false  # each process its own JVM: processes race, not sessions
                   warehouse: {warehouse}
                   spark_conf: {{spark.sql.shuffle.partitions: "1"}}
         """))

@@ -42,7 +42,8 @@ class TestWarehouseOnAFullOrReadOnlyDisk:
     @pytest.fixture(scope="class")
     @classmethod
     def dbt_profile_target(cls, tmpfs):
-        return {"type": "deltalog", "threads": 1, "master": "local[2]", "warehouse": os.path.join(tmpfs, "wh"),
+        return {"type": "deltalog", "threads": 1, "master": "local[2]", "spark_server": False,
+                "warehouse": os.path.join(tmpfs, "wh"),
                 "spark_conf": {"spark.sql.shuffle.partitions": "2"}}
 
     @pytest.fixture(scope="class")

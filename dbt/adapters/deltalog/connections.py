@@ -6,7 +6,7 @@ import os
 import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
 from dbt.adapters.contracts.connection import AdapterResponse, Connection, ConnectionState, Credentials
 from dbt.adapters.events.logging import AdapterLogger
@@ -27,6 +27,10 @@ class DeltalogCredentials(Credentials):
     warehouse: str = "./warehouse"
     master: str = "local[*]"
     spark_conf: Dict[str, str] = field(default_factory=dict)
+    # A local Spark that outlives one dbt command (spark_server.py): auto = for a local master, unless
+    # the CI variable is set (one-shot runs gain nothing from a server left behind).
+    spark_server: Union[bool, str] = "auto"
+    spark_server_idle_timeout: int = 900
 
     @classmethod
     def __pre_deserialize__(cls, data: Any) -> Any:
@@ -46,6 +50,24 @@ class DeltalogCredentials(Credentials):
         self.database = None
         if not isinstance(self.spark_conf, dict):
             raise DbtRuntimeError("deltalog profile: `spark_conf` must be a mapping of Spark settings")
+        if isinstance(self.spark_server, str) and self.spark_server.strip().lower() in ("true", "false", "auto"):
+            self.spark_server = {"true": True, "false": False}.get(self.spark_server.strip().lower(), "auto")
+        if self.spark_server not in (True, False, "auto"):
+            raise DbtRuntimeError(
+                f"deltalog profile: `spark_server` is {self.spark_server!r}; allowed: true (keep a local Spark "
+                f"running between dbt commands), false (start Spark inside each command) or auto (true for a "
+                f"local master outside CI)")
+        if isinstance(self.spark_server_idle_timeout, bool) or not isinstance(self.spark_server_idle_timeout, int) \
+                or self.spark_server_idle_timeout < 1:
+            raise DbtRuntimeError(
+                f"deltalog profile: `spark_server_idle_timeout` is {self.spark_server_idle_timeout!r}; allowed: "
+                f"a whole number of seconds, at least 1")
+
+    def uses_spark_server(self) -> bool:
+        if self.spark_server == "auto":
+            in_ci = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+            return self.master.startswith("local") and not in_ci
+        return bool(self.spark_server)
 
     def resolve_warehouse(self, base_dir: Optional[str] = None) -> str:
         """The warehouse as an absolute local path; relative paths are taken from the project folder.
@@ -77,12 +99,20 @@ class DeltalogCredentials(Credentials):
         return self.warehouse
 
     def _connection_keys(self) -> Tuple[str, ...]:
-        return ("schema", "warehouse", "master", "spark_conf")
+        return ("schema", "warehouse", "master", "spark_conf", "spark_server")
 
     def connection_info(self, *, with_aliases: bool = False) -> Iterable[Tuple[str, Any]]:
-        """What `dbt debug` prints: secret-looking spark_conf values are masked."""
+        """What `dbt debug` prints: secret-looking spark_conf values are masked. dbt also hashes these
+        to decide whether to parse the project again: nothing here may change between commands."""
         for key, value in super().connection_info(with_aliases=with_aliases):
             yield key, redact_conf(value) if key == "spark_conf" and isinstance(value, dict) else value
+
+    def spark_server_status(self) -> str:
+        if not self.uses_spark_server():
+            return f"off (spark_server: {str(self.spark_server).lower()}; Spark starts inside each dbt command)"
+        from dbt.adapters.deltalog.spark_server import describe
+
+        return describe(self.master, self.spark_conf)
 
 
 # Setting names that hold credentials (spark.authenticate.secret, fs.s3a.secret.key, ...).
@@ -226,7 +256,12 @@ class DeltalogHandle:
         return self._cursor
 
     def cancel(self) -> None:
-        pass  # statements of other connections share the session; nothing to cancel per handle
+        # Connections of this process share one session; on a Spark server other commands share the
+        # JVM, so only this process's session is interrupted (in-process, the JVM ends with us).
+        from dbt.adapters.deltalog.session import server_of
+
+        if server_of(self.spark):
+            self.spark.interruptAll()
 
     def close(self) -> None:
         if self._cursor:
@@ -251,7 +286,11 @@ class DeltalogConnectionManager(SparkConnectionManager):
             raise DbtRuntimeError(_short_error(exc)) from exc
 
     def cancel(self, connection: Connection) -> None:
-        pass
+        if isinstance(connection.handle, DeltalogHandle):
+            try:
+                connection.handle.cancel()
+            except Exception as exc:  # the run is ending anyway
+                logger.debug(f"cancelling Spark jobs: {exc}")
 
     @classmethod
     def open(cls, connection: Connection) -> Connection:
@@ -261,7 +300,8 @@ class DeltalogConnectionManager(SparkConnectionManager):
         try:
             from dbt.adapters.deltalog.session import get_spark
 
-            spark = get_spark(creds.master, creds.spark_conf)
+            spark = get_spark(creds.master, creds.spark_conf, server=creds.uses_spark_server(),
+                              idle_timeout=creds.spark_server_idle_timeout)
         except Exception as exc:
             raise FailedToConnectError(
                 redact_text(f"could not start Spark ({creds.master}): {exc}", creds.spark_conf)) from None

@@ -698,6 +698,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
 
     def debug_query(self) -> None:
         self.execute("select 1 as id")
+        logger.info(f"  Spark server: {self.config.credentials.spark_server_status()}")
 
     @classmethod
     def _get_adapter_specific_run_info(cls, config) -> Dict[str, Any]:

@@ -99,16 +99,18 @@ def _log_folder() -> Optional[str]:
         return None
 
 
-def default_conf(master: str) -> Dict[str, str]:
+def default_conf(master: str, log_file: Optional[str] = None) -> Dict[str, str]:
     # Spark's own scratch space goes to a temp dir, removed when the process ends: no metastore_db/,
     # derby.log or spark-warehouse/ in the user's project folder. Tables live in the dbt warehouse.
     scratch = tempfile.mkdtemp(prefix="deltalog-spark-")
     atexit.register(shutil.rmtree, scratch, True)
-    log_folder = _log_folder() or scratch
-    os.makedirs(log_folder, exist_ok=True)
+    if log_file is None:
+        log_folder = _log_folder() or scratch
+        os.makedirs(log_folder, exist_ok=True)
+        log_file = os.path.join(log_folder, SPARK_LOG_NAME)
     log4j = os.path.join(scratch, "log4j2.properties")
     with open(log4j, "w") as f:
-        f.write(_LOG4J2.format(path=os.path.join(log_folder, SPARK_LOG_NAME).replace("\\", "/")))
+        f.write(_LOG4J2.format(path=log_file.replace("\\", "/")))
     conf = {
         "spark.sql.catalogImplementation": "in-memory",
         "spark.sql.warehouse.dir": os.path.join(scratch, "spark-warehouse"),
@@ -130,39 +132,71 @@ def default_conf(master: str) -> Dict[str, str]:
     return conf
 
 
-def get_spark(master: str = "local[*]", spark_conf: Optional[Dict[str, str]] = None):
-    """The process-wide SparkSession (getOrCreate): dbt opens many connections, Spark starts once."""
+def get_spark(master: str = "local[*]", spark_conf: Optional[Dict[str, str]] = None, *,
+              server: bool = False, idle_timeout: Optional[float] = None):
+    """The process-wide SparkSession: dbt opens many connections, Spark is reached once. With
+    `server`, a session on the long-lived local Spark server for these settings (spark_server.py),
+    else a JVM of this process. The first session of a process serves all its connections."""
     global _spark
     with _lock:
-        if _spark is not None and not _spark.sparkContext._jsc.sc().isStopped():
+        if _spark is not None and _is_alive(_spark):
             return _spark
-        ensure_java()
-        if master.startswith("local"):
-            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        # Python workers (mapInArrow, UDFs) must run this interpreter, which has pyarrow
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        from pyspark import SparkContext
-        from pyspark.sql import SparkSession
+        if server:
+            from dbt.adapters.deltalog import spark_server
 
-        from deltalog.spark.embedded import embedded_session_conf
-
-        builder = SparkSession.builder.master(master).appName("dbt-deltalog")
-        conf = default_conf(master)
-        conf.update({str(k): str(v) for k, v in (spark_conf or {}).items()})
-        if SparkContext._active_spark_context is None:
-            conf.update(embedded_session_conf(conf, master))  # class path, JVM options: only for a JVM we start
-        for key, value in conf.items():
-            builder = builder.config(key, value)
-        _spark = builder.getOrCreate()
-        _spark.sparkContext.setLogLevel("ERROR")
-        if not master.startswith("local") and "spark.sql.shuffle.partitions" not in (spark_conf or {}):
-            # Spark's default of 200 turns a small model into dozens of tiny files: follow the cluster
-            from deltalog.spark.cluster import executor_cores
-
-            _spark.conf.set("spark.sql.shuffle.partitions", str(max(4, 2 * executor_cores(_spark))))
+            ensure_java()
+            _spark = spark_server.attach(master, dict(spark_conf or {}),
+                                         idle_timeout or spark_server.DEFAULT_IDLE_TIMEOUT)
+        else:
+            _spark = start_spark(master, spark_conf)
+        _follow_cluster_cores(_spark, master, spark_conf)
         # pyspark logs every failed statement's JVM trace; dbt reports the error itself
         logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
         return _spark
+
+
+def _is_alive(spark) -> bool:
+    try:
+        return not spark.sparkContext._jsc.sc().isStopped()
+    except Exception:  # the JVM went away (a server that was killed)
+        return False
+
+
+def server_of(spark) -> Optional[dict]:
+    """The Spark server `spark` is attached to (pid, key, ...), or None for a JVM of this process."""
+    return getattr(spark, "_deltalog_server", None)
+
+
+def start_spark(master: str, spark_conf: Optional[Dict[str, str]] = None, log_file: Optional[str] = None):
+    """A SparkSession in a JVM this process starts (or the one it already runs)."""
+    ensure_java()
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # Python workers (mapInArrow, UDFs) must run this interpreter, which has pyarrow
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    from deltalog.spark.embedded import embedded_session_conf
+
+    builder = SparkSession.builder.master(master).appName("dbt-deltalog")
+    conf = default_conf(master, log_file)
+    conf.update({str(k): str(v) for k, v in (spark_conf or {}).items()})
+    if SparkContext._active_spark_context is None:
+        conf.update(embedded_session_conf(conf, master))  # class path, JVM options: only for a JVM we start
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _follow_cluster_cores(spark, master: str, spark_conf: Optional[Dict[str, str]]) -> None:
+    if not master.startswith("local") and "spark.sql.shuffle.partitions" not in (spark_conf or {}):
+        # Spark's default of 200 turns a small model into dozens of tiny files: follow the cluster
+        from deltalog.spark.cluster import executor_cores
+
+        spark.conf.set("spark.sql.shuffle.partitions", str(max(4, 2 * executor_cores(spark))))
 
 
 _shared_checked: set = set()

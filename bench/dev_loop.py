@@ -1,0 +1,267 @@
+"""The dev loop: `dbt build` of a jaffle-shop-sized project on dbt-deltalog and on dbt-duckdb, in one run.
+
+    pip install 'dbt-duckdb>=1.10,<1.12'   # the peer (not a dependency of this project)
+    python bench/dev_loop.py               # 3 rounds
+
+One generated project (3 seeds, 3 staging views, 2 mart tables, 20 data tests: 28 nodes, the size of
+dbt's jaffle shop; SQL that both engines run) and three ways to build it, each a fresh `dbt build`
+process, wall time measured around it:
+
+  duckdb             dbt-duckdb on a DuckDB file
+  deltalog-server    dbt-deltalog with `spark_server: true`: the first build of a round starts the local
+                     Spark server (no server running before it), later builds attach to it
+  deltalog-inprocess dbt-deltalog with `spark_server: false`: a JVM per command (the old behaviour)
+
+A round is: first build, then a second build of the unchanged project (dbt's partial parse, the
+server warm), per way. Reported: the best of the rounds for each, and the ratios to dbt-duckdb
+(targets from the issue: second build <= 3x, first <= 10x). Every deltalog table is read back with
+`deltalake` and compared with DuckDB's rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from decimal import Decimal
+from pathlib import Path
+
+DBT = Path(sys.executable).with_name("dbt")
+
+MODELS = {
+    "staging/stg_customers.sql": """\
+select id as customer_id, first_name, last_name from {{ ref('raw_customers') }}
+""",
+    "staging/stg_orders.sql": """\
+select id as order_id, user_id as customer_id, order_date, status from {{ ref('raw_orders') }}
+""",
+    "staging/stg_payments.sql": """\
+select id as payment_id, order_id, payment_method, amount / 100.0 as amount from {{ ref('raw_payments') }}
+""",
+    "customers.sql": """\
+with customers as (select * from {{ ref('stg_customers') }}),
+orders as (select * from {{ ref('stg_orders') }}),
+payments as (select * from {{ ref('stg_payments') }}),
+customer_orders as (
+    select customer_id, min(order_date) as first_order, max(order_date) as most_recent_order,
+           count(order_id) as number_of_orders
+    from orders group by customer_id
+),
+customer_payments as (
+    select orders.customer_id, sum(amount) as total_amount
+    from payments left join orders on payments.order_id = orders.order_id
+    group by orders.customer_id
+)
+select customers.customer_id, customers.first_name, customers.last_name,
+       customer_orders.first_order, customer_orders.most_recent_order, customer_orders.number_of_orders,
+       customer_payments.total_amount as customer_lifetime_value
+from customers
+left join customer_orders on customers.customer_id = customer_orders.customer_id
+left join customer_payments on customers.customer_id = customer_payments.customer_id
+""",
+    "orders.sql": """\
+{% set payment_methods = ['credit_card', 'coupon', 'bank_transfer', 'gift_card'] %}
+with orders as (select * from {{ ref('stg_orders') }}),
+payments as (select * from {{ ref('stg_payments') }}),
+order_payments as (
+    select order_id,
+           {% for m in payment_methods %}sum(case when payment_method = '{{ m }}' then amount else 0 end) as {{ m }}_amount,
+           {% endfor %}sum(amount) as total_amount
+    from payments group by order_id
+)
+select orders.order_id, orders.customer_id, orders.order_date, orders.status,
+       {% for m in payment_methods %}order_payments.{{ m }}_amount,
+       {% endfor %}order_payments.total_amount as amount
+from orders left join order_payments on orders.order_id = order_payments.order_id
+""",
+}
+
+SCHEMA_YML = """\
+version: 2
+models:
+  - name: customers
+    columns:
+      - name: customer_id
+        data_tests: [unique, not_null]
+  - name: orders
+    columns:
+      - name: order_id
+        data_tests: [unique, not_null]
+      - name: customer_id
+        data_tests:
+          - not_null
+          - relationships: {arguments: {to: ref('customers'), field: customer_id}}
+      - name: status
+        data_tests:
+          - accepted_values: {arguments: {values: ['placed', 'shipped', 'completed', 'return_pending', 'returned']}}
+      - name: amount
+        data_tests: [not_null]
+      - name: credit_card_amount
+        data_tests: [not_null]
+      - name: coupon_amount
+        data_tests: [not_null]
+      - name: bank_transfer_amount
+        data_tests: [not_null]
+      - name: gift_card_amount
+        data_tests: [not_null]
+  - name: stg_customers
+    columns:
+      - name: customer_id
+        data_tests: [unique, not_null]
+  - name: stg_orders
+    columns:
+      - name: order_id
+        data_tests: [unique, not_null]
+      - name: status
+        data_tests:
+          - accepted_values: {arguments: {values: ['placed', 'shipped', 'completed', 'return_pending', 'returned']}}
+  - name: stg_payments
+    columns:
+      - name: payment_id
+        data_tests: [unique, not_null]
+      - name: payment_method
+        data_tests:
+          - accepted_values: {arguments: {values: ['credit_card', 'coupon', 'bank_transfer', 'gift_card']}}
+"""
+
+PROJECT_YML = """\
+name: dev_loop
+version: "1.0"
+profile: dev_loop
+models:
+  dev_loop:
+    +materialized: table
+    staging:
+      +materialized: view
+"""
+
+
+def write_seeds(folder: Path, seed: int = 7) -> None:
+    """Jaffle-shop-like raw data (100 customers, 99 orders, ~113 payments), generated here."""
+    rng = random.Random(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    names = ["Michael", "Shawn", "Kathleen", "Jimmy", "Katherine", "Sarah", "Martin", "Frank", "Jennifer", "Henry"]
+    with open(folder / "raw_customers.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["id", "first_name", "last_name"])
+        for i in range(1, 101):
+            w.writerow([i, rng.choice(names), chr(65 + rng.randrange(26)) + "."])
+    statuses = ["placed", "shipped", "completed", "return_pending", "returned"]
+    with open(folder / "raw_orders.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["id", "user_id", "order_date", "status"])
+        for i in range(1, 100):
+            w.writerow([i, rng.randrange(1, 101), f"2018-{1 + i * 4 // 100:02d}-{1 + i % 28:02d}",
+                        rng.choice(statuses)])
+    methods = ["credit_card", "coupon", "bank_transfer", "gift_card"]
+    with open(folder / "raw_payments.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["id", "order_id", "payment_method", "amount"])
+        pid = 0
+        for order in range(1, 100):
+            for _ in range(1 + (rng.random() < 0.14)):
+                pid += 1
+                w.writerow([pid, order, rng.choice(methods), rng.randrange(0, 3000)])
+
+
+def make_project(root: Path, profile: dict) -> Path:
+    (root / "models" / "staging").mkdir(parents=True, exist_ok=True)
+    for rel, sql in MODELS.items():
+        (root / "models" / rel).write_text(sql)
+    (root / "models" / "schema.yml").write_text(SCHEMA_YML)
+    (root / "dbt_project.yml").write_text(PROJECT_YML)
+    write_seeds(root / "seeds")
+    (root / "profiles.yml").write_text(json.dumps({"dev_loop": {"target": "dev", "outputs": {"dev": profile}}}))
+    return root
+
+
+def build(project: Path, env: dict) -> float:
+    started = time.perf_counter()
+    done = subprocess.run([str(DBT), "build", "--profiles-dir", str(project), "--project-dir", str(project)],
+                          cwd=project, env=env, capture_output=True, text=True)
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0:
+        sys.exit(f"dbt build failed in {project}:\n{done.stdout[-3000:]}{done.stderr[-2000:]}")
+    if "PASS=28" not in done.stdout:
+        sys.exit(f"expected 28 passing nodes in {project}:\n{done.stdout[-2000:]}")
+    return elapsed
+
+
+def stop_servers(env: dict) -> None:
+    subprocess.run([sys.executable, "-m", "dbt.adapters.deltalog.spark_server", "stop"], env=env,
+                   capture_output=True, check=True)
+
+
+def compare_rows(work: Path) -> None:
+    """Every deltalog mart equals DuckDB's (rows as sorted tuples, amounts rounded)."""
+    import duckdb
+    from deltalake import DeltaTable
+
+    con = duckdb.connect(str(work / "duckdb" / "dev.duckdb"), read_only=True)
+    for table in ("customers", "orders"):
+        theirs = con.execute(f"select * from main.{table}").fetchall()
+        ours = DeltaTable(str(work / "warehouse-server" / "main" / table)).to_pyarrow_table().to_pylist()
+
+        def norm(rows):
+            return sorted(tuple(round(float(v), 2) if isinstance(v, (float, int, Decimal)) and not isinstance(v, bool)
+                                else (None if v is None else str(v)) for v in row) for row in rows)
+
+        if norm([tuple(r.values()) for r in ours]) != norm(theirs):
+            sys.exit(f"{table}: dbt-deltalog's rows differ from dbt-duckdb's")
+    con.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    try:
+        import dbt.adapters.duckdb  # noqa: F401
+    except ImportError:
+        sys.exit("dbt-duckdb is the peer of this benchmark: pip install 'dbt-duckdb>=1.10,<1.12'")
+
+    work = Path(tempfile.mkdtemp(prefix="dev-loop-"))
+    env = dict(os.environ, DBT_DELTALOG_SERVER_DIR=str(work / "servers"), DO_NOT_TRACK="1",
+               DBT_SEND_ANONYMOUS_USAGE_STATS="false")
+    env.pop("CI", None)
+    ways = {
+        "duckdb": {"type": "duckdb", "path": str(work / "duckdb" / "dev.duckdb"), "schema": "main", "threads": 4},
+        "deltalog-server": {"type": "deltalog", "schema": "main", "threads": 4, "spark_server": True,
+                            "warehouse": str(work / "warehouse-server")},
+        "deltalog-inprocess": {"type": "deltalog", "schema": "main", "threads": 4, "spark_server": False,
+                               "warehouse": str(work / "warehouse-inprocess")},
+    }
+    projects = {name: make_project(work / name, profile) for name, profile in ways.items()}
+    times = {name: {"first": [], "second": []} for name in ways}
+    try:
+        for r in range(args.rounds):
+            for name, project in projects.items():
+                stop_servers(env)  # a first build starts from nothing: no server, no partial parse
+                shutil.rmtree(project / "target", ignore_errors=True)
+                for run in ("first", "second"):
+                    times[name][run].append(build(project, env))
+                print(f"round {r + 1} {name}: first {times[name]['first'][-1]:.1f} s, "
+                      f"second {times[name]['second'][-1]:.1f} s", flush=True)
+        compare_rows(work)
+    finally:
+        stop_servers(env)
+    best = {name: {run: min(v) for run, v in runs.items()} for name, runs in times.items()}
+    duck = best["duckdb"]
+    print(f"\n28-node project, best of {args.rounds} rounds (wall seconds of `dbt build`)\n")
+    print("| way | first build | second build | first / duckdb | second / duckdb |")
+    print("|---|---|---|---|---|")
+    for name, b in best.items():
+        print(f"| {name} | {b['first']:.1f} s | {b['second']:.1f} s | {b['first'] / duck['first']:.1f}x "
+              f"| {b['second'] / duck['second']:.1f}x |")
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,309 @@
+"""A local Spark that outlives one dbt command.
+
+Starting a JVM and warming it up costs most of a small project's `dbt build`. With the server, the
+first command starts a background process that holds an embedded SparkSession; every later command
+with the same Spark settings attaches to its JVM through Py4J (what `spark-submit` itself does for a
+Python driver) in well under a second, in a Spark session of its own (temporary views, SQL settings),
+and the server stops after it has had no command attached for `idle_timeout` seconds.
+
+Files in `state_dir()` (mode 0700), per server key (a hash of master, settings, interpreter, code):
+  <key>.json   port, secret and pid of a running server (0600), written once its Spark is up
+  <key>.lease  every attached command holds a shared lock on it for its whole life; the server is
+               idle when it can take the lock exclusively, and a killed command releases it anyway
+  <key>.start  held by the one command that starts the server, so concurrent first commands share one
+  <key>.log    the server process's output; <key>.spark.log holds the JVM's log
+
+`python -m dbt.adapters.deltalog.spark_server status|stop` lists or stops the servers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Dict, Iterator, List, Optional
+
+DEFAULT_IDLE_TIMEOUT = 900  # seconds without an attached command before the server stops
+START_TIMEOUT = 300  # seconds a command waits for a new server's Spark to come up
+_STATE_DIR_ENV = "DBT_DELTALOG_SERVER_DIR"
+
+
+class SparkServerError(RuntimeError):
+    """The server could not be started or attached to; the message says why and where its log is."""
+
+
+def state_dir() -> str:
+    path = os.environ.get(_STATE_DIR_ENV) or os.path.join(
+        os.path.expanduser("~"), ".cache", "dbt-deltalog", "spark-servers")
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    return path
+
+
+def _code_stamp() -> str:
+    """Changes when this package's code changes, so that an edited or upgraded install never runs
+    in a server (and its Python workers) started with the old code."""
+    import deltalog
+
+    digest = hashlib.sha1()
+    for package in (os.path.dirname(deltalog.__file__), os.path.dirname(os.path.abspath(__file__))):
+        for folder, _, files in sorted(os.walk(package)):
+            for name in sorted(files):
+                if name.endswith((".py", ".jar")):
+                    st = os.stat(os.path.join(folder, name))
+                    digest.update(f"{folder}/{name}:{st.st_size}:{st.st_mtime_ns}".encode())
+    return digest.hexdigest()
+
+
+def server_key(master: str, spark_conf: Dict[str, str]) -> str:
+    """One server per master, Spark settings, Python interpreter and code version."""
+    ident = json.dumps({"master": master, "conf": {str(k): str(v) for k, v in sorted(spark_conf.items())},
+                        "python": sys.executable, "code": _code_stamp()}, sort_keys=True)
+    return hashlib.sha1(ident.encode()).hexdigest()[:16]
+
+
+def _path(key: str, suffix: str) -> str:
+    return os.path.join(state_dir(), key + suffix)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def read_state(key: str) -> Optional[dict]:
+    """The state of the server for `key` if its process is alive, else None."""
+    try:
+        with open(_path(key, ".json")) as f:
+            state = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return state if _pid_alive(int(state.get("pid", 0))) else None
+
+
+def _write_state(key: str, state: dict) -> None:
+    tmp = _path(key, f".json.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # it holds the gateway's secret
+    with os.fdopen(fd, "w") as f:
+        json.dump(state, f)
+    os.replace(tmp, _path(key, ".json"))
+
+
+@contextlib.contextmanager
+def _locked(path: str, mode: int) -> Iterator[None]:
+    with open(path, "a+") as f:
+        fcntl.flock(f, mode)
+        yield
+
+
+# --- the server process ---------------------------------------------------------------------------
+
+def serve(key: str, master: str, spark_conf: Dict[str, str], idle_timeout: float) -> None:
+    """Run a server: start Spark, publish how to attach, stop after `idle_timeout` idle seconds."""
+    from dbt.adapters.deltalog.session import start_spark
+
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C in the terminal that started it is not for us
+    spark = start_spark(master, spark_conf, log_file=_path(key, ".spark.log"))
+    params = spark.sparkContext._gateway.gateway_parameters
+    _write_state(key, {"pid": os.getpid(), "port": params.port, "secret": params.auth_token,
+                       "master": master, "started": time.time(), "idle_timeout": idle_timeout})
+    print(f"dbt-deltalog Spark server {key} ready (pid {os.getpid()}, master {master})", flush=True)
+    idle_since: Optional[float] = None
+    with open(_path(key, ".lease"), "a+") as lease:
+        while not stopping.wait(1.0):
+            try:
+                fcntl.flock(lease, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                idle_since = None  # a command is attached
+                continue
+            if idle_since is None:
+                idle_since = time.monotonic()
+                # Nobody is attached: jobs still running belong to commands that died, and what
+                # they cached is nobody's.
+                spark.sparkContext.cancelAllJobs()
+                spark.catalog.clearCache()
+            if time.monotonic() - idle_since >= idle_timeout:
+                break  # keep the lock: no command attaches while the server goes away
+            fcntl.flock(lease, fcntl.LOCK_UN)
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(_path(key, ".json"))
+        print(f"dbt-deltalog Spark server {key} stopping", flush=True)
+        spark.stop()
+
+
+# --- commands attaching to it ---------------------------------------------------------------------
+
+_attached: Dict[str, object] = {}  # key -> the lease file this process holds (released at exit)
+_started: List[subprocess.Popen] = []
+
+
+def attach(master: str, spark_conf: Dict[str, str], idle_timeout: float = DEFAULT_IDLE_TIMEOUT):
+    """A SparkSession of its own on the server for these settings, started first when none runs."""
+    key = server_key(master, spark_conf)
+    lease = open(_path(key, ".lease"), "a+")
+    fcntl.flock(lease, fcntl.LOCK_SH)  # waits while a server is going away, then it is gone
+    try:
+        state = read_state(key)
+        spark = _connect(state) if state else None
+        if spark is None:
+            with _locked(_path(key, ".start"), fcntl.LOCK_EX):
+                state = read_state(key)
+                spark = _connect(state) if state else None
+                if spark is None:
+                    state = _start(key, master, spark_conf, idle_timeout)
+                    spark = _connect(state)
+                    if spark is None:
+                        raise SparkServerError(
+                            f"the Spark server started for this profile (pid {state['pid']}) does not "
+                            f"accept connections; see {_path(key, '.log')}")
+    except BaseException:
+        lease.close()
+        raise
+    _attached[key] = lease
+    spark._deltalog_server = dict(state, key=key)  # what `dbt debug` and cancel() look at
+    return spark
+
+
+def _start(key: str, master: str, spark_conf: Dict[str, str], idle_timeout: float) -> dict:
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(_path(key, ".json"))  # a dead server's
+    conf_file = _path(key, ".conf.json")
+    fd = os.open(conf_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # settings may hold secrets
+    with os.fdopen(fd, "w") as f:
+        json.dump({"master": master, "spark_conf": spark_conf, "idle_timeout": idle_timeout}, f)
+    log = open(_path(key, ".log"), "ab")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dbt.adapters.deltalog.spark_server", "serve", key],
+        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=state_dir(),
+        start_new_session=True)  # not in the terminal's process group: Ctrl-C of a command spares it
+    log.close()
+    _started.append(proc)
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        state = read_state(key)
+        if state and state["pid"] == proc.pid:
+            return state
+        if proc.poll() is not None:
+            raise SparkServerError(
+                f"the Spark server exited with code {proc.returncode} before Spark was up: "
+                f"{_tail(_path(key, '.log'))} (log: {_path(key, '.log')})")
+        time.sleep(0.1)
+    proc.terminate()
+    raise SparkServerError(f"the Spark server did not start within {START_TIMEOUT} s; see {_path(key, '.log')}")
+
+
+def _tail(path: str, lines: int = 5) -> str:
+    try:
+        with open(path, errors="replace") as f:
+            return " | ".join(ln.strip() for ln in f.read().splitlines()[-lines:] if ln.strip())
+    except OSError:
+        return ""
+
+
+def _connect(state: dict):
+    """A new Spark session in the server's JVM, or None when it does not answer."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+    from pyspark.sql import SparkSession
+
+    saved = {k: os.environ.get(k) for k in ("PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET")}
+    os.environ["PYSPARK_GATEWAY_PORT"] = str(state["port"])
+    os.environ["PYSPARK_GATEWAY_SECRET"] = state["secret"]
+    try:
+        gateway = launch_gateway()  # with those two set, pyspark connects instead of starting a JVM
+        jvm = gateway.jvm
+        base = getattr(jvm, "org.apache.spark.sql.classic.SparkSession").getDefaultSession().get()
+        jsc = jvm.org.apache.spark.api.java.JavaSparkContext(base.sparkContext())
+    except Exception:
+        return None
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    SparkContext._gateway, SparkContext._jvm = gateway, jvm
+    sc = SparkContext(gateway=gateway, jsc=jsc, conf=SparkConf(_jconf=jsc.getConf()))
+    spark = SparkSession(sc, jsparkSession=base.newSession())
+    if threading.current_thread() is threading.main_thread():
+        # pyspark's handler cancels every job of the JVM; other commands share this one
+        def interrupt(signum, frame):
+            try:
+                spark.interruptAll()
+            finally:
+                raise KeyboardInterrupt()
+
+        signal.signal(signal.SIGINT, interrupt)
+    return spark
+
+
+def describe(master: str, spark_conf: Dict[str, str]) -> str:
+    """One line for `dbt debug`: whether a server for these settings runs, and since when."""
+    state = read_state(server_key(master, spark_conf))
+    if not state:
+        return "not running; the next dbt command starts it"
+    up = int(time.time() - state["started"])
+    return (f"running (pid {state['pid']}, up {up // 60} min {up % 60} s, stops after "
+            f"{int(state['idle_timeout'])} s with no dbt command attached)")
+
+
+def list_servers() -> List[dict]:
+    out = []
+    for name in sorted(os.listdir(state_dir())):
+        if name.endswith(".json") and not name.endswith(".conf.json"):
+            state = read_state(name[: -len(".json")])
+            if state:
+                out.append(dict(state, key=name[: -len(".json")]))
+    return out
+
+
+def stop_servers(wait: float = 30.0) -> int:
+    """Stop every running server (SIGTERM: each finishes its idle check and stops Spark)."""
+    servers = list_servers()
+    for s in servers:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(s["pid"]), signal.SIGTERM)
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline and any(_pid_alive(int(s["pid"])) for s in servers):
+        time.sleep(0.2)
+    return len(servers)
+
+
+def _main(argv: List[str]) -> int:
+    command = argv[0] if argv else "status"
+    if command == "serve" and len(argv) == 2:
+        key = argv[1]
+        with open(_path(key, ".conf.json")) as f:
+            spec = json.load(f)
+        os.remove(_path(key, ".conf.json"))  # the settings may hold secrets; the server has them now
+        serve(key, spec["master"], spec["spark_conf"], float(spec["idle_timeout"]))
+        return 0
+    if command == "status":
+        servers = list_servers()
+        for s in servers:
+            print(f"{s['key']}  pid {s['pid']}  master {s['master']}  up {int(time.time() - s['started'])} s")
+        print(f"{len(servers)} dbt-deltalog Spark server(s) running ({state_dir()})")
+        return 0
+    if command == "stop":
+        print(f"stopped {stop_servers()} dbt-deltalog Spark server(s)")
+        return 0
+    print("usage: python -m dbt.adapters.deltalog.spark_server status|stop", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))
