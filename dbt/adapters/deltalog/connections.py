@@ -15,6 +15,7 @@ from dbt.adapters.spark.connections import SparkConnectionManager
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.deltalog.catalog import SESSION_VIEWS, Warehouse, quote_warehouse_refs
+from dbt.adapters.deltalog.catalog_sql import rewrite_time_travel, show_statement
 from deltalog.errors import DeltaError
 
 logger = AdapterLogger("Deltalog")
@@ -159,6 +160,12 @@ class DeltalogCursor:
         if not strip_leading_comments(sql):
             return  # an empty statement (a macro that did its work through the adapter)
         sql = quote_warehouse_refs(sql, self.warehouse)
+        if strip_leading_comments(sql)[:4].upper() == "SHOW":
+            shown = show_statement(self.spark, self.warehouse, sql)
+            if shown is not None:
+                self._df = shown
+                return
+        sql = rewrite_time_travel(self.spark, self.warehouse, sql)
         SESSION_VIEWS.refresh_for_sql(self.spark, self.warehouse, sql)
         from dbt.adapters.deltalog.dml import try_execute_dml
 

@@ -371,15 +371,12 @@ class MaintenanceMixin:
     def deltalog_as_of(self, relation: Any, version: Any = None, timestamp: Any = None) -> str:
         """A temporary view of the table as of a version or timestamp; returns its name for SQL."""
         relation = self._relation(relation)
-        from deltalog.snapshot import Snapshot
-        from deltalog.spark.reader import snapshot_dataframe
+        from dbt.adapters.deltalog.catalog_sql import as_of_view
         if (version is None) == (timestamp is None):
             raise CompilationError(f"as_of({relation}): give exactly one of version or timestamp.")
-        snap = self._engine_call(relation, "time travel", Snapshot.load, self.table_uri(relation),
+        return self._engine_call(relation, "time travel", as_of_view, self.spark, self.table_uri(relation),
+                                 relation.schema, relation.identifier,
                                  version=_int_arg(relation, "as_of", "version", version, 0), timestamp=timestamp)
-        name = self._temp_view_name(relation, f"v{snap.version}")
-        snapshot_dataframe(self.spark, snap).createOrReplaceTempView(f"`{name}`")
-        return f"`{name}`"
 
     @available
     def deltalog_added_rows(self, relation: Any, start_version: Any, end_version: Any = None) -> str:

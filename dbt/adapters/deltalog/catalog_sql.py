@@ -1,0 +1,214 @@
+"""SQL about the warehouse's schemas and relations that Spark's session catalog cannot answer.
+
+Relations are session temporary views named `schema.name` (catalog.py), and temporary views cannot
+live in a database, so Spark alone answers `show tables in shop` with SCHEMA_NOT_FOUND and refuses
+time travel on a view. The cursor hands each statement here first:
+
+- SHOW SCHEMAS | DATABASES [LIKE p], SHOW TABLES | VIEWS {IN | FROM} schema [[LIKE] p] and
+  SHOW TABLE EXTENDED {IN | FROM} schema LIKE p are answered from the warehouse folder, with the
+  columns Spark gives them (what dbt-spark and spark-utils parse);
+- `schema.table VERSION AS OF n` and `TIMESTAMP AS OF 'ts'` (also FOR SYSTEM_VERSION / SYSTEM_TIME)
+  are replaced by a temporary view of that snapshot of the Delta table.
+
+Statements are read with sqlglot's Spark tokenizer (quotes and comments are never mistaken for words).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, List, Optional, Tuple
+
+from dbt_common.exceptions import DbtRuntimeError
+
+from dbt.adapters.deltalog.catalog import Warehouse, view_name
+
+_STRING_TYPES = ("STRING", "RAW_STRING", "NATIONAL_STRING")
+
+
+def _tokens(sql: str) -> List[Any]:
+    from deltalog.sql import spark_dialect
+
+    tokens = spark_dialect().tokenize(sql)
+    if len(tokens) == 2 and tokens[0].token_type.name == "SHOW":
+        # sqlglot keeps the rest of a SHOW command as one string: read it as SQL too
+        tokens = tokens[:1] + spark_dialect().tokenize(sql[tokens[0].end + 1:])
+    return tokens
+
+
+def _word(token: Any) -> str:
+    return token.text.upper() if token.token_type.name not in _STRING_TYPES + ("IDENTIFIER",) else ""
+
+
+def like_pattern(pattern: str) -> "re.Pattern[str]":
+    """Spark's SHOW ... LIKE pattern: `*` any characters, `|` alternatives, case-insensitive."""
+    parts = [".*".join(re.escape(p) for p in alt.strip().split("*")) for alt in pattern.split("|")]
+    return re.compile("|".join(f"(?:{p})" for p in parts), re.IGNORECASE)
+
+
+# --- SHOW statements ------------------------------------------------------------------------------
+
+def show_statement(spark, warehouse: Warehouse, sql: str):
+    """The DataFrame answering a SHOW statement about warehouse schemas, or None for any other SQL
+    (which Spark then runs itself)."""
+    try:
+        tokens = _tokens(sql)
+    except Exception:
+        return None
+    words = [_word(t) for t in tokens]
+    if len(words) < 2 or words[0] != "SHOW":
+        return None
+    if words[1] in ("SCHEMAS", "DATABASES", "NAMESPACES"):
+        pattern = _like_at(tokens, 2)
+        if pattern is False:
+            return None
+        names = [s for s in warehouse.list_schemas() if pattern is None or like_pattern(pattern).fullmatch(s)]
+        return spark.createDataFrame([(s,) for s in names], "namespace string")
+    extended = words[1:3] == ["TABLE", "EXTENDED"]
+    if not extended and words[1] not in ("TABLES", "VIEWS"):
+        return None
+    at = 3 if extended else 2
+    if at + 1 >= len(tokens) or words[at] not in ("IN", "FROM"):
+        return None  # no schema named: Spark's current database, not the warehouse's
+    schema = _identifier(tokens[at + 1])
+    pattern = _like_at(tokens, at + 2)
+    if pattern is False or schema is None:
+        return None
+    if not warehouse.schema_exists(schema):
+        raise DbtRuntimeError(
+            f"[SCHEMA_NOT_FOUND] The schema `{schema}` is not in the warehouse {warehouse.root}; its schemas "
+            f"are: {', '.join(warehouse.list_schemas()) or 'none yet'}.")
+    match = like_pattern(pattern).fullmatch if pattern is not None else (lambda _: True)
+    entries = [e for e in warehouse.list_relations(schema) if match(e.name)]
+    if words[1] == "VIEWS":
+        rows = [(schema, e.name, False) for e in entries if e.kind == "view"]
+        return spark.createDataFrame(rows, "namespace string, viewName string, isTemporary boolean")
+    if not extended:
+        rows = [(schema, e.name, False) for e in entries]
+        return spark.createDataFrame(rows, "namespace string, tableName string, isTemporary boolean")
+    rows = [(schema, e.name, False, _information(spark, warehouse, e)) for e in entries]
+    return spark.createDataFrame(rows, "namespace string, tableName string, isTemporary boolean, information string")
+
+
+def _identifier(token: Any) -> Optional[str]:
+    if token.token_type.name in ("IDENTIFIER", "VAR") or token.text.isidentifier():
+        return token.text
+    return None
+
+
+def _like_at(tokens: List[Any], i: int):
+    """The LIKE pattern from token i on: a string, None when the statement ends there, False when
+    something else follows (not a form answered here)."""
+    if i < len(tokens) and _word(tokens[i]) == "LIKE":
+        i += 1
+    if i == len(tokens):
+        return None
+    if i == len(tokens) - 1 and tokens[i].token_type.name in _STRING_TYPES:
+        return tokens[i].text
+    return False
+
+
+def _information(spark, warehouse: Warehouse, entry) -> str:
+    """What Spark's SHOW TABLE EXTENDED prints per relation (dbt-spark reads Type and Provider)."""
+    lines = ["Catalog: spark_catalog", f"Database: {entry.schema}", f"Table: {entry.name}"]
+    try:
+        from dbt.adapters.deltalog.catalog import SESSION_VIEWS
+
+        SESSION_VIEWS.ensure(spark, warehouse, entry.schema, entry.name)
+        schema = spark.table(f"`{view_name(entry.schema, entry.name)}`").schema
+    except Exception:  # a broken view still gets listed
+        schema = None
+    if entry.kind == "table":
+        lines += ["Type: MANAGED", "Provider: delta", f"Location: file:{entry.path}"]
+    else:
+        lines += ["Type: VIEW", f"View Text: {warehouse.read_view_sql(entry.schema, entry.name) or ''}"]
+    if schema is not None:
+        lines.append("Schema: root")
+        lines += [f" |-- {f.name}: {f.dataType.simpleString()} (nullable = {str(f.nullable).lower()})"
+                  for f in schema.fields]
+    return "\n".join(lines) + "\n"
+
+
+# --- time travel ----------------------------------------------------------------------------------
+
+def as_of_view(spark, table_path: str, schema: str, name: str, version: Optional[int] = None,
+               timestamp: Any = None) -> str:
+    """A temporary view of the table at `version` or at the last commit at or before `timestamp`;
+    returns its quoted name for SQL."""
+    from deltalog.snapshot import Snapshot
+    from deltalog.spark.reader import snapshot_dataframe
+
+    snap = Snapshot.load(table_path, version=version, timestamp=timestamp)
+    base = re.sub(r"[^A-Za-z0-9_]", "_", f"{schema}__{name}__v{snap.version}")
+    view = f"__deltalog_{base}"
+    snapshot_dataframe(spark, snap).createOrReplaceTempView(f"`{view}`")
+    return f"`{view}`"
+
+
+def rewrite_time_travel(spark, warehouse: Warehouse, sql: str) -> str:
+    """`sql` with each `schema.table VERSION AS OF n` / `TIMESTAMP AS OF 'ts'` on a warehouse table
+    replaced by a view of that snapshot. Expects relations already written as `schema.name` (one
+    quoted part, as quote_warehouse_refs leaves them)."""
+    if " OF " not in sql.upper().replace("\n", " ").replace("\t", " "):
+        return sql
+    try:
+        tokens = _tokens(sql)
+    except Exception:
+        return sql
+    edits: List[Tuple[int, int, str]] = []
+    for i, token in enumerate(tokens):
+        if token.token_type.name != "IDENTIFIER" or token.text.count(".") != 1:
+            continue
+        clause = _time_travel_clause(tokens, i + 1)
+        if clause is None:
+            continue
+        kind, literal_at = clause
+        schema, name = token.text.split(".")
+        if not warehouse.is_table(schema, name):
+            continue
+        ref = f"{schema}.{name}"
+        if literal_at is None:
+            raise DbtRuntimeError(
+                f"{kind} AS OF on {ref}: give a literal here ({kind} AS OF 3 or TIMESTAMP AS OF "
+                f"'2025-01-31 12:00:00'); expressions are not evaluated for time travel.")
+        literal = tokens[literal_at]
+        try:
+            if kind == "VERSION":
+                if literal.token_type.name != "NUMBER" or not literal.text.isdigit():
+                    raise ValueError(f"the version must be a whole number, not {literal.text!r}")
+                view = as_of_view(spark, warehouse.table_path(schema, name), schema, name, version=int(literal.text))
+            else:
+                if literal.token_type.name not in _STRING_TYPES:
+                    raise ValueError(f"the timestamp must be a quoted string, not {literal.text}")
+                view = as_of_view(spark, warehouse.table_path(schema, name), schema, name, timestamp=literal.text)
+        except DbtRuntimeError:
+            raise
+        except Exception as exc:
+            raise DbtRuntimeError(f"{kind} AS OF on {ref}: {exc}") from None
+        edits.append((token.start, literal.end + 1, view))
+    for start, end, text in reversed(edits):
+        sql = sql[:start] + text + sql[end:]
+    return sql
+
+
+def _time_travel_clause(tokens: List[Any], i: int) -> Optional[Tuple[str, Optional[int]]]:
+    """(VERSION | TIMESTAMP, index of the literal or None) when tokens from i on are a time-travel
+    clause: [FOR] {VERSION | SYSTEM_VERSION | TIMESTAMP | SYSTEM_TIME} AS OF <literal>."""
+    words = [_word(t) for t in tokens[i: i + 5]]
+    if words[:1] == ["FOR"]:
+        words, i = words[1:], i + 1
+    if len(words) < 3 or words[1:3] != ["AS", "OF"]:
+        return None
+    kind = {"VERSION": "VERSION", "SYSTEM_VERSION": "VERSION", "TIMESTAMP": "TIMESTAMP",
+            "SYSTEM_TIME": "TIMESTAMP"}.get(words[0])
+    if kind is None:
+        return None
+    literal_at = i + 3
+    if literal_at >= len(tokens):
+        return kind, None
+    after = literal_at + 1
+    # a literal ends the clause; anything else (an expression) is not supported here
+    if after < len(tokens) and tokens[after].token_type.name in ("DOT", "L_PAREN", "PLUS", "DASH", "STAR"):
+        return kind, None
+    if tokens[literal_at].token_type.name not in _STRING_TYPES + ("NUMBER",):
+        return kind, None
+    return kind, literal_at
