@@ -99,6 +99,10 @@ def _log_folder() -> Optional[str]:
         return None
 
 
+# Where the JVM's log goes (our own setting; Spark ignores keys it does not know)
+LOG_FILE_SETTING = "spark.deltalog.logFile"
+
+
 def default_conf(master: str, log_file: Optional[str] = None) -> Dict[str, str]:
     # Spark's own scratch space goes to a temp dir, removed when the process ends: no metastore_db/,
     # derby.log or spark-warehouse/ in the user's project folder. Tables live in the dbt warehouse.
@@ -112,6 +116,7 @@ def default_conf(master: str, log_file: Optional[str] = None) -> Dict[str, str]:
     with open(log4j, "w") as f:
         f.write(_LOG4J2.format(path=log_file.replace("\\", "/")))
     conf = {
+        LOG_FILE_SETTING: log_file,
         "spark.sql.catalogImplementation": "in-memory",
         "spark.sql.warehouse.dir": os.path.join(scratch, "spark-warehouse"),
         "spark.driver.extraJavaOptions": f"-Dderby.system.home={scratch} -Dlog4j2.configurationFile=file:{log4j}",
@@ -186,9 +191,36 @@ def start_spark(master: str, spark_conf: Optional[Dict[str, str]] = None, log_fi
         conf.update(embedded_session_conf(conf, master))  # class path, JVM options: only for a JVM we start
     for key, value in conf.items():
         builder = builder.config(key, value)
+    if SparkContext._gateway is None:
+        _launch_jvm(master, conf)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def _launch_jvm(master: str, conf: Dict[str, str]) -> None:
+    """Start the JVM as pyspark would, with its console output (the module notice, JVM warnings,
+    a crash report) in the Spark log file instead of between dbt's lines."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.errors import PySparkRuntimeError
+    from pyspark.java_gateway import launch_gateway
+
+    jvm_conf = SparkConf(loadDefaults=False).setMaster(master).setAppName("dbt-deltalog").setAll(list(conf.items()))
+    log_file = conf[LOG_FILE_SETTING]
+    with open(log_file, "ab") as log:
+        try:
+            gateway = launch_gateway(jvm_conf, popen_kwargs={"stdout": log, "stderr": log})
+        except PySparkRuntimeError as exc:
+            raise RuntimeError(f"{exc}; the JVM wrote: {tail(log_file)} (log: {log_file})") from None
+    SparkContext._gateway, SparkContext._jvm = gateway, gateway.jvm
+
+
+def tail(path: str, lines: int = 5) -> str:
+    try:
+        with open(path, errors="replace") as f:
+            return " | ".join(ln.strip() for ln in f.read().splitlines()[-lines:] if ln.strip())
+    except OSError:
+        return ""
 
 
 def _follow_cluster_cores(spark, master: str, spark_conf: Optional[Dict[str, str]]) -> None:

@@ -30,6 +30,8 @@ import threading
 import time
 from typing import Dict, Iterator, List, Optional
 
+from dbt.adapters.deltalog.session import tail
+
 DEFAULT_IDLE_TIMEOUT = 900  # seconds without an attached command before the server stops
 START_TIMEOUT = 300  # seconds a command waits for a new server's Spark to come up
 _STATE_DIR_ENV = "DBT_DELTALOG_SERVER_DIR"
@@ -199,18 +201,10 @@ def _start(key: str, master: str, spark_conf: Dict[str, str], idle_timeout: floa
         if proc.poll() is not None:
             raise SparkServerError(
                 f"the Spark server exited with code {proc.returncode} before Spark was up: "
-                f"{_tail(_path(key, '.log'))} (log: {_path(key, '.log')})")
+                f"{tail(_path(key, '.log'))} (log: {_path(key, '.log')})")
         time.sleep(0.1)
     proc.terminate()
     raise SparkServerError(f"the Spark server did not start within {START_TIMEOUT} s; see {_path(key, '.log')}")
-
-
-def _tail(path: str, lines: int = 5) -> str:
-    try:
-        with open(path, errors="replace") as f:
-            return " | ".join(ln.strip() for ln in f.read().splitlines()[-lines:] if ln.strip())
-    except OSError:
-        return ""
 
 
 def _connect(state: dict):
