@@ -8,7 +8,9 @@ parent knows exactly which rows every landed commit brought. Before the first wr
 `ready` (imports done) so random-time kills hit the writing, not the interpreter start-up.
 
 `hook` names the step at which the process kills itself (`os.kill(getpid(), SIGKILL)`: no cleanup,
-no `finally`, exactly like a machine losing power from the table's point of view):
+no `finally`, exactly like a machine losing power from the table's point of view), or with
+CRASH_MODE=raise, where an I/O error is raised instead (the writer's own error handling runs; the
+process exits with FAULT_EXIT when the error reaches the caller):
 
     none                       no hook: the parent kills at a random time
     data_file:K                after the K-th data file (1-based) is written, before its commit
@@ -42,10 +44,17 @@ HOOKS = ("none", "data_file", "torn_data", "commit_temp", "commit_landed", "crc_
          "checkpoint_temp", "checkpoint_torn", "before_last_checkpoint", "last_checkpoint_torn")
 ROWS_PER_BATCH = 6
 MAX_ROWS_PER_FILE = 2  # several data files per commit, so a kill can fall between them
+FAULT_EXIT = 3  # the exit code when an injected exception reached the writer's caller
+
+
+class InjectedFault(OSError):
+    """Raised instead of dying when CRASH_MODE=raise: the writer's own error handling runs."""
 
 
 def die() -> None:
     sys.stdout.flush()
+    if os.environ.get("CRASH_MODE") == "raise":
+        raise InjectedFault(5, "injected I/O fault")
     os.kill(os.getpid(), signal.SIGKILL)
 
 
@@ -156,8 +165,12 @@ def main(argv: list[str]) -> None:
     install(hook)
     print("ready", flush=True)
     for b in range(first, first + batches):
-        v = write_deltalake(uri, batch_table(b, rows), mode="append", max_rows_per_file=MAX_ROWS_PER_FILE,
-                            extra_commit_info={"batch": b})
+        try:
+            v = write_deltalake(uri, batch_table(b, rows), mode="append", max_rows_per_file=MAX_ROWS_PER_FILE,
+                                extra_commit_info={"batch": b})
+        except InjectedFault as exc:
+            print(f"failed {b}: {exc}", flush=True)
+            sys.exit(FAULT_EXIT)
         print(f"committed {b} {v}", flush=True)
     print("done", flush=True)
 

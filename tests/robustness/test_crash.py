@@ -24,7 +24,7 @@ from deltalog.checkpoint import checkpoint_name, read_last_checkpoint
 from deltalog.checksum import checksum_name
 
 from table_checks import check_table, has_crc
-from crash_child import batch_ids, batch_table
+from crash_child import FAULT_EXIT, batch_ids, batch_table
 
 CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "crash_child.py")
 INTERVAL = 3  # checkpoint at versions 3, 6, ...
@@ -45,10 +45,11 @@ def landed_ids(uri: str) -> list[int]:
     return ids
 
 
-def run_child(uri: str, hook: str, first: int, batches: int, timeout: float = 60) -> int:
+def run_child(uri: str, hook: str, first: int, batches: int, timeout: float = 60, raise_instead: bool = False) -> int:
+    env = dict(os.environ, CRASH_MODE="raise" if raise_instead else "kill")
     proc = subprocess.run([sys.executable, CHILD, uri, hook, str(first), str(batches)],
-                          capture_output=True, text=True, timeout=timeout)
-    if proc.returncode not in (0, -9):
+                          capture_output=True, text=True, timeout=timeout, env=env)
+    if proc.returncode not in (0, -9, FAULT_EXIT):
         raise AssertionError(f"child failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc.returncode
 
@@ -126,6 +127,32 @@ def test_kill_at_step(tmp_path, hook):
     assert os.path.exists(log_file(uri, checkpoint_name(6)))
     last = read_last_checkpoint(Snapshot.load(uri).store)
     assert last is not None and last["version"] == 6
+
+
+# (hook, versions landed) when the step raises an I/O error instead of killing the process: before
+# the commit lands the write fails and cleans up after itself; after, it stands (a failed .crc or
+# checkpoint is logged, never raised: the commit is durable).
+RAISE_CASES = {
+    "data_file:5": 1, "torn_data:4": 1, "commit_temp:2": 1, "commit_landed:2": 2,
+    "crc_temp:2": 4, "crc_torn:2": 4, "checkpoint_temp:1": 4, "checkpoint_torn:1": 4,
+    "before_last_checkpoint:1": 4, "last_checkpoint_torn:1": 4,
+}
+
+
+@pytest.mark.parametrize("hook", list(RAISE_CASES))
+def test_exception_at_step(tmp_path, hook):
+    uri = str(tmp_path / "t")
+    create(uri)
+    landed = RAISE_CASES[hook]
+    code = run_child(uri, hook, first=1, batches=4, raise_instead=True)
+    assert code == (FAULT_EXIT if landed < 4 else 0)
+    chk = check_table(uri, landed_ids(uri), compare_deltalake=not hook.startswith("checkpoint_torn"))
+    assert chk.version == landed
+    assert chk.ids_deltalog == sorted(id for b in range(landed + 1) for id in batch_ids(b))
+    # a failed write removes what it wrote; a landed one keeps every file it committed
+    assert not chk.orphans, f"files of the failed write left behind: {chk.orphans}"
+    chk = recover_and_check(uri, first_batch=10, batches=7 - landed)
+    assert chk.version == 7
 
 
 def test_recovered_torn_checkpoint_is_not_used_for_time_travel(tmp_path):
