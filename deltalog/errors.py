@@ -40,6 +40,10 @@ class IncompleteWriteError(DeltaError):
     """The data files found after a write hold fewer (or more) rows than Spark wrote; nothing is committed."""
 
 
+class CommitsRefusedError(DeltaError):
+    """This process stopped committing (`refuse_commits`): nothing was committed."""
+
+
 class CommitFailedError(DeltaError):
     """A commit could not land after the allowed number of attempts."""
 

@@ -24,7 +24,7 @@ from .actions import (
     RemoveFile, SetTransaction, commit_to_bytes, now_ms, parse_commit,
 )
 from .errors import (
-    CommitFailedError, ConcurrentAppendException, ConcurrentDeleteDeleteException,
+    CommitFailedError, CommitsRefusedError, ConcurrentAppendException, ConcurrentDeleteDeleteException,
     ConcurrentDeleteReadException, ConcurrentModificationError, ConcurrentTransactionException,
     DeltaError, InvalidTableError, MetadataChangedException, NotATableError, ProtocolChangedException,
     UnsupportedFeatureError,
@@ -32,6 +32,23 @@ from .errors import (
 from .storage import LogStore, log_store_for
 
 log = logging.getLogger(__name__)
+
+# Set by refuse_commits: why no commit of this process may land any more.
+_refused_because: str | None = None
+
+
+def refuse_commits(reason: str) -> None:
+    """From now on no commit of this process lands: a transaction about to put its commit raises
+    CommitsRefusedError (and commit_or_discard removes its files). For a cancelled run: work that was
+    already under way must not land after the user stopped it. A commit already put stays."""
+    global _refused_because
+    _refused_because = reason
+
+
+def accept_commits() -> None:
+    """Undo refuse_commits (a process that goes on with new work)."""
+    global _refused_because
+    _refused_because = None
 
 SERIALIZABLE = "Serializable"
 WRITE_SERIALIZABLE = "WriteSerializable"
@@ -492,6 +509,8 @@ class Transaction:
                     f"(last tried version {version}); concurrent writers keep winning. Nothing was "
                     f"committed; retry later or reduce the number of concurrent writers.")
             self.attempts += 1
+            if _refused_because is not None:
+                raise CommitsRefusedError(f"{self.table_uri}: nothing was committed: {_refused_because}")
             commit_info.timestamp = max(now_ms(), commit_info.timestamp or 0)
             data = commit_to_bytes([commit_info, *actions])
             try:

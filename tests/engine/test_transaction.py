@@ -431,3 +431,22 @@ def test_created_empty_table_read_by_delta_rs(tmp_path):
     assert pa.schema(theirs.schema().to_arrow()).names == ["id", "d"]
     assert theirs.metadata().partition_columns == ["d"] and theirs.metadata().name == "events"
     assert theirs.metadata().configuration == {"delta.isolationLevel": "Serializable"}
+
+
+def test_refused_commits_land_nothing_and_leave_no_files(tmp_path):
+    """A cancelled run refuses the commits still to come: nothing lands, their data files go."""
+    from deltalog.errors import CommitsRefusedError
+    from deltalog.transaction import accept_commits, refuse_commits
+
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, pa.table({"id": [1]}))
+    before = sorted(os.listdir(uri))
+    refuse_commits("the run was cancelled")
+    try:
+        with pytest.raises(CommitsRefusedError, match="nothing was committed: the run was cancelled"):
+            write_deltalake(uri, pa.table({"id": [2]}), mode="append")
+    finally:
+        accept_commits()
+    assert Snapshot.load(uri).version == 0
+    assert sorted(os.listdir(uri)) == before  # the refused write's data file is gone
+    assert write_deltalake(uri, pa.table({"id": [3]}), mode="append") == 1

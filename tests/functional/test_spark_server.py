@@ -7,9 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -18,78 +15,13 @@ import pytest
 
 from dbt.adapters.deltalog import spark_server
 from dbt.adapters.deltalog.connections import DeltalogCredentials
-
-# A model whose rows take `sleep_ms` each (Spark's reflect calls Thread.sleep): a command that is
-# still running when the test interrupts or kills it.
-SLOW_SQL = """\
-select id, reflect('java.lang.Thread', 'sleep', cast({{ var('sleep_ms', 0) }} as bigint)) as slept
-from range(0, 40, 1, 4)
-"""
-
-
-def _project(root: Path, idle_timeout: int = 600) -> Path:
-    (root / "models").mkdir(parents=True)
-    (root / "dbt_project.yml").write_text("name: srv\nversion: '1.0'\nprofile: srv\nconfig-version: 2\n"
-                                          "models:\n  srv:\n    +materialized: table\n")
-    (root / "profiles.yml").write_text(textwrap.dedent(f"""\
-        srv:
-          target: dev
-          outputs:
-            dev:
-              type: deltalog
-              schema: analytics
-              threads: 2
-              master: local[2]
-              warehouse: {root / 'warehouse'}
-              spark_server: true
-              spark_server_idle_timeout: {idle_timeout}
-              spark_conf: {{spark.sql.shuffle.partitions: "2"}}
-        """))
-    (root / "models" / "numbers.sql").write_text("select id, id * 2 as doubled from range(0, 10)\n")
-    (root / "models" / "slow.sql").write_text(SLOW_SQL)
-    (root / "models" / "slow_too.sql").write_text(SLOW_SQL)
-    return root
-
-
-def _dbt_args(project: Path, *args: str) -> list:
-    return [sys.executable, "-c", "from dbt.cli.main import cli; cli()", *args,
-            "--profiles-dir", str(project), "--project-dir", str(project)]
-
-
-def _dbt(project: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(_dbt_args(project, *args), capture_output=True, text=True, timeout=timeout,
-                          cwd=project, env=_env())
-
-
-def _start_dbt(project: Path, *args: str) -> subprocess.Popen:
-    return subprocess.Popen(_dbt_args(project, *args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, cwd=project, env=_env())
-
-
-def _env() -> dict:
-    env = dict(os.environ)
-    env.pop("CI", None)
-    return env
+from tests import dbt_process as cli
 
 
 def _server() -> dict:
     servers = spark_server.list_servers()
     assert len(servers) == 1, servers
     return servers[0]
-
-
-def _wait_for_line(proc: subprocess.Popen, needle: str, timeout: float = 120) -> list:
-    """Lines of `proc`'s output up to the one holding `needle`."""
-    seen = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        seen.append(line)
-        if needle in line:
-            return seen
-    raise AssertionError(f"{needle!r} not printed:\n{''.join(seen)}")
 
 
 def _alive(pid: int) -> bool:
@@ -100,27 +32,22 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _rows(project: Path, table: str) -> list:
-    dt = deltalake.DeltaTable(str(project / "warehouse" / "analytics" / table))
-    return sorted(dt.to_pyarrow_table().column("id").to_pylist())
-
-
 def test_commands_share_one_server_which_stops_when_idle(tmp_path):
-    project = _project(tmp_path / "p", idle_timeout=6)
-    first = _dbt(project, "run", "-s", "numbers")
+    project = cli.project(tmp_path / "p", idle_timeout=6)
+    first = cli.dbt(project, "run", "-s", "numbers")
     assert first.returncode == 0, first.stdout + first.stderr
     server = _server()
     state_file = Path(spark_server.state_dir()) / f"{server['key']}.json"
     assert oct(state_file.stat().st_mode & 0o777) == "0o600"  # it holds the gateway's secret
 
-    second = _dbt(project, "run", "-s", "numbers")
+    second = cli.dbt(project, "run", "-s", "numbers")
     assert second.returncode == 0, second.stdout + second.stderr
     assert _server()["pid"] == server["pid"]  # attached to the same JVM, none started
     assert "incubator" not in second.stdout + second.stderr  # the JVM's notices go to the server's log
     assert deltalake.DeltaTable(str(project / "warehouse" / "analytics" / "numbers")).version() == 1
-    assert _rows(project, "numbers") == list(range(10))
+    assert cli.rows(project, "numbers") == list(range(10))
 
-    debug = _dbt(project, "debug")
+    debug = cli.dbt(project, "debug")
     assert f"Spark server: running (pid {server['pid']}" in debug.stdout, debug.stdout
 
     deadline = time.monotonic() + 90
@@ -132,16 +59,16 @@ def test_commands_share_one_server_which_stops_when_idle(tmp_path):
 
 
 def test_ctrl_c_stops_only_its_own_command_and_a_killed_command_loses_nothing(tmp_path):
-    project = _project(tmp_path / "p")
-    built = _dbt(project, "run", "-s", "slow", "slow_too")  # version 0 of both, 40 rows each
+    project = cli.project(tmp_path / "p")
+    built = cli.dbt(project, "run", "-s", "slow", "slow_too")  # version 0 of both, 40 rows each
     assert built.returncode == 0, built.stdout + built.stderr
     pid = _server()["pid"]
 
     # Two commands on the server at once; Ctrl-C in the first interrupts its Spark jobs only.
-    interrupted = _start_dbt(project, "run", "-s", "slow", "--vars", "{sleep_ms: 400}")
-    other = _start_dbt(project, "run", "-s", "slow_too", "--vars", "{sleep_ms: 100}")
+    interrupted = cli.start_dbt(project, "run", "-s", "slow", "--vars", "{sleep_ms: 400}")
+    other = cli.start_dbt(project, "run", "-s", "slow_too", "--vars", "{sleep_ms: 100}")
     try:
-        _wait_for_line(interrupted, "START sql table model")
+        cli.wait_for_line(interrupted, "START sql table model")
         time.sleep(2)
         interrupted.send_signal(signal.SIGINT)
         interrupted.communicate(timeout=120)
@@ -155,14 +82,14 @@ def test_ctrl_c_stops_only_its_own_command_and_a_killed_command_loses_nothing(tm
                 p.wait()
     assert _alive(pid)
     assert deltalake.DeltaTable(str(project / "warehouse" / "analytics" / "slow")).version() == 0
-    assert _rows(project, "slow") == list(range(40))
+    assert cli.rows(project, "slow") == list(range(40))
     assert deltalake.DeltaTable(str(project / "warehouse" / "analytics" / "slow_too")).version() == 1
 
     # A command killed mid-write: the server lives on, the table stays at its last version, and
     # the next command builds on the same server.
-    killed = _start_dbt(project, "run", "-s", "slow", "--vars", "{sleep_ms: 400}")
+    killed = cli.start_dbt(project, "run", "-s", "slow", "--vars", "{sleep_ms: 400}")
     try:
-        _wait_for_line(killed, "START sql table model")
+        cli.wait_for_line(killed, "START sql table model")
         time.sleep(2)
         killed.kill()
         killed.wait(timeout=30)
@@ -171,25 +98,25 @@ def test_ctrl_c_stops_only_its_own_command_and_a_killed_command_loses_nothing(tm
             killed.kill()
     assert _alive(pid)
     assert deltalake.DeltaTable(str(project / "warehouse" / "analytics" / "slow")).version() == 0
-    again = _dbt(project, "run", "-s", "slow")
+    again = cli.dbt(project, "run", "-s", "slow")
     assert again.returncode == 0, again.stdout + again.stderr
     assert _server()["pid"] == pid
     assert deltalake.DeltaTable(str(project / "warehouse" / "analytics" / "slow")).version() == 1
-    assert _rows(project, "slow") == list(range(40))
+    assert cli.rows(project, "slow") == list(range(40))
 
 
 def test_a_server_that_was_killed_is_replaced(tmp_path):
-    project = _project(tmp_path / "p")
-    assert _dbt(project, "run", "-s", "numbers").returncode == 0
+    project = cli.project(tmp_path / "p")
+    assert cli.dbt(project, "run", "-s", "numbers").returncode == 0
     dead = _server()["pid"]
     os.kill(dead, signal.SIGKILL)  # its JVM ends with it (pyspark's gateway reads its stdin)
     deadline = time.monotonic() + 30
     while _alive(dead) and time.monotonic() < deadline:
         time.sleep(0.2)
-    rerun = _dbt(project, "run", "-s", "numbers")
+    rerun = cli.dbt(project, "run", "-s", "numbers")
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     assert _server()["pid"] != dead
-    assert _rows(project, "numbers") == list(range(10))
+    assert cli.rows(project, "numbers") == list(range(10))
 
 
 @pytest.mark.parametrize("value, ci, master, expected", [

@@ -259,16 +259,19 @@ class DeltalogHandle:
         self._cursor: Optional[DeltalogCursor] = None
 
     def cursor(self) -> DeltalogCursor:
+        from dbt.adapters.deltalog.session import tag_thread
+
+        tag_thread(self.spark)  # statements of this thread are this command's jobs
         self._cursor = DeltalogCursor(self.spark, self.warehouse)
         return self._cursor
 
     def cancel(self) -> None:
-        # Connections of this process share one session; on a Spark server other commands share the
-        # JVM, so only this process's session is interrupted (in-process, the JVM ends with us).
-        from dbt.adapters.deltalog.session import server_of
+        # dbt cancels on Ctrl-C: stop this command's Spark jobs, so a model still writing fails (and
+        # cleans up) instead of committing after the command was cancelled. Jobs of other commands
+        # on the same Spark server carry other tags and go on.
+        from dbt.adapters.deltalog.session import cancel_command_jobs
 
-        if server_of(self.spark):
-            self.spark.interruptAll()
+        cancel_command_jobs(self.spark)
 
     def close(self) -> None:
         if self._cursor:
@@ -280,6 +283,12 @@ class DeltalogHandle:
 
 class DeltalogConnectionManager(SparkConnectionManager):
     TYPE = "deltalog"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        from dbt.adapters.deltalog.session import new_command
+
+        new_command()  # dbt builds the adapter once per command
 
     @contextmanager
     def exception_handler(self, sql: str):
@@ -319,6 +328,9 @@ class DeltalogConnectionManager(SparkConnectionManager):
             check_warehouse_shared(spark, warehouse.root)
         except DeltaError as exc:
             raise FailedToConnectError(str(exc)) from None
+        from dbt.adapters.deltalog.session import tag_thread
+
+        tag_thread(spark)  # the opening thread runs this connection's models: its jobs are ours
         connection.handle = DeltalogHandle(spark, warehouse)
         connection.state = ConnectionState.OPEN
         return connection

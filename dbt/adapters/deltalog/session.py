@@ -10,6 +10,8 @@ import shutil
 import sys
 import tempfile
 import threading
+import time
+import uuid
 from typing import Dict, Optional
 
 _lock = threading.Lock()
@@ -165,6 +167,51 @@ def _is_alive(spark) -> bool:
         return not spark.sparkContext._jsc.sc().isStopped()
     except Exception:  # the JVM went away (a server that was killed)
         return False
+
+
+# Every Spark job this dbt command starts carries this tag, so that Ctrl-C cancels exactly this
+# command's jobs (on a Spark server, other commands' jobs run in the same JVM). Spark's job tags are
+# per thread: each thread that runs statements tags itself once.
+COMMAND_TAG = f"dbt-deltalog-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+_tagged = threading.local()
+
+
+def tag_thread(spark) -> None:
+    if getattr(_tagged, "context", None) is not spark.sparkContext:
+        spark.sparkContext.addJobTag(COMMAND_TAG)
+        _tagged.context = spark.sparkContext
+
+
+_cancelled = threading.Event()
+
+
+def cancel_command_jobs(spark) -> None:
+    """The dbt command was cancelled (Ctrl-C): no commit of it lands any more, its running Spark jobs
+    are cancelled, and so are jobs its threads still start (dbt waits for them to finish their model)."""
+    from deltalog.transaction import refuse_commits
+
+    refuse_commits("the dbt command was cancelled (Ctrl-C)")
+    spark.sparkContext.cancelJobsWithTag(COMMAND_TAG)
+    if not _cancelled.is_set():
+        _cancelled.set()
+
+        def keep_cancelling():
+            while _cancelled.is_set():
+                time.sleep(0.5)
+                try:
+                    spark.sparkContext.cancelJobsWithTag(COMMAND_TAG)
+                except Exception:  # the session is gone: the command is ending
+                    return
+
+        threading.Thread(target=keep_cancelling, name="deltalog-cancel", daemon=True).start()
+
+
+def new_command() -> None:
+    """A new dbt command in this process (dbt's programmatic runner): a cancelled one's refusal ends."""
+    from deltalog.transaction import accept_commits
+
+    _cancelled.clear()
+    accept_commits()
 
 
 def server_of(spark) -> Optional[dict]:

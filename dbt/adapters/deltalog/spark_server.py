@@ -235,9 +235,11 @@ def _connect(state: dict):
     spark = SparkSession(sc, jsparkSession=base.newSession())
     if threading.current_thread() is threading.main_thread():
         # pyspark's handler cancels every job of the JVM; other commands share this one
+        from dbt.adapters.deltalog.session import cancel_command_jobs
+
         def interrupt(signum, frame):
             try:
-                spark.interruptAll()
+                cancel_command_jobs(spark)
             finally:
                 raise KeyboardInterrupt()
 
