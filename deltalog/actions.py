@@ -17,7 +17,8 @@ from typing import Any, Iterable
 from .errors import CorruptLogError
 
 # Features this engine implements. Anything else in a table's protocol makes it refuse the table.
-SUPPORTED_READER_FEATURES = frozenset({"timestampNtz", "vacuumProtocolCheck", "checkpointProtection"})
+SUPPORTED_READER_FEATURES = frozenset({"timestampNtz", "vacuumProtocolCheck", "checkpointProtection",
+                                       "deletionVectors"})
 SUPPORTED_WRITER_FEATURES = frozenset({
     "appendOnly", "invariants", "timestampNtz", "vacuumProtocolCheck", "checkpointProtection",
     "materializePartitionColumns",

@@ -180,6 +180,18 @@ class ObjectLogStore(LogStore):
         except FileNotFoundError:
             pass
 
+    def read_data_range(self, path: str, offset: int, length: int) -> bytes:
+        import obstore
+
+        root = self.table_uri.rstrip("/") + "/"
+        if path.startswith(root):
+            path = path[len(root):]
+        elif "://" in path or path.startswith("/"):
+            raise ValueError(f"{path} is outside the table {self.table_uri}; only files of the table are read")
+        size = obstore.head(self.store, path)["size"]
+        end = min(offset + length, size)
+        return bytes(obstore.get_range(self.store, path, start=offset, end=end)) if end > offset else b""
+
 
     def _check_commit_safety(self) -> None:
         """Once per bucket and process: a second create of the same key must be refused."""

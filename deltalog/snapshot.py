@@ -19,9 +19,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import checkpoint as cp
-from .actions import (AddFile, DomainMetadata, Metadata, Protocol)
+from .actions import (SUPPORTED_READER_FEATURES, AddFile, DomainMetadata, Metadata, Protocol)
 from .errors import (ChecksumMismatchError, CorruptLogError, NotATableError, UnsupportedFeatureError,
                      VersionNotFoundError)
+from .deletion_vectors import file_keys
 from .paths import file_path_of
 from .storage import LogFile, LogStore, log_store_for
 
@@ -101,6 +102,12 @@ def _dv(d: dict[str, Any] | None) -> dict[str, Any] | None:
     return None if d is None else {f.name: d.get(f.name) for f in cp.DELETION_VECTOR}
 
 
+def _remove_dvs(removes: list[dict[str, Any]]) -> pa.Array | None:
+    if not any(r.get("deletionVector") for r in removes):
+        return None
+    return pa.array([_dv(r.get("deletionVector")) for r in removes], cp.DELETION_VECTOR)
+
+
 def _removes_table(removes: list[dict[str, Any]]) -> pa.Table:
     if not removes:
         return cp.TOMBSTONES_SCHEMA.empty_table()
@@ -120,7 +127,10 @@ def reconcile(base_files: pa.Table, base_tombstones: pa.Table,
     if not adds and not removes:
         return base_files, base_tombstones
     new_adds, new_removes = _adds_table(adds), _removes_table(removes)
-    add_keys, remove_keys = decode_paths(new_adds.column("path")), decode_paths(new_removes.column("path"))
+    # A file is its path together with its deletion vector: an update of a file's DV removes
+    # (path, old DV) and adds (path, new DV) in one commit.
+    add_keys = file_keys(decode_paths(new_adds.column("path")), new_adds.column("deletion_vector"))
+    remove_keys = file_keys(decode_paths(new_removes.column("path")), _remove_dvs(removes))
     keys = pa.table({
         "key": pa.concat_arrays([add_keys, remove_keys]),
         "seq": pa.array(add_seq + remove_seq, pa.int64()),
@@ -129,7 +139,8 @@ def reconcile(base_files: pa.Table, base_tombstones: pa.Table,
     new_adds = new_adds.filter(pc.is_in(pa.array(add_seq, pa.int64()), value_set=winners))
     new_removes = new_removes.filter(pc.is_in(pa.array(remove_seq, pa.int64()), value_set=winners))
     touched = keys.column("key")
-    keep_files = pc.invert(pc.is_in(decode_paths(base_files.column("path")), value_set=touched))
+    base_keys = file_keys(decode_paths(base_files.column("path")), base_files.column("deletion_vector"))
+    keep_files = pc.invert(pc.is_in(base_keys, value_set=touched))
     keep_tombs = pc.invert(pc.is_in(decode_paths(base_tombstones.column("path")), value_set=touched))
     files = _compact(pa.concat_tables([_keep(base_files, keep_files), new_adds]))
     tombstones = _compact(pa.concat_tables([_keep(base_tombstones, keep_tombs), new_removes]))
@@ -331,8 +342,8 @@ class _Replay:
                 f"{store.table_uri} needs reader feature(s) {', '.join(unsupported)} (protocol "
                 f"minReaderVersion={protocol.min_reader_version}, readerFeatures="
                 f"{protocol.reader_features or []}), which this engine does not support. Supported reader "
-                f"features: reader versions 1 and 3 with timestampNtz, vacuumProtocolCheck, "
-                f"checkpointProtection. Read it with an engine that supports them.")
+                f"features: reader versions 1 and 3 with {', '.join(sorted(SUPPORTED_READER_FEATURES))}. "
+                f"Read it with an engine that supports them.")
         if not self.metadata.get("schemaString"):
             raise CorruptLogError(f"{where}: the metaData action has no schemaString; the table is corrupt.")
         metadata = Metadata.from_dict(self.metadata)

@@ -115,6 +115,11 @@ class LogStore(ABC):
     def delete_data_file(self, relative: str) -> None:
         """Remove a data file; no error when it is already gone."""
 
+    @abstractmethod
+    def read_data_range(self, path: str, offset: int, length: int) -> bytes:
+        """`length` bytes from `offset` of a table file (relative to the root, or absolute); fewer
+        when the file ends first (a deletion vector inside a DV file)."""
+
 
 class LocalLogStore(LogStore):
     """The local file system. Atomic create = write a temp file, fsync, `os.link` to the final name
@@ -231,6 +236,13 @@ class LocalLogStore(LogStore):
             os.unlink(self._data_path(relative))
         except FileNotFoundError:
             pass
+
+    def read_data_range(self, path: str, offset: int, length: int) -> bytes:
+        from .paths import file_path_of
+
+        with open(file_path_of(self.table_uri, path), "rb") as f:
+            f.seek(offset)
+            return f.read(length)
 
 
 def table_path_from_uri(table_uri: str) -> str:

@@ -16,7 +16,7 @@ import os
 import time
 
 
-from ..errors import InvalidTableError
+from ..errors import InvalidTableError, UnsupportedFeatureError
 from ..paths import decode_path, is_absolute_path
 from ..snapshot import Snapshot, tombstone_retention_ms
 from ..storage import LOG_DIR, TEMP_PREFIX
@@ -129,6 +129,12 @@ def vacuum(table_uri: str, retain_hours: float | None = None, dry_run: bool = Fa
     commits (commitInfo only), as delta-spark does when vacuum logging is on (off by default there too)."""
     snapshot = Snapshot.load(table_uri)
     root = snapshot.table_uri
+    unsupported = snapshot.protocol.unsupported_writer_features()
+    if unsupported:
+        # e.g. deletion vectors: their files are not data files this vacuum knows to keep
+        raise UnsupportedFeatureError(
+            f"{root}: VACUUM needs writer feature(s) {unsupported}, which this engine does not implement; "
+            f"nothing was deleted.")
     table_retention = tombstone_retention_ms(snapshot.configuration)
     if retain_hours is None:
         retention = table_retention

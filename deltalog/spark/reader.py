@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession, functions as F
 
 from ..paths import (
@@ -29,6 +30,8 @@ def snapshot_dataframe(spark: SparkSession, snapshot: Any) -> DataFrame:
     columns = [quote_identifier(f.name) for f in schema.fields]
     if snapshot.num_files == 0:
         return spark.createDataFrame(spark.sparkContext.emptyRDD(), schema)
+    if has_deletion_vectors(snapshot.files):
+        return files_dataframe(spark, snapshot, snapshot.files).select(*columns)
     spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.threshold", _DISCOVERY_THRESHOLD)
     root = snapshot.table_uri
     uris = snapshot.file_uris()
@@ -113,11 +116,58 @@ FILE_COLUMN = "__deltalog_file"
 ROW_INDEX_COLUMN = "__deltalog_row_index"
 
 
+def has_deletion_vectors(files: Any) -> bool:
+    dvs = files.column("deletion_vector")
+    return dvs.null_count < len(dvs)
+
+
 def files_dataframe(spark: SparkSession, snapshot: Any, files: Any, with_file: bool = False,
                     with_row_index: bool = False) -> DataFrame:
     """The rows of some of the snapshot's live files (`files`: rows of `snapshot.files`), with the table's
     columns, plus optionally the file each row comes from (`FILE_COLUMN`, as Spark spells the path: see
-    `local_path_of`) and its row position in that file (`ROW_INDEX_COLUMN`)."""
+    `local_path_of`) and its row position in that file (`ROW_INDEX_COLUMN`). Rows that the files'
+    deletion vectors delete are left out."""
+    if not has_deletion_vectors(files):
+        return _files_dataframe(spark, snapshot, files, with_file, with_row_index)
+    # Files with a DV are read with their row indexes (the native scan's `_metadata.row_index`) and
+    # anti-joined with the deleted (file, row) pairs; files without one are read as they are.
+    marked = pc.is_valid(files.column("deletion_vector"))
+    df = _files_dataframe(spark, snapshot, files.filter(marked), with_file=True, with_row_index=True)
+    deleted = _deleted_rows_dataframe(spark, snapshot, files.filter(marked))
+    local = F.url_decode(F.replace(F.regexp_replace(F.col(FILE_COLUMN), "^file:", ""), F.lit("+"), F.lit("%2B")))
+    df = df.join(F.broadcast(deleted), (local == F.col(_DV_FILE)) & (F.col(ROW_INDEX_COLUMN) == F.col(_DV_ROW)),
+                 "left_anti")
+    keep = [c for c in df.columns if (c != FILE_COLUMN or with_file) and (c != ROW_INDEX_COLUMN or with_row_index)]
+    df = df.select(*[F.col(quote_identifier(c)) for c in keep])
+    unmarked = files.filter(pc.invert(marked))
+    if unmarked.num_rows:
+        df = _files_dataframe(spark, snapshot, unmarked, with_file, with_row_index).unionByName(df)
+    return df
+
+
+_DV_FILE, _DV_ROW = "__deltalog_dv_file", "__deltalog_dv_row"
+
+
+def _deleted_rows_dataframe(spark: SparkSession, snapshot: Any, files: Any) -> DataFrame:
+    """(local path, row index) of every row the files' deletion vectors delete, read on the driver."""
+    import numpy as np
+    import pyarrow as pa
+
+    from ..deletion_vectors import deleted_rows
+
+    paths, rows = [], []
+    for log_path, dv in zip(files.column("path").to_pylist(), files.column("deletion_vector").to_pylist()):
+        deleted = deleted_rows(snapshot.store, dv)
+        paths.append(np.full(len(deleted), os.path.normpath(absolute_file_path(snapshot.table_uri, log_path)),
+                             dtype=object))
+        rows.append(deleted)
+    table = pa.table({_DV_FILE: pa.array(np.concatenate(paths) if paths else [], pa.string()),
+                      _DV_ROW: pa.array(np.concatenate(rows) if rows else [], pa.int64())})
+    return spark.createDataFrame(table)
+
+
+def _files_dataframe(spark: SparkSession, snapshot: Any, files: Any, with_file: bool = False,
+                     with_row_index: bool = False) -> DataFrame:
     schema = spark_schema(snapshot.schema_json)
     extra = []
     if with_file:

@@ -769,9 +769,10 @@ def _txn_commit_info(txn, commit_info: Dict[str, Any]) -> Dict[str, Any]:
 def _table_stats(snap) -> Dict[str, Any]:
     rows = 0
     try:
-        for s in snap.files.column("stats").to_pylist():
-            if s:
-                rows += int(json.loads(s).get("numRecords", 0))
+        dvs = snap.files.column("deletion_vector").to_pylist()
+        for s, dv in zip(snap.files.column("stats").to_pylist(), dvs):
+            if s:  # numRecords counts a file's rows, deleted ones too
+                rows += int(json.loads(s).get("numRecords", 0)) - int((dv or {}).get("cardinality") or 0)
     except Exception:
         rows = None
     stats: Dict[str, Any] = {}

@@ -1,0 +1,184 @@
+"""Deletion vectors, read: descriptors (u / i / p), the DV file format, log replay by (path, DV), and
+every DV table other writers produced (Delta Lake, Databricks, delta-rs, delta-kernel-rs) read as
+delta-rs reads it. Writing to such tables (and vacuuming them) is refused until DVs are written here."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import struct
+import uuid
+import zlib
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyroaring import BitMap64
+
+from deltalog import Snapshot, write_deltalake
+from deltalog.deletion_vectors import (MAGIC, deleted_rows, read_deletion_vector, relative_path, unique_id,
+                                       z85_decode)
+from deltalog.errors import CorruptLogError, UnsupportedFeatureError
+from deltalog.operations.vacuum import vacuum
+from deltalog.scan import read_table
+from deltalog.storage import LocalLogStore
+from tests.engine.test_conformance import delta_rs_rows
+from tests.shared_data import CONFORMANCE, GOLDEN, WILD, require
+
+_Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+
+
+def z85_encode(data: bytes) -> str:
+    out = []
+    for i in range(0, len(data), 4):
+        value = int.from_bytes(data[i:i + 4], "big")
+        out.append("".join(_Z85[value // 85 ** k % 85] for k in range(4, -1, -1)))
+    return "".join(out)
+
+
+def bitmap_bytes(rows) -> bytes:
+    return struct.pack("<i", MAGIC) + BitMap64(rows).serialize()
+
+
+def test_z85_follows_the_spec():
+    assert z85_decode("HelloWorld") == bytes.fromhex("864fd26fb559f75b")  # RFC 32's test vector
+    with pytest.raises(ValueError, match="multiple of 5"):
+        z85_decode("Hell")
+    with pytest.raises(ValueError, match="not a Z85 character"):
+        z85_decode("Hell~")
+
+
+def test_uuid_relative_paths_as_the_protocol_spells_them():
+    dv = {"storageType": "u", "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^", "offset": 4, "sizeInBytes": 40,
+          "cardinality": 6}
+    assert relative_path(dv) == "ab/deletion_vector_d2c639aa-8816-431a-aaf6-d3fe2512ff61.bin"
+    assert unique_id(dv) == "uab^-aqEH.-t@S}K{vb[*k^@4"
+    assert relative_path({**dv, "pathOrInlineDv": "^-aqEH.-t@S}K{vb[*k^"}) == \
+        "deletion_vector_d2c639aa-8816-431a-aaf6-d3fe2512ff61.bin"
+
+
+def _dv_file(folder, bitmaps) -> tuple[str, list[tuple[int, int]]]:
+    """A DV file holding `bitmaps` (row lists); its z85 UUID text and each DV's (offset, size)."""
+    ident = uuid.uuid4()
+    spans, body = [], bytearray([1])
+    for rows in bitmaps:
+        data = bitmap_bytes(rows)
+        spans.append((len(body), len(data)))
+        body += struct.pack(">i", len(data)) + data + struct.pack(">I", zlib.crc32(data))
+    with open(os.path.join(folder, f"deletion_vector_{ident}.bin"), "wb") as f:
+        f.write(body)
+    return z85_encode(ident.bytes), spans
+
+
+def test_file_inline_and_absolute_descriptors(tmp_path):
+    store = LocalLogStore(str(tmp_path))
+    text, spans = _dv_file(tmp_path, [[0, 3], [1, 2**33]])
+    second = {"storageType": "u", "pathOrInlineDv": text, "offset": spans[1][0], "sizeInBytes": spans[1][1],
+              "cardinality": 2}
+    assert list(deleted_rows(store, second)) == [1, 2**33]
+    absolute = {**second, "storageType": "p",
+                "pathOrInlineDv": str(tmp_path / relative_path(second))}
+    assert list(read_deletion_vector(store, absolute)) == [1, 2**33]
+    inline = {"storageType": "i", "pathOrInlineDv": z85_encode(bitmap_bytes([5, 7]).ljust(24, b"\0")),
+              "sizeInBytes": len(bitmap_bytes([5, 7])), "cardinality": 2}
+    assert list(deleted_rows(store, inline)) == [5, 7]
+    assert len(deleted_rows(store, None)) == 0
+
+
+def test_damaged_deletion_vectors_are_named(tmp_path):
+    store = LocalLogStore(str(tmp_path))
+    text, spans = _dv_file(tmp_path, [[4, 5, 6]])
+    dv = {"storageType": "u", "pathOrInlineDv": text, "offset": spans[0][0], "sizeInBytes": spans[0][1],
+          "cardinality": 3}
+    with pytest.raises(CorruptLogError, match="holds 3 rows, the log says 2"):
+        read_deletion_vector(store, {**dv, "cardinality": 2})
+    path = tmp_path / relative_path(dv)
+    raw = bytearray(path.read_bytes())
+    raw[-6] ^= 0xFF  # a byte of the bitmap
+    path.write_bytes(bytes(raw))
+    with pytest.raises(CorruptLogError, match="checksum mismatch"):
+        read_deletion_vector(store, dv)
+    path.unlink()
+    with pytest.raises(CorruptLogError, match=r"deletion vector u:.*cannot be read"):
+        read_deletion_vector(store, dv)
+
+
+def _dv_tables() -> list[str]:
+    """Tables in ../shared/conformance whose protocol names deletionVectors."""
+    found = []
+    for base in (GOLDEN, WILD):
+        if not base.is_dir():
+            continue
+        for dirpath, dirnames, _ in os.walk(base):
+            if "_delta_log" in dirnames:
+                log = os.path.join(dirpath, "_delta_log")
+                if any("deletionVectors" in open(os.path.join(log, n), errors="replace").read()
+                       for n in sorted(os.listdir(log)) if n.endswith(".json")):
+                    found.append(os.path.relpath(dirpath, CONFORMANCE))
+                dirnames[:] = []
+    return sorted(found)
+
+
+DV_TABLES = _dv_tables()
+# A kernel test of .crc reading whose .crc counts 10 files while its only commit adds none: refused as
+# inconsistent (delta-rs ignores the .crc).
+INCONSISTENT = {"wild/kernel/crc-full": "disagrees with the table state"}
+
+
+def test_the_dv_tables_are_there():
+    require(CONFORMANCE)
+    assert len(DV_TABLES) >= 15, DV_TABLES
+
+
+@pytest.mark.parametrize("case", DV_TABLES)
+def test_dv_table_reads_as_delta_rs_reads_it(case):
+    import deltalake
+
+    path = str(CONFORMANCE / case)
+    if case in INCONSISTENT:
+        with pytest.raises(CorruptLogError, match=INCONSISTENT[case]):
+            Snapshot.load(path)
+        return
+    try:
+        snap = Snapshot.load(path)
+    except UnsupportedFeatureError as refused:
+        # another feature still missing (column mapping, v2 checkpoints): named, and it is not DVs
+        message = str(refused)
+        assert "needs" in message and not re.search(r"needs reader feature\(s\) [^(]*deletionVectors", message)
+        return  # read once column mapping / v2 checkpoints are implemented
+    dt = deltalake.DeltaTable(path)
+    assert snap.version == dt.version()
+    ours = read_table(snap)
+    theirs = delta_rs_rows(dt)
+
+    def canonical(t: pa.Table) -> list[str]:
+        t = t.select(sorted(t.column_names))
+        return sorted(map(repr, t.to_pylist()))
+
+    assert ours.num_rows == theirs.num_rows
+    assert canonical(ours.select(theirs.column_names).cast(theirs.schema)) == canonical(theirs)
+
+
+def test_writes_and_vacuum_refuse_a_dv_table(tmp_path):
+    source = CONFORMANCE / "wild/kernel/table-with-dv-small"
+    require(source)
+    table = tmp_path / "t"
+    shutil.copytree(source, table)
+    before = sorted(os.listdir(table))
+    with pytest.raises(UnsupportedFeatureError, match="deletionVectors"):
+        write_deltalake(str(table), read_table(Snapshot.load(str(table))), mode="append")
+    with pytest.raises(UnsupportedFeatureError, match="VACUUM needs writer feature"):
+        vacuum(str(table), retain_hours=0, force=True)
+    assert sorted(os.listdir(table)) == before  # the DV file is still there
+    assert Snapshot.load(str(table)).version == 1
+    assert pq.read_table(next(str(p) for p in table.glob("*.parquet"))).num_rows > read_table(
+        Snapshot.load(str(table))).num_rows  # the DV really deletes rows
+
+
+def test_added_rows_by_file_refuse_files_with_deletion_vectors():
+    from deltalog.operations.changes import added_files
+
+    source = CONFORMANCE / "wild/kernel/table-with-dv-small"
+    require(source)
+    with pytest.raises(UnsupportedFeatureError, match="deletion vectors"):
+        added_files(str(source), 0)  # version 1 re-adds the file with its DV
