@@ -1,6 +1,6 @@
 """The dev loop: `dbt build` of a jaffle-shop-sized project on dbt-deltalog and on dbt-duckdb, in one run.
 
-    pip install 'dbt-duckdb>=1.10,<1.12'   # the peer (not a dependency of this project)
+    pip install -e '.[bench]'              # the peer, dbt-duckdb
     python bench/dev_loop.py               # 3 rounds
 
 One generated project (3 seeds, 3 staging views, 2 mart tables, 20 data tests: 28 nodes, the size of
