@@ -150,7 +150,7 @@ def test_truncated_commit_names_file(log_writer):
 
 
 @pytest.mark.parametrize("protocol, feature", [
-    (Protocol(3, 7, ["deletionVectors"], ["deletionVectors"]), "deletionVectors"),
+    (Protocol(3, 7, ["typeWidening"], ["typeWidening"]), "typeWidening"),
     (Protocol(2, 5), "columnMapping"),
     (Protocol(3, 7, ["v2Checkpoint"], ["v2Checkpoint"]), "v2Checkpoint"),
     (Protocol(4, 7), "minReaderVersion=4"),
@@ -162,8 +162,9 @@ def test_unsupported_reader_features_refused(log_writer, protocol, feature):
     assert str(log_writer.path) in str(e.value)
 
 
-def test_supported_reader_features_accepted(log_writer):
-    log_writer.create(protocol=Protocol(3, 7, ["timestampNtz"], ["timestampNtz"]))
+@pytest.mark.parametrize("feature", ["timestampNtz", "deletionVectors"])
+def test_supported_reader_features_accepted(log_writer, feature):
+    log_writer.create(protocol=Protocol(3, 7, [feature], [feature]))
     assert Snapshot.load(str(log_writer.path)).version == 0
 
 

@@ -191,8 +191,8 @@ def _table_with_protocol(tmp_path, protocol: Protocol) -> str:
 
 
 def test_table_needing_an_unsupported_reader_feature(tmp_path):
-    uri = _table_with_protocol(tmp_path, Protocol(3, 7, ["deletionVectors"], ["deletionVectors"]))
-    e = assert_refused(uri, UnsupportedFeatureError, uri, "deletionVectors")
+    uri = _table_with_protocol(tmp_path, Protocol(3, 7, ["typeWidening"], ["typeWidening"]))
+    e = assert_refused(uri, UnsupportedFeatureError, uri, "typeWidening")
     assert "Supported reader features" in str(e)
 
 
