@@ -138,10 +138,14 @@ def as_of_view(spark, table_path: str, schema: str, name: str, version: Optional
     from deltalog.spark.reader import snapshot_dataframe
 
     snap = Snapshot.load(table_path, version=version, timestamp=timestamp)
-    base = re.sub(r"[^A-Za-z0-9_]", "_", f"{schema}__{name}__v{snap.version}")
-    view = f"__deltalog_{base}"
+    view = snapshot_view_name(schema, name, f"v{snap.version}")
     snapshot_dataframe(spark, snap).createOrReplaceTempView(f"`{view}`")
     return f"`{view}`"
+
+
+def snapshot_view_name(schema: str, name: str, suffix: str) -> str:
+    """The temporary view holding one reading of a table (a version, a range of changes)."""
+    return "__deltalog_" + re.sub(r"[^A-Za-z0-9_]", "_", f"{schema}__{name}__{suffix}")
 
 
 def rewrite_time_travel(spark, warehouse: Warehouse, sql: str) -> str:

@@ -363,10 +363,6 @@ class MaintenanceMixin:
         self._refresh_view(relation)
         return result
 
-    def _temp_view_name(self, relation: Any, suffix: str) -> str:
-        base = re.sub(r"[^A-Za-z0-9_]", "_", f"{relation.schema}__{relation.identifier}__{suffix}")
-        return f"__deltalog_{base}"
-
     @available
     def deltalog_as_of(self, relation: Any, version: Any = None, timestamp: Any = None) -> str:
         """A temporary view of the table as of a version or timestamp; returns its name for SQL."""
@@ -390,7 +386,8 @@ class MaintenanceMixin:
         start = _int_arg(relation, "added_rows", "start_version", start_version, 0)
         snap = self._engine_call(relation, "changes", changes_snapshot, self.table_uri(relation),
                                  start, _int_arg(relation, "added_rows", "end_version", end_version, 0))
-        name = self._temp_view_name(relation, f"added_{start}_{snap.version}")
+        from dbt.adapters.deltalog.catalog_sql import snapshot_view_name
+        name = snapshot_view_name(relation.schema, relation.identifier, f"added_{start}_{snap.version}")
         snapshot_dataframe(self.spark, snap).createOrReplaceTempView(f"`{name}`")
         return f"`{name}`"
 
