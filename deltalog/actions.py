@@ -21,8 +21,16 @@ SUPPORTED_READER_FEATURES = frozenset({"timestampNtz", "vacuumProtocolCheck", "c
                                        "deletionVectors"})
 SUPPORTED_WRITER_FEATURES = frozenset({
     "appendOnly", "invariants", "timestampNtz", "vacuumProtocolCheck", "checkpointProtection",
-    "materializePartitionColumns",
+    "materializePartitionColumns", "checkConstraints",
 })
+
+
+# What each legacy writer version (below 7) implies.
+_LEGACY_WRITER_FEATURES = {2: ("appendOnly", "invariants")}
+_LEGACY_WRITER_FEATURES[3] = _LEGACY_WRITER_FEATURES[2] + ("checkConstraints",)
+_LEGACY_WRITER_FEATURES[4] = _LEGACY_WRITER_FEATURES[3] + ("changeDataFeed", "generatedColumns")
+_LEGACY_WRITER_FEATURES[5] = _LEGACY_WRITER_FEATURES[4] + ("columnMapping",)
+_LEGACY_WRITER_FEATURES[6] = _LEGACY_WRITER_FEATURES[5] + ("identityColumns",)
 
 
 def now_ms() -> int:
@@ -70,12 +78,14 @@ class Protocol:
             return [f"minWriterVersion={self.min_writer_version}"]
         if self.min_writer_version == 7:
             return sorted(set(self.writer_features or []) - SUPPORTED_WRITER_FEATURES)
-        legacy = {3: "checkConstraints", 4: "changeDataFeed/generatedColumns",
+        legacy = {4: "changeDataFeed/generatedColumns",
                   5: "columnMapping", 6: "identityColumns"}
         return [legacy[self.min_writer_version]] if self.min_writer_version in legacy else []
 
     def has_writer_feature(self, name: str) -> bool:
-        return self.min_writer_version == 7 and name in (self.writer_features or [])
+        if self.min_writer_version == 7:
+            return name in (self.writer_features or [])
+        return name in _LEGACY_WRITER_FEATURES.get(self.min_writer_version, ())
 
 
 @dataclass

@@ -23,6 +23,7 @@ from .actions import (
     SUPPORTED_WRITER_FEATURES, Action, AddFile, CommitInfo, DomainMetadata, Metadata, Protocol,
     RemoveFile, SetTransaction, commit_to_bytes, now_ms, parse_commit,
 )
+from .constraints import CONSTRAINT_PREFIX, table_constraints
 from .errors import (
     CommitFailedError, CommitsRefusedError, ConcurrentAppendException, ConcurrentDeleteDeleteException,
     ConcurrentDeleteReadException, ConcurrentModificationError, ConcurrentTransactionException,
@@ -119,19 +120,6 @@ def _schema_uses_type(schema: Any, type_name: str) -> bool:
     return False
 
 
-def _invariant_columns(schema: Any, prefix: str = "") -> list[str]:
-    """Columns carrying a `delta.invariants` SQL expression in their field metadata."""
-    out: list[str] = []
-    for f in (schema.get("fields") or []) if isinstance(schema, dict) else []:
-        name = prefix + f.get("name", "")
-        if "delta.invariants" in (f.get("metadata") or {}):
-            out.append(name)
-        t = f.get("type")
-        if isinstance(t, dict) and t.get("type") == "struct":
-            out.extend(_invariant_columns(t, name + "."))
-    return out
-
-
 def validate_isolation_level(level: str, table: str) -> str:
     if level not in ISOLATION_LEVELS:
         raise InvalidTableError(
@@ -200,12 +188,16 @@ def required_protocol(metadata: Metadata, current: Protocol | None) -> Protocol:
     if _schema_uses_type(metadata.schema_json, "timestamp_ntz"):
         needed.add("timestampNtz")
     needed |= {k[len(_FEATURE_PREFIX):] for k in metadata.configuration if k.startswith(_FEATURE_PREFIX)}
+    if any(k.startswith(CONSTRAINT_PREFIX) for k in metadata.configuration):
+        needed.add("checkConstraints")
     missing = {f for f in needed if not base.has_writer_feature(f)}
     if not missing:
         return base
     writer = set(base.writer_features or [])
     if 2 <= base.min_writer_version < 7:
         writer |= set(_LEGACY_WRITER_2_FEATURES)
+    if 3 <= base.min_writer_version < 7:
+        writer.add("checkConstraints")
     writer |= missing
     reader_needed = {f for f in writer if f in _READER_WRITER_FEATURES}
     if reader_needed or base.min_reader_version == 3:
@@ -261,6 +253,9 @@ class Transaction:
         self.committed_version: int | None = None
         self.post_commit_snapshot: Any = None
         self.attempts = 0
+        # Set by a writer that evaluated the table's CHECK constraints and invariants on every row it
+        # adds (the Spark writer); without it, adding rows to a table that declares any is refused.
+        self.constraints_enforced = False
         if isolation_level is not None:
             validate_isolation_level(isolation_level, self.table_uri)
         if snapshot is not None:
@@ -447,14 +442,16 @@ class Transaction:
                 seen.add(k)
 
         md = self.metadata
-        if md is not None and any(isinstance(a, AddFile) and a.data_change for a in self._actions):
-            # Writer version 2 obliges writers to enforce column invariants (SQL expressions); this
-            # engine cannot evaluate them, so it must not add rows to such a table.
-            invariants = _invariant_columns(md.schema_json)
-            if invariants:
+        if md is not None and not self.constraints_enforced and any(
+                isinstance(a, AddFile) and a.data_change for a in self._actions):
+            # CHECK constraints and invariants are SQL: only a writer that evaluated them on every new
+            # row (the Spark writer says so) may add rows to a table that declares any.
+            declared = table_constraints(md.configuration, md.schema_json)
+            if declared:
                 raise UnsupportedFeatureError(
-                    f"{table}: column(s) {invariants} carry delta.invariants constraints, which this engine "
-                    f"cannot check, so it refuses to add rows. Drop the invariant or write with Delta Lake.")
+                    f"{table}: the table declares {', '.join(c.describe() for c in declared)}; this writer "
+                    f"cannot evaluate SQL constraints, so it refuses to add rows. Write through the Spark "
+                    f"writer (deltalog.spark), which enforces them.")
         table_conf = self.snapshot.metadata.configuration if self.snapshot is not None else {}
         if str(table_conf.get(APPEND_ONLY_KEY, "false")).lower() == "true":
             bad = [a.path for a in self._actions if isinstance(a, RemoveFile) and a.data_change]

@@ -32,6 +32,8 @@ from ..schema import (
     to_arrow_schema,
 )
 from ..skipping import ALWAYS, bind, files_matching, parse_sql_predicate
+from ..constraints import table_constraints
+from ..definition import TableDefinition, added_checks, changed_properties, describe_change
 from ..table import DeltaTable, new_metadata
 from .reader import FILE_COLUMN, ROW_INDEX_COLUMN, files_dataframe, local_path_of
 from .writer import write_files
@@ -64,9 +66,28 @@ def _nullable(t: Any) -> Any:
     return t
 
 
+def _plain_fields(t: Any) -> Any:
+    """A type without the field metadata a table declares for itself (comments, `delta.*` such as
+    invariants): a new table must not inherit them from the tables its data was read from."""
+    if isinstance(t, dict):
+        kind = t.get("type")
+        if kind == "struct":
+            return {**t, "fields": [
+                {**f, "type": _plain_fields(f["type"]),
+                 "metadata": {k: v for k, v in (f.get("metadata") or {}).items()
+                              if k != "comment" and not k.startswith("delta.")}}
+                for f in t["fields"]]}
+        if kind == "array":
+            return {**t, "elementType": _plain_fields(t["elementType"])}
+        if kind == "map":
+            return {**t, "keyType": _plain_fields(t["keyType"]), "valueType": _plain_fields(t["valueType"])}
+    return t
+
+
 def dataframe_schema(df: DataFrame, table: str) -> dict[str, Any]:
-    """The Delta schema of a DataFrame: all nullable, names unique ignoring case, types Delta has."""
-    schema_json = _nullable(json.loads(df.schema.json()))
+    """The Delta schema of a DataFrame: all nullable, names unique ignoring case, types Delta has, and
+    no field metadata a table declares for itself."""
+    schema_json = _plain_fields(_nullable(json.loads(df.schema.json())))
     check_column_names(schema_json, table)
     void = [f["name"] for f in schema_json["fields"] if f["type"] == "void"]
     if void:
@@ -358,6 +379,58 @@ def _delete_plan(spark: SparkSession, txn: Any, predicate: str | None) -> dict[s
 
 
 # ---------------------------------------------------------------------------------------------------
+# table definition: constraints, comments, properties
+
+
+def _metadata_differs(a: Metadata, b: Metadata) -> bool:
+    return (a.schema_json != b.schema_json or list(a.partition_columns) != list(b.partition_columns)
+            or a.configuration != b.configuration or a.description != b.description)
+
+
+def check_existing_rows(spark: SparkSession, snapshot: Any, metadata: Metadata, txn: Any = None) -> None:
+    """The table's current rows against the CHECK constraints and NOT NULL columns that `metadata`
+    adds, as Delta checks ADD CONSTRAINT: the first violating row fails, naming the constraint."""
+    added = added_checks(snapshot.metadata, metadata)
+    if not added or not snapshot.files.num_rows:
+        return
+    if txn is not None:
+        txn.read_whole_table()  # the check read every row: a concurrent write must conflict
+    rows = files_dataframe(spark, snapshot, snapshot.files)
+    checks = {c.name: c for c in table_constraints(metadata.configuration, {"fields": []})}
+    for name in added:
+        if name.startswith("NOT NULL "):
+            column = name[len("NOT NULL "):]
+            bad, what = rows.filter(F.col(quote_identifier(column)).isNull()), f"NOT NULL on column {column}"
+        else:
+            c = checks[name]
+            bad, what = rows.filter(~F.coalesce(F.expr(c.expression), F.lit(False))), c.describe()
+        found = bad.limit(1).select(F.to_json(F.struct(*[F.col(quote_identifier(c)) for c in bad.columns]), {"ignoreNullFields": "false"})).collect()
+        if found:
+            raise InvalidTableError(
+                f"{snapshot.table_uri}: cannot add {what}: the table's existing row {found[0][0]} violates it. "
+                f"Nothing was committed; fix or delete such rows first (or rebuild the table).")
+
+
+def alter_table(spark: SparkSession, table_uri: str, definition: TableDefinition,
+                extra_commit_info: dict[str, Any] | None = None) -> int | None:
+    """Apply a table definition to an existing table in one metadata commit (None when nothing
+    changes). New CHECK constraints and NOT NULL columns are checked against the rows first."""
+    table = DeltaTable(table_uri)
+    if not table.exists():
+        raise NotATableError(f"{table.uri}: no Delta table here to alter.")
+    txn = table.transaction()
+    snapshot = txn.snapshot
+    metadata = definition.apply(snapshot.metadata, table.uri)
+    if not _metadata_differs(metadata, snapshot.metadata):
+        return None
+    check_existing_rows(spark, snapshot, metadata, txn)
+    txn.update_metadata(metadata)
+    return txn.commit(operation=describe_change(snapshot.metadata, metadata),
+                      parameters={"properties": changed_properties(snapshot.metadata, metadata)},
+                      extra_commit_info=extra_commit_info)
+
+
+# ---------------------------------------------------------------------------------------------------
 # write_dataframe
 
 
@@ -366,7 +439,8 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
                     schema_mode: str | None = None, configuration: dict[str, str] | None = None,
                     operation: str | None = None, operation_parameters: dict[str, Any] | None = None,
                     user_metadata: str | None = None, extra_commit_info: dict[str, Any] | None = None,
-                    method: str = "native", table_schema: dict[str, Any] | None = None) -> int | None:
+                    method: str = "native", table_schema: dict[str, Any] | None = None,
+                    definition: TableDefinition | None = None) -> int | None:
     """Write a DataFrame to a Delta table in one commit (creating the table as version 0 when absent).
 
     mode: 'append' (a blind append), 'overwrite' (remove all live files, add the new ones; history is
@@ -377,6 +451,8 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
     schema and partitioning.
     table_schema: the existing table's schema after this write (columns added or dropped, e.g. by dbt's
     on_schema_change), committed in the same commit as the data: a failed write changes nothing.
+    definition: properties, description, comments, NOT NULL columns and CHECK constraints the table
+    gets in this same commit (version 0 included); rows the write keeps must satisfy new constraints.
     """
     mode = (mode or "append").lower()
     if mode not in MODES:
@@ -394,6 +470,7 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
 
     table = DeltaTable(table_uri)
     txn = table.transaction()
+    txn.constraints_enforced = True  # every add below comes from write_files, which checks them
     name = table.uri
     snapshot = txn.snapshot
     if snapshot is not None and schema_mode != "overwrite":
@@ -405,6 +482,8 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
     if snapshot is None:
         parts = _table_partition_names(data_schema, partition_by or [], name)
         metadata = new_metadata(data_schema, parts, configuration, table=name)
+        if definition is not None:
+            metadata = definition.apply(metadata, name)
         txn.update_metadata(metadata)
         schema_json, conf = data_schema, dict(metadata.configuration)
         remove = None
@@ -439,12 +518,19 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
             else:
                 _check_append_schema(name, current, data_schema)
                 schema_json = current
-        if schema_json != current or parts != list(snapshot.partition_columns) or new_conf != conf:
-            txn.update_metadata(Metadata(
-                id=snapshot.metadata.id, schema_string=schema_string(schema_json), partition_columns=parts,
-                configuration=new_conf, format=snapshot.metadata.format, name=snapshot.metadata.name,
-                description=snapshot.metadata.description, created_time=snapshot.metadata.created_time))
-        conf = new_conf
+        metadata = Metadata(
+            id=snapshot.metadata.id, schema_string=schema_string(schema_json), partition_columns=parts,
+            configuration=new_conf, format=snapshot.metadata.format, name=snapshot.metadata.name,
+            description=snapshot.metadata.description, created_time=snapshot.metadata.created_time)
+        if definition is not None:
+            metadata = definition.apply(metadata, name)
+        if _metadata_differs(metadata, snapshot.metadata):
+            replaces_all = mode == "overwrite" and not (replace_where or overwrite_partitions)
+            if not replaces_all:
+                # rows this write keeps must satisfy what the table now declares
+                check_existing_rows(df.sparkSession, snapshot, metadata, txn)
+            txn.update_metadata(metadata)
+        schema_json, conf = metadata.schema_json, dict(metadata.configuration)
         remove = None
         if mode == "overwrite":
             if replace_where:
@@ -526,6 +612,7 @@ def delete(spark: SparkSession, table_uri: str, predicate: str | None = None,
     if not table.exists():
         raise NotATableError(f"{table.uri}: no Delta table here to delete from.")
     txn = table.transaction()
+    txn.constraints_enforced = True  # every add below comes from write_files, which checks them
     started = time.time()
     plan = _delete_plan(spark, txn, predicate)
     snapshot = txn.snapshot
@@ -609,6 +696,7 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
     if not table.exists():
         raise NotATableError(f"{table.uri}: no Delta table here to merge into; create it first.")
     txn = table.transaction()
+    txn.constraints_enforced = True  # every add below comes from write_files, which checks them
     name = table.uri
     snapshot = txn.snapshot
     schema_json = snapshot.schema_json

@@ -30,7 +30,8 @@ from pyspark.sql import DataFrame, Observation, functions as F
 from pyspark.sql.types import StructType
 
 from ..actions import AddFile
-from ..errors import IncompleteWriteError, SchemaMismatchError
+from ..constraints import table_constraints
+from ..errors import IncompleteWriteError, InvalidTableError, SchemaMismatchError
 from ..paths import (
     decode_path, encode_path, new_data_file_path, parse_partition_folder, parse_partition_value, partition_folder,
     serialize_partition_value,
@@ -113,6 +114,34 @@ def conform_dataframe(df: DataFrame, schema_json: dict[str, Any], table: str) ->
     return df.select(*cols)
 
 
+def enforce_constraints(df: DataFrame, schema_json: dict[str, Any], configuration: dict[str, str],
+                        table: str) -> DataFrame:
+    """`df` (already in the table's columns) with the table's CHECK constraints and invariants checked
+    on every row as it is written: the first violating row fails the write with a message naming the
+    constraint and the row, so nothing is committed. No extra pass: the check guards the first column's
+    value, so the optimizer cannot drop it."""
+    declared = table_constraints(configuration, schema_json)
+    if not declared or not df.columns:
+        return df
+    row_json = F.to_json(F.struct(*[F.col(_quote(c)) for c in df.columns]), {"ignoreNullFields": "false"})
+    first = df.columns[0]
+    guarded = None
+    for c in declared:
+        try:
+            holds = F.expr(c.expression)
+            df.select(holds).schema  # analysis only: a bad expression fails here, named
+        except Exception as e:
+            raise InvalidTableError(
+                f"{table}: {c.describe()} cannot be evaluated on the table's columns "
+                f"({', '.join(df.columns)}): {str(e).splitlines()[0]}. Nothing was committed.") from None
+        message = F.concat(F.lit(f"{table}: {c.describe()} is violated by row "), row_json,
+                           F.lit("; nothing was committed."))
+        violated = ~F.coalesce(holds, F.lit(False))  # NULL violates, as in Delta
+        guarded = (F.when(violated, F.raise_error(message)) if guarded is None
+                   else guarded.when(violated, F.raise_error(message)))
+    return df.select(guarded.otherwise(F.col(_quote(first))).alias(first), *[_quote(c) for c in df.columns[1:]])
+
+
 def _quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
@@ -132,6 +161,7 @@ def write_files(df: DataFrame, table_uri: str, partition_columns: Sequence[str],
     partition_columns = list(partition_columns)
     if conform:
         df = conform_dataframe(df, schema_json, root)
+        df = enforce_constraints(df, schema_json, configuration or {}, root)
     if method not in ("native", "arrow"):
         raise ValueError(f"unknown write method {method!r}; use 'native' or 'arrow'")
     # Spark counts the rows as they go into the writer; the files handed back must hold exactly those.

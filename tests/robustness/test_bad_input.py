@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 
 import pyarrow as pa
 import pytest
@@ -208,12 +209,20 @@ def test_table_needing_an_unsupported_writer_feature_reads_but_refuses_writes(tm
     assert table_state(uri) == before
 
 
-def test_legacy_writer_version_with_constraints_is_refused(tmp_path):
+def test_legacy_writer_3_table_with_a_check_constraint_is_refused_by_the_arrow_writer(tmp_path):
+    """Writer version 3 means CHECK constraints. The pure-Arrow writer cannot evaluate SQL, so it refuses
+    a table that declares one (the Spark writer enforces them: tests/spark/test_constraints.py), and
+    writes one that declares none."""
     uri = _table_with_protocol(tmp_path, Protocol(1, 3))
+    write_deltalake(uri, rows(1, 50), mode="append")
+    txn = DeltaTable(uri).transaction()
+    md = txn.snapshot.metadata
+    txn.update_metadata(replace(md, configuration={"delta.constraints.id_small": "id < 10"}))
+    txn.commit(operation="ADD CONSTRAINT")
     before = table_state(uri)
     with pytest.raises(UnsupportedFeatureError) as err:
-        write_deltalake(uri, rows(1, 50), mode="append")
-    assert "checkConstraints" in str(err.value)
+        write_deltalake(uri, rows(1, 60), mode="append")
+    assert "id_small" in str(err.value) and "id < 10" in str(err.value)
     assert table_state(uri) == before
 
 

@@ -27,6 +27,7 @@ from dbt.adapters.deltalog.catalog import SESSION_VIEWS, Warehouse, quote_wareho
 from dbt.adapters.deltalog.column import DeltalogColumn
 from dbt.adapters.deltalog.connections import DeltalogConnectionManager
 from dbt.adapters.deltalog.maintenance import MaintenanceMixin
+from dbt.adapters.deltalog.model_config import DeltaConfig, table_definition
 from dbt.adapters.deltalog.relation import DeltalogRelation
 
 logger = AdapterLogger("Deltalog")
@@ -51,6 +52,12 @@ class DeltalogConfig(AdapterConfig):
     zorder_by: Optional[Any] = None
     isolation_level: Optional[str] = None
     checkpoint_interval: Optional[int] = None
+    location_root: Optional[str] = None
+    liquid_clustered_by: Optional[Any] = None
+    cluster_by: Optional[Any] = None
+    file_format: Optional[str] = None
+    clustered_by: Optional[Any] = None
+    buckets: Optional[int] = None
 
 
 def _get(obj: Any, key: str, default: Any = None) -> Any:
@@ -113,8 +120,8 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
     AdapterSpecificConfigs = DeltalogConfig  # type: ignore[assignment]
 
     CONSTRAINT_SUPPORT = {
-        ConstraintType.check: ConstraintSupport.NOT_SUPPORTED,
-        ConstraintType.not_null: ConstraintSupport.NOT_ENFORCED,
+        ConstraintType.check: ConstraintSupport.ENFORCED,  # delta.constraints.<name>, checked on every write
+        ConstraintType.not_null: ConstraintSupport.ENFORCED,  # a NOT NULL column
         ConstraintType.unique: ConstraintSupport.NOT_ENFORCED,
         ConstraintType.primary_key: ConstraintSupport.NOT_ENFORCED,
         ConstraintType.foreign_key: ConstraintSupport.NOT_ENFORCED,
@@ -168,6 +175,19 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
             from dbt.adapters.deltalog.connections import _short_error
 
             raise DbtRuntimeError(_short_error(exc)) from exc
+
+    def _definition(self, relation: BaseRelation, model: Any):
+        """The table definition the model declares (properties, docs, constraints), validated."""
+        cfg = DeltaConfig(_get(model, "name") or str(relation), relation, _get(model, "config") or {})
+        return table_definition(cfg, model)
+
+    def _alter_to_definition(self, relation: BaseRelation, model: Any) -> Optional[int]:
+        """Before an incremental write: the existing table takes the model's definition (new
+        constraints are checked against its rows), so the write's rows are checked against it too."""
+        from deltalog.spark import operations
+
+        return operations.alter_table(self.spark, self.table_uri(relation), self._definition(relation, model),
+                                      extra_commit_info=self._commit_info(model))
 
     def _snapshot(self, relation: BaseRelation):
         from deltalog.snapshot import Snapshot
@@ -289,17 +309,23 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
                     identifier=entry.name,
                     type=RelationType.Table if entry.kind == "table" else RelationType.View,
                 )
+                table_comment = None
                 if entry.kind == "table":
                     snap = self._snapshot(relation)
-                    fields = [(f.name, f.dataType.simpleString()) for f in StructType.fromJson(snap.schema_json).fields]
+                    # persist_docs: the description and column comments Delta readers see
+                    fields = [(f.name, f.dataType.simpleString(), (f.metadata or {}).get("comment"))
+                              for f in StructType.fromJson(snap.schema_json).fields]
                     stats = _table_stats(snap)
+                    table_comment = snap.metadata.description
                 else:
-                    fields = [(c.name, c.dtype) for c in self.get_columns_in_relation(relation)]
+                    fields = [(c.name, c.dtype, None) for c in self.get_columns_in_relation(relation)]
                     stats = None
-                for i, (name, dtype) in enumerate(fields):
+                for i, (name, dtype, comment) in enumerate(fields):
                     col = self._column(relation, i, name, dtype, stats).to_column_dict()
                     col["column_name"] = col.pop("column", None)
                     col["column_type"] = col.pop("dtype")
+                    col["column_comment"] = comment
+                    col["table_comment"] = table_comment
                     col["table_database"] = None
                     col["table_type"] = "table" if entry.kind == "table" else "view"
                     rows.append(col)
@@ -350,6 +376,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
             schema_mode="overwrite" if existed else None,
             operation=operation,
             extra_commit_info=self._commit_info(model),
+            definition=self._definition(relation, model),
         )
 
     def _refreshed(self, relation: BaseRelation, what: str, version: Optional[int]) -> AdapterResponse:
@@ -437,6 +464,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         strategy, on_schema_change = self.validate_incremental(strategy, model)
         uri = self.table_uri(relation)
         df = self._dataframe(sql)
+        self._alter_to_definition(relation, model)
         df, table_schema = self._apply_schema_change(relation, df, on_schema_change, model)
         commit_info = self._commit_info(model)
         unique_key = _as_list(_get(config, "unique_key"))
@@ -669,6 +697,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         from deltalog.spark import operations
 
         spark = self.spark
+        self._alter_to_definition(target, model)
         source = spark.table(staging.render())
         scd_id = _get(columns, "dbt_scd_id") or "dbt_scd_id"
         valid_to = _get(columns, "dbt_valid_to") or "dbt_valid_to"

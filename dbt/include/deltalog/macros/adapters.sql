@@ -46,8 +46,9 @@
   {%- endif -%}
 {%- endmacro %}
 
+{#- Constraints (not_null, check) and persist_docs are part of the table definition that the model's
+    own commit carries (adapter.write_table / write_incremental): no separate DDL runs for them. -#}
 {% macro deltalog__persist_constraints(relation, model) %}
-  {#- constraints other than the contract's column names and types are not enforced -#}
 {% endmacro %}
 
 {% macro deltalog__alter_column_comment(relation, column_dict) %}

@@ -10,6 +10,14 @@
       'cluster_curve': config.get('cluster_curve'),
       'skip_optimize': config.get('skip_optimize'),
       'partition_by': config.get('partition_by'),
+      'location_root': config.get('location_root'),
+      'persist_docs': config.get('persist_docs'),
+      'liquid_clustered_by': config.get('liquid_clustered_by'),
+      'cluster_by': config.get('cluster_by'),
+      'file_format': config.get('file_format'),
+      'clustered_by': config.get('clustered_by'),
+      'buckets': config.get('buckets'),
+      'grants': config.get('grants'),
   }) }}
 {% endmacro %}
 
