@@ -1,6 +1,9 @@
-"""The catalog is the warehouse folder: `<warehouse>/<schema>/<table>/_delta_log` is a table and
-`<warehouse>/<schema>/<view>.view.sql` a dbt view. Spark only ever sees session temporary views
-named `schema.name` (one backquoted part); this module keeps them in step with the folder."""
+"""The catalog is the warehouse folder: `<warehouse>/<schema>/<table>/_delta_log` is a table,
+`<warehouse>/<schema>/<view>.view.sql` a dbt view, and `<warehouse>/<schema>/<table>.location` a table
+that lives elsewhere (`location_root`, `dbt clone` targets): the file holds its location. Sources
+declared with a location (`EXTERNAL_TABLES`) are tables too, but no file of the warehouse names them.
+Spark only ever sees session temporary views named `schema.name` (one backquoted part); this module
+keeps them in step with the folder."""
 
 from __future__ import annotations
 
@@ -14,7 +17,14 @@ from typing import Dict, List, Optional, Tuple
 from dbt_common.exceptions import DbtRuntimeError
 
 VIEW_SUFFIX = ".view.sql"
+LOCATION_SUFFIX = ".location"
 LOG_DIR = "_delta_log"
+
+# (schema, name) -> location of Delta tables declared as dbt sources with a location; filled as
+# dbt resolves source() (DeltalogRelation.create_from), read wherever a relation is located.
+EXTERNAL_TABLES: Dict[Tuple[str, str], str] = {}
+# The dbt project's folder: relative source locations and location_root are resolved against it.
+PROJECT_ROOT: Optional[str] = None
 
 # `schema.name` as a relation renders it: one backquoted part holding one dot
 _RELATION_REF = re.compile(r"`([^`.\s]+)\.([^`\s]+)`")
@@ -70,11 +80,45 @@ class Warehouse:
     def schema_path(self, schema: str) -> str:
         return self._inside(os.path.join(self.root, check_name(schema, "schema", self.root)))
 
-    def table_path(self, schema: str, name: str) -> str:
+    def folder_path(self, schema: str, name: str) -> str:
+        """Where the relation's files are in the warehouse (a table folder; `+ suffix` for the others)."""
         return self._inside(os.path.join(self.schema_path(schema), check_name(name, "relation name", self.root)))
 
+    def table_path(self, schema: str, name: str) -> str:
+        """The table's location: an external source's, the one a `.location` file names, or the folder."""
+        external = EXTERNAL_TABLES.get((schema, name))
+        if external is not None:
+            return external
+        return self.location_of(schema, name) or self.folder_path(schema, name)
+
     def view_path(self, schema: str, name: str) -> str:
-        return self.table_path(schema, name) + VIEW_SUFFIX
+        return self.folder_path(schema, name) + VIEW_SUFFIX
+
+    def location_file(self, schema: str, name: str) -> str:
+        return self.folder_path(schema, name) + LOCATION_SUFFIX
+
+    def location_of(self, schema: str, name: str) -> Optional[str]:
+        """The location a `.location` file gives the table, or None when it lives in its folder."""
+        try:
+            with open(self.location_file(schema, name), encoding="utf-8") as f:
+                return f.read().strip() or None
+        except FileNotFoundError:
+            return None
+
+    def set_location(self, schema: str, name: str, location: Optional[str]) -> None:
+        """Record (None: forget) that the table lives at `location`, outside the warehouse folder."""
+        path = self.location_file(schema, name)
+        if location is None:
+            try:
+                os.remove(path)
+            except FileNotFoundError:
+                pass
+            return
+        self.create_schema(schema)
+        tmp = path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(location + "\n")
+        os.replace(tmp, path)
 
     def _inside(self, path: str) -> str:
         # Belt and braces: whatever the name checks allow must still be a path under the root.
@@ -83,7 +127,7 @@ class Warehouse:
         return path
 
     def is_table(self, schema: str, name: str) -> bool:
-        return os.path.isdir(os.path.join(self.table_path(schema, name), LOG_DIR))
+        return _has_log(self.table_path(schema, name))
 
     def is_view(self, schema: str, name: str) -> bool:
         return os.path.isfile(self.view_path(schema, name))
@@ -112,6 +156,11 @@ class Warehouse:
                 found.append(Entry("table", schema, e.name, e.path))
             elif e.is_file() and e.name.endswith(VIEW_SUFFIX):
                 found.append(Entry("view", schema, e.name[: -len(VIEW_SUFFIX)], e.path))
+            elif e.is_file() and e.name.endswith(LOCATION_SUFFIX):
+                name = e.name[: -len(LOCATION_SUFFIX)]
+                location = self.location_of(schema, name)
+                if location and _has_log(location):
+                    found.append(Entry("table", schema, name, location))
         return sorted(found, key=lambda x: x.name)
 
     def lookup(self, schema: str, name: str) -> Optional[Entry]:
@@ -143,19 +192,31 @@ class Warehouse:
             pass
 
     def drop_table(self, schema: str, name: str) -> None:
-        shutil.rmtree(self.table_path(schema, name), ignore_errors=True)
+        """A table in the warehouse folder is deleted; one that lives elsewhere is only forgotten
+        (its data is never deleted from outside the warehouse)."""
+        if self.location_of(schema, name) is not None:
+            self.set_location(schema, name, None)
+            return
+        shutil.rmtree(self.folder_path(schema, name), ignore_errors=True)
 
     def rename(self, schema: str, name: str, new_schema: str, new_name: str) -> None:
         entry = self.lookup(schema, name)
         if entry is None:
             return
         self.create_schema(new_schema)
+        if entry.kind == "table" and self.location_of(schema, name) is not None:
+            os.replace(self.location_file(schema, name), self.location_file(new_schema, new_name))
+            return
         target = (
-            self.table_path(new_schema, new_name)
+            self.folder_path(new_schema, new_name)
             if entry.kind == "table"
             else self.view_path(new_schema, new_name)
         )
         os.replace(entry.path, target)
+
+
+def _has_log(table_path: str) -> bool:
+    return os.path.isdir(os.path.join(table_path, LOG_DIR))
 
 
 def latest_log_version(table_path: str) -> Optional[int]:

@@ -23,6 +23,7 @@ from dbt.adapters.spark.impl import SparkAdapter
 from dbt_common.contracts.constraints import ConstraintType
 from dbt_common.exceptions import CompilationError, DbtRuntimeError
 
+from dbt.adapters.deltalog import catalog
 from dbt.adapters.deltalog.catalog import SESSION_VIEWS, Warehouse, quote_warehouse_refs
 from dbt.adapters.deltalog.column import DeltalogColumn
 from dbt.adapters.deltalog.connections import DeltalogConnectionManager
@@ -135,6 +136,8 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         creds = config.credentials
         if not os.path.isabs(os.path.expanduser(creds.warehouse)):
             creds.resolve_warehouse(getattr(config, "project_root", None))
+        if getattr(config, "project_root", None):
+            catalog.PROJECT_ROOT = config.project_root
 
     @classmethod
     def type(cls) -> str:
@@ -364,6 +367,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         from deltalog.spark import operations
 
         config = _get(model, "config") or {}
+        self._place_table(relation, model)
         existed = self.warehouse.is_table(relation.schema, relation.identifier)
         if self.warehouse.is_view(relation.schema, relation.identifier):
             self.drop_relation(relation.incorporate(type=RelationType.View))
@@ -378,6 +382,38 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
             extra_commit_info=self._commit_info(model),
             definition=self._definition(relation, model),
         )
+
+    def _place_table(self, relation: BaseRelation, model: Any) -> None:
+        """With location_root the table lives at `<location_root>/<identifier>` and the warehouse keeps
+        a `.location` file naming it. A table is never moved silently between locations, and never
+        written into a folder that holds other files (VACUUM would later delete them)."""
+        cfg = DeltaConfig(_get(model, "name") or str(relation), relation, _get(model, "config") or {})
+        wh, schema, name = self.warehouse, relation.schema, relation.identifier
+        current = wh.location_of(schema, name) if wh.is_table(schema, name) else None
+        wanted = None
+        if cfg.location_root:
+            root = os.path.expanduser(cfg.location_root)
+            if "://" in root:
+                raise CompilationError(f"Model '{cfg.model}': location_root={cfg.location_root!r}: object-store "
+                                       f"locations are not supported yet; use a local or shared folder path.")
+            root = os.path.abspath(os.path.join(catalog.PROJECT_ROOT or ".", root))
+            wanted = os.path.join(root, name)
+        here = current or (wh.folder_path(schema, name) if wh.is_table(schema, name) else None)
+        if here is not None and os.path.abspath(here) != os.path.abspath(wanted or wh.folder_path(schema, name)):
+            raise CompilationError(
+                f"Model '{cfg.model}': its table {relation} is at {here}, but location_root puts it at "
+                f"{wanted or wh.folder_path(schema, name)}. Tables are not moved silently: drop the old table "
+                f"first (its data outside the warehouse folder is never deleted), or set location_root back.")
+        if wanted is None and here is None and wh.location_of(schema, name) is not None:
+            wh.set_location(schema, name, None)  # a location whose table was never written
+        if wanted is None or current is not None:
+            return
+        if os.path.isdir(wanted) and os.listdir(wanted) and not os.path.isdir(os.path.join(wanted, "_delta_log")):
+            raise CompilationError(
+                f"Model '{cfg.model}': location_root puts its table at {wanted}, a folder that holds files but no "
+                f"Delta table. Choose an empty or new folder: table maintenance (VACUUM) would delete files it "
+                f"does not know. Nothing was written.")
+        wh.set_location(schema, name, wanted)
 
     def _refreshed(self, relation: BaseRelation, what: str, version: Optional[int]) -> AdapterResponse:
         SESSION_VIEWS.ensure(self.spark, self.warehouse, relation.schema, relation.identifier)
@@ -404,6 +440,23 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         self.warehouse.write_view_sql(relation.schema, relation.identifier, sql)
         SESSION_VIEWS.ensure(spark, self.warehouse, relation.schema, relation.identifier)
         return AdapterResponse(_message="CREATE VIEW")
+
+    @available
+    @_reported
+    def clone_table(self, relation: BaseRelation, source: BaseRelation) -> AdapterResponse:
+        """`dbt clone`: a shallow clone of the deferred relation's table (its files by absolute path,
+        no data copied), as version 0 or one overwrite commit of an existing table."""
+        from deltalog.operations.clone import shallow_clone
+
+        if not self.warehouse.is_table(source.schema, source.identifier):
+            raise DbtRuntimeError(f"dbt clone: {source} is not a Delta table of the warehouse "
+                                  f"{self.warehouse.root}; nothing was cloned.")
+        if self.warehouse.is_view(relation.schema, relation.identifier):
+            self.drop_relation(relation.incorporate(type=RelationType.View))
+        self.warehouse.create_schema(relation.schema)
+        version = shallow_clone(self.table_uri(source), self.table_uri(relation),
+                                extra_commit_info={"dbtInvocationId": _invocation_id()})
+        return self._refreshed(relation, "CLONE", version)
 
     @available
     def create_temp_view(self, relation: BaseRelation, sql: str) -> BaseRelation:

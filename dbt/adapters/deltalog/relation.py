@@ -3,13 +3,59 @@ serves the table's latest snapshot (temporary views accept only one-part names).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from typing import Any, Optional
 
 from dbt.adapters.spark.relation import SparkRelation
+
+from dbt.adapters.deltalog import catalog
+
+# Where a source may name the location of its Delta table (dbt-duckdb and dbt-external-tables spellings).
+_LOCATION_KEYS = (("meta", "location"), ("meta", "external_location"), ("config", "external_location"),
+                  ("external", "location"))
+
+
+def _lookup(obj: Any, key: str) -> Any:
+    if obj is None:
+        return None
+    if isinstance(obj, dict):
+        return obj.get(key)
+    getter = getattr(obj, "get", None)
+    if callable(getter) and not hasattr(obj, key):
+        try:
+            return getter(key)
+        except Exception:
+            return None
+    return getattr(obj, key, None)
+
+
+def source_location(source: Any) -> Optional[str]:
+    """The location a source declares for its Delta table, or None (a table of the warehouse)."""
+    for first, second in _LOCATION_KEYS:
+        value = _lookup(_lookup(source, first), second)
+        if value is None and first == "config":
+            value = _lookup(_lookup(_lookup(source, "config"), "meta"), "location")
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None
 
 
 @dataclass(frozen=True, eq=False, repr=False)
 class DeltalogRelation(SparkRelation):
+    @classmethod
+    def create_from(cls, quoting: Any, relation_config: Any, **kwargs: Any):
+        """As dbt builds it; a source with a location becomes a known external Delta table."""
+        relation = super().create_from(quoting, relation_config, **kwargs)
+        kind = getattr(relation_config, "resource_type", None)
+        if str(getattr(kind, "value", kind)) == "source":
+            location = source_location(relation_config)
+            if location is not None:
+                if "://" not in location and not location.startswith("/"):
+                    location = os.path.abspath(os.path.join(catalog.PROJECT_ROOT or ".", os.path.expanduser(location)))
+                catalog.EXTERNAL_TABLES[(relation.schema, relation.identifier)] = location
+        return relation
+
     def render(self) -> str:
         schema = self.schema if self.include_policy.schema else None
         identifier = self.identifier if self.include_policy.identifier else None

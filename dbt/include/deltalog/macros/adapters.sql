@@ -93,3 +93,4 @@
   {%- endif -%}
   {%- do return(compiled_code) -%}
 {% endmacro %}
+
