@@ -245,8 +245,10 @@ def referenced_relations(sql: str) -> List[Tuple[str, str]]:
     return seen
 
 
-_UNQUOTED_REF = re.compile(r"(?<![\w.`])([A-Za-z_]\w*)\.([A-Za-z_]\w*)(?![\w`(])")
-_QUOTED_OR_COMMENT = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|`[^`]*`|--[^\n]*|/\*.*?\*/", re.DOTALL)
+# schema.name with either part plain or backquoted (`schema`.name, `schema`.`name`)
+_PART = r"(?:`[^`.]+`|[A-Za-z_]\w*)"
+_UNQUOTED_REF = re.compile(rf"(?<![\w.`])({_PART})\.({_PART})(?![\w`])")
+_QUOTED_OR_COMMENT = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|--[^\n]*|/\*.*?\*/", re.DOTALL)
 
 
 def quote_warehouse_refs(sql: str, warehouse: Warehouse) -> str:
@@ -261,7 +263,7 @@ def quote_warehouse_refs(sql: str, warehouse: Warehouse) -> str:
 
     def fix(segment: str) -> str:
         def repl(m):
-            schema, name = m.group(1), m.group(2)
+            schema, name = m.group(1).strip("`"), m.group(2).strip("`")
             if schema in schemas and warehouse.lookup(schema, name) is not None:
                 return f"`{schema}.{name}`"
             return m.group(0)

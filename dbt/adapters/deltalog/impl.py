@@ -179,6 +179,46 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
 
             raise DbtRuntimeError(_short_error(exc)) from exc
 
+    def _model_dataframe(self, code: str, model: Any):
+        """The model's result as a lazy DataFrame: its SQL, or what its Python `model()` returns."""
+        if _get(model, "language") == "python":
+            return self._python_dataframe(code, model)
+        return self._dataframe(code)
+
+    def _python_dataframe(self, code: str, model: Any):
+        """Run a Python model, `def model(dbt, session)`, on this connection's SparkSession: `dbt.ref`
+        and `dbt.source` give DataFrames of the relations' latest snapshots. It may return a Spark or a
+        pandas DataFrame (or a pyarrow Table); the write that follows is its one commit."""
+        spark = self.spark
+        unique_id = _get(model, "unique_id") or "python model"
+        # the relations the model names (refs, sources, this) as session views of their latest version
+        SESSION_VIEWS.refresh_for_sql(spark, self.warehouse, code)
+        namespace: Dict[str, Any] = {"__name__": "dbt_python_model"}
+        try:
+            exec(compile(code, f"<{unique_id}>", "exec"), namespace)
+            entry = namespace.get("model")
+            if not callable(entry):
+                raise DbtRuntimeError(f"Python model {unique_id} defines no function model(dbt, session).")
+            result = entry(namespace["dbtObj"](spark.table), spark)
+        except DbtRuntimeError:
+            raise
+        except Exception as exc:
+            from dbt.adapters.deltalog.connections import _short_error
+
+            raise DbtRuntimeError(f"Python model {unique_id} failed: {type(exc).__name__}: "
+                                  f"{_short_error(exc)}") from exc
+        from pyspark.sql import DataFrame
+
+        if isinstance(result, DataFrame):
+            return result
+        kind = f"{type(result).__module__}.{type(result).__name__}"
+        if kind.startswith("pyarrow.") and hasattr(result, "to_pandas"):
+            result = result.to_pandas()
+        if kind.startswith("pandas.") or kind.startswith("pyarrow."):
+            return spark.createDataFrame(result)
+        raise DbtRuntimeError(f"Python model {unique_id} returned {kind}; allowed: a Spark DataFrame, a pandas "
+                              f"DataFrame or a pyarrow Table. Nothing was written.")
+
     def _definition(self, relation: BaseRelation, model: Any):
         """The table definition the model declares (properties, docs, constraints), validated."""
         cfg = DeltaConfig(_get(model, "name") or str(relation), relation, _get(model, "config") or {})
@@ -348,7 +388,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         """`table`, a first incremental build, and --full-refresh: create (version 0) or one
         overwrite commit that may change the schema. Never a drop: history is kept."""
         existed = self.warehouse.is_table(relation.schema, relation.identifier)
-        df = self._dataframe(sql)
+        df = self._model_dataframe(sql, model)
         config = _get(model, "config") or {}
         missing = _missing_unique_key(model, df) if _get(config, "materialized") == "incremental" else []
         if missing:
@@ -516,7 +556,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         config = _get(model, "config") or {}
         strategy, on_schema_change = self.validate_incremental(strategy, model)
         uri = self.table_uri(relation)
-        df = self._dataframe(sql)
+        df = self._model_dataframe(sql, model)
         self._alter_to_definition(relation, model)
         df, table_schema = self._apply_schema_change(relation, df, on_schema_change, model)
         commit_info = self._commit_info(model)

@@ -86,6 +86,10 @@
 {#- The model's SQL as written by the user, checked against its enforced contract: column names
     and types must match before anything is committed. -#}
 {% macro deltalog_model_sql(compiled_code) %}
+  {%- if model.get('language') == 'python' -%}
+    {#- the Python model's code runs in adapter.write_table / write_incremental -#}
+    {%- do return(compiled_code) -%}
+  {%- endif -%}
   {%- set contract_config = config.get('contract') -%}
   {%- if contract_config and contract_config.enforced -%}
     {%- do get_assert_columns_equivalent(compiled_code) -%}

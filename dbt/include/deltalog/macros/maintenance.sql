@@ -25,7 +25,7 @@
   {#- Fails the model before anything is written when zorder_by / isolation_level /
       checkpoint_interval / tblproperties / cluster_curve / skip_optimize hold bad values. -#}
   {%- if execute -%}
-    {%- set sql = model.get('compiled_code') if model.get('resource_type') in ('model',) else none -%}
+    {%- set sql = model.get('compiled_code') if model.get('resource_type') in ('model',) and model.get('language', 'sql') == 'sql' else none -%}
     {%- do adapter.deltalog_validate_config(relation, _deltalog_delta_config(), model.get('name'), sql) -%}
   {%- endif -%}
 {% endmacro %}

@@ -1,4 +1,4 @@
-{% materialization incremental, adapter='deltalog', supported_languages=['sql'] -%}
+{% materialization incremental, adapter='deltalog', supported_languages=['sql', 'python'] -%}
   {%- set target_relation = this.incorporate(type='table') -%}
   {%- set existing_relation = load_relation(this) -%}
   {%- set strategy = config.get('incremental_strategy') or 'merge' -%}

@@ -1,4 +1,4 @@
-{% materialization table, adapter='deltalog', supported_languages=['sql'] %}
+{% materialization table, adapter='deltalog', supported_languages=['sql', 'python'] %}
   {%- set target_relation = this.incorporate(type='table') -%}
   {%- set sql = deltalog_model_sql(compiled_code) -%}
   {% do validate_delta_config(target_relation) %}

@@ -1,0 +1,115 @@
+"""Python models, `def model(dbt, session)`, on the adapter's own SparkSession: dbt's adapter suites,
+plus what a user checks — a table and each incremental strategy from Python, each run one commit,
+pandas results accepted, errors naming the model. Read back with delta-rs."""
+import json
+import os
+
+import deltalake
+import pytest
+from dbt.tests.adapter.python_model.test_python_model import (
+    BasePythonIncrementalTests,
+    BasePythonModelTests,
+)
+from dbt.tests.util import run_dbt, run_dbt_and_capture
+
+pytestmark = pytest.mark.dbt
+
+
+class TestPythonModels(BasePythonModelTests):
+    pass
+
+
+class TestPythonIncremental(BasePythonIncrementalTests):
+    pass
+
+
+UPSTREAM = """
+{{ config(materialized='table') }}
+select id, cast(id % 3 as int) as grp, concat('n', cast(id as string)) as name from range(1, 11)
+"""
+
+SPARK_TABLE = """
+import pyspark.sql.functions as F
+
+def model(dbt, session):
+    dbt.config(materialized="table", tblproperties={"delta.checkpointInterval": "7"})
+    df = dbt.ref("upstream")
+    return df.groupBy("grp").agg(F.count("*").alias("n"), F.max("id").alias("top"))
+"""
+
+PANDAS_TABLE = """
+import pandas as pd
+
+def model(dbt, session):
+    dbt.config(materialized="table")
+    pdf = dbt.ref("upstream").toPandas()
+    pdf["name_len"] = pdf["name"].str.len()
+    return pdf[["id", "name_len"]]
+"""
+
+INCREMENTAL = """
+import pyspark.sql.functions as F
+
+def model(dbt, session):
+    dbt.config(materialized="incremental", incremental_strategy="{strategy}", unique_key="id",
+               partition_by=["grp"])
+    df = dbt.ref("upstream").withColumn("run", F.lit(1))
+    if dbt.is_incremental:
+        top = session.sql(f"select coalesce(max(id), 0) as m from {{dbt.this}}").collect()[0]["m"]
+        df = df.filter(F.col("id") > top - 2)  # overlaps the last two rows: an upsert changes them
+    return df
+"""
+
+BROKEN = """
+def model(dbt, session):
+    dbt.config(materialized="table")
+    return 42
+"""
+
+
+def dt(warehouse, project, name):
+    return deltalake.DeltaTable(os.path.join(warehouse, project.test_schema, name))
+
+
+class TestPythonStrategies:
+    @pytest.fixture(scope="class")
+    @classmethod
+    def models(cls):
+        return {"upstream.sql": UPSTREAM, "by_group.py": SPARK_TABLE, "from_pandas.py": PANDAS_TABLE,
+                "inc_merge.py": INCREMENTAL.format(strategy="merge"),
+                "inc_append.py": INCREMENTAL.format(strategy="append"),
+                "inc_delete_insert.py": INCREMENTAL.format(strategy="delete+insert"),
+                "inc_overwrite.py": INCREMENTAL.format(strategy="insert_overwrite"),
+                "broken.py": BROKEN}
+
+    def test_tables_and_incrementals(self, project, deltalog_warehouse):
+        results, out = run_dbt_and_capture(["run", "--exclude", "broken"])
+        assert len(results) == 7
+        t = dt(deltalog_warehouse, project, "by_group")
+        assert t.version() == 0 and t.metadata().configuration["delta.checkpointInterval"] == "7"
+        assert sorted((r["grp"], r["n"], r["top"]) for r in t.to_pyarrow_table().to_pylist()) == [
+            (0, 3, 9), (1, 4, 10), (2, 3, 8)]
+        p = dt(deltalog_warehouse, project, "from_pandas")
+        assert sorted((r["id"], r["name_len"]) for r in p.to_pyarrow_table().to_pylist())[-1] == (10, 3)
+
+        before = {n: dt(deltalog_warehouse, project, n).version()
+                  for n in ("inc_merge", "inc_append", "inc_delete_insert", "inc_overwrite")}
+        run_dbt(["run", "--select", "inc_merge", "inc_append", "inc_delete_insert", "inc_overwrite",
+                 "--vars", json.dumps({"unused": 1})])
+        for name, version in before.items():
+            table = dt(deltalog_warehouse, project, name)
+            assert table.version() == version + 1, name  # one commit per run
+            rows = table.to_pyarrow_table().to_pylist()
+            ids = sorted(r["id"] for r in rows)
+            if name == "inc_append":
+                assert ids == sorted(list(range(1, 11)) + [9, 10])
+            elif name == "inc_overwrite":
+                # the partitions the new rows land in (grp 0 and 1: ids 9 and 10) are replaced
+                assert ids == [2, 5, 8, 9, 10]
+            else:
+                assert ids == list(range(1, 11)), name
+
+    def test_errors_name_the_model(self, project, deltalog_warehouse):
+        _, out = run_dbt_and_capture(["run", "--select", "broken"], expect_pass=False)
+        assert "model.test.broken" in out and "returned builtins.int" in out
+        assert not os.path.exists(os.path.join(deltalog_warehouse, project.test_schema, "broken"))
