@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from ..actions import AddFile, Metadata, now_ms
-from ..deletion_vectors import relative_path as dv_relative_path
+from ..deletion_vectors import relative_path as dv_relative_path, unique_id
 from ..paths import decode_path, encode_path, is_absolute_path
 from ..snapshot import Snapshot
 from ..table import DeltaTable
@@ -37,6 +37,10 @@ def _absolute_dv(root: str, dv: dict[str, Any] | None) -> dict[str, Any] | None:
     return {**dv, "storageType": "p", "pathOrInlineDv": _absolute_uri(root, encode_path(dv_relative_path(dv)))}
 
 
+def _dv_key(dv: dict[str, Any] | None) -> str:
+    return unique_id(dv) if dv else ""
+
+
 def shallow_clone(source_uri: str, target_uri: str, version: int | None = None,
                   timestamp: datetime | int | str | None = None,
                   extra_commit_info: dict[str, Any] | None = None) -> int:
@@ -50,18 +54,27 @@ def shallow_clone(source_uri: str, target_uri: str, version: int | None = None,
     txn.constraints_enforced = True
     metadata = replace(source.metadata, id=current.metadata.id if current is not None else Metadata().id,
                        created_time=current.metadata.created_time if current is not None else now_ms())
-    txn.update_metadata(metadata)
+    if current is None or (metadata.schema_json, metadata.partition_columns, metadata.configuration,
+                           metadata.description) != (current.metadata.schema_json, current.metadata.partition_columns,
+                                                     current.metadata.configuration, current.metadata.description):
+        txn.update_metadata(metadata)
     if current is None or current.protocol != source.protocol:
         txn.update_protocol(source.protocol)  # an existing target's protocol is never downgraded: that fails
-    removes = []
-    if current is not None:
-        txn.read_whole_table()
-        ts = now_ms()
-        removes = [a.remove(ts, data_change=True) for a in current.add_files()]
     adds = [AddFile(path=_absolute_uri(root, a.path), partition_values=a.partition_values, size=a.size,
                     modification_time=a.modification_time, data_change=True, stats=a.stats, tags=a.tags,
                     deletion_vector=_absolute_dv(root, a.deletion_vector))
             for a in source.add_files()]
+    removes = []
+    if current is not None:
+        # cloning again: only what differs (a file both have stays, untouched)
+        txn.read_whole_table()
+        have = {(decode_path(a.path), _dv_key(a.deletion_vector)): a for a in current.add_files()}
+        wanted = {(decode_path(a.path), _dv_key(a.deletion_vector)) for a in adds}
+        ts = now_ms()
+        removes = [a.remove(ts, data_change=True) for k, a in have.items() if k not in wanted]
+        adds = [a for a in adds if (decode_path(a.path), _dv_key(a.deletion_vector)) not in have]
+        if not adds and not removes and not txn.metadata_changed:
+            return current.version
     txn.add_actions([*removes, *adds])
     return txn.commit(
         operation="CLONE",

@@ -154,3 +154,17 @@ class TestClone:
         assert all(os.path.exists(p) for p in src_files)
         assert len(scan(deltalake.DeltaTable(source))) == 5
         assert len(scan(deltalake.DeltaTable(clone))) == 5
+
+
+from dbt.tests.adapter.dbt_clone.test_dbt_clone import (  # noqa: E402
+    BaseClonePossible,
+    BaseCloneSameTargetAndState,
+)
+
+
+class TestClonePossible(BaseClonePossible):
+    pass
+
+
+class TestCloneSameTargetAndState(BaseCloneSameTargetAndState):
+    pass
