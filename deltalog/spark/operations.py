@@ -45,6 +45,7 @@ _SPARK_MODE = {"append": "Append", "overwrite": "Overwrite", "error": "ErrorIfEx
 _ACTION = "__deltalog_action"
 _NEW = "__deltalog_new_"
 _SOURCE_ID = "__deltalog_source_id"
+_BY_SOURCE_NEW = "__deltalog_by_source_value_"  # not a prefix of _NEW's names, nor _NEW of its
 # A merge source whose cached size is under this is broadcast to the join with the target's rows.
 _BROADCAST_SOURCE_BYTES = 64 << 20
 
@@ -124,20 +125,79 @@ def _table_partition_names(schema_json: dict[str, Any], partition_by: Sequence[s
     return out
 
 
-def _merge_schema(table: str, current: dict[str, Any], incoming: dict[str, Any]) -> dict[str, Any]:
-    """The table schema with the incoming columns it lacks appended (schema_mode='merge')."""
+def _evolved_type(table: str, column: str, old: Any, new: Any) -> Any:
+    """The table's type `old` grown by what `new` adds: struct fields it lacks (appended, nullable,
+    at any depth, inside arrays and maps too). Anything else must keep its type."""
+    kind = old.get("type") if isinstance(old, dict) else None
+    if kind == "struct" and isinstance(new, dict) and new.get("type") == "struct":
+        fields = []
+        incoming = {f["name"].lower(): f for f in new["fields"]}
+        for f in old["fields"]:
+            match = incoming.pop(f["name"].lower(), None)
+            fields.append({**f, "type": _evolved_type(table, f"{column}.{f['name']}", f["type"], match["type"])}
+                          if match is not None else f)
+        fields += [{**_nullable_field(f)} for f in new["fields"] if f["name"].lower() in incoming]
+        return {**old, "fields": fields}
+    if kind == "array" and isinstance(new, dict) and new.get("type") == "array":
+        return {**old, "elementType": _evolved_type(table, column + "[]", old["elementType"], new["elementType"])}
+    if kind == "map" and isinstance(new, dict) and new.get("type") == "map":
+        return {**old, "keyType": _evolved_type(table, column + "{key}", old["keyType"], new["keyType"]),
+                "valueType": _evolved_type(table, column + "{value}", old["valueType"], new["valueType"])}
+    if _shape(old) != _shape(new) and not _widens(old, new):
+        raise SchemaMismatchError(
+            f"{table}: column '{column}' is {_type_label(old)} in the table but {_type_label(new)} in the data; "
+            f"schema evolution adds columns and struct fields, it cannot change a type. Cast the column, or "
+            f"rebuild the table (a full refresh).")
+    return old
+
+
+def _nullable_field(f: dict[str, Any]) -> dict[str, Any]:
+    return {**f, "nullable": True, "type": _nullable(f["type"])}
+
+
+def evolved_schema(table: str, current: dict[str, Any], incoming: dict[str, Any]) -> dict[str, Any]:
+    """The table schema grown by the incoming data: new columns appended, new struct fields added at
+    any depth (schema_mode='merge', MERGE WITH SCHEMA EVOLUTION). Types never change."""
     fields = list(current["fields"])
-    have = {f["name"].lower(): f for f in fields}
+    have = {f["name"].lower(): i for i, f in enumerate(fields)}
     for f in incoming["fields"]:
-        old = have.get(f["name"].lower())
-        if old is None:
-            fields.append({**f, "nullable": True})
-        elif _shape(old["type"]) != _shape(f["type"]) and not _widens(old["type"], f["type"]):
-            raise SchemaMismatchError(
-                f"{table}: column '{f['name']}' is {_type_label(old['type'])} in the table but "
-                f"{_type_label(f['type'])} in the data; merging schemas cannot change a column's type. "
-                f"Cast the column, or overwrite the table with schema_mode='overwrite'.")
+        i = have.get(f["name"].lower())
+        if i is None:
+            fields.append(_nullable_field(f))
+        else:
+            fields[i] = {**fields[i], "type": _evolved_type(table, fields[i]["name"], fields[i]["type"], f["type"])}
     return {"type": "struct", "fields": fields}
+
+
+_merge_schema = evolved_schema
+
+
+def upcast_column(value: Any, stored: Any, wanted: Any) -> Any:
+    """A column read with the type its files have (`stored`), as the evolved type `wanted` (struct
+    fields added at any depth read as NULL; a NULL struct stays NULL)."""
+    from pyspark.sql.types import ArrayType, DataType, MapType, StructType
+
+    if isinstance(stored, dict) or isinstance(stored, str):
+        stored = StructType.fromJson({"type": "struct", "fields": [
+            {"name": "x", "type": stored, "nullable": True, "metadata": {}}]}).fields[0].dataType
+    if isinstance(wanted, dict) or isinstance(wanted, str):
+        wanted = StructType.fromJson({"type": "struct", "fields": [
+            {"name": "x", "type": wanted, "nullable": True, "metadata": {}}]}).fields[0].dataType
+    assert isinstance(stored, DataType) and isinstance(wanted, DataType)
+    if stored == wanted:
+        return value
+    if isinstance(stored, StructType) and isinstance(wanted, StructType):
+        old = {f.name.lower(): f for f in stored.fields}
+        parts = [upcast_column(value.getField(old[f.name.lower()].name), old[f.name.lower()].dataType,
+                               f.dataType).alias(f.name)
+                 if f.name.lower() in old else F.lit(None).cast(f.dataType).alias(f.name)
+                 for f in wanted.fields]
+        return F.when(value.isNull(), F.lit(None).cast(wanted)).otherwise(F.struct(*parts))
+    if isinstance(stored, ArrayType) and isinstance(wanted, ArrayType):
+        return F.transform(value, lambda x: upcast_column(x, stored.elementType, wanted.elementType))
+    if isinstance(stored, MapType) and isinstance(wanted, MapType):
+        return F.transform_values(value, lambda _, v: upcast_column(v, stored.valueType, wanted.valueType))
+    return value.cast(wanted)
 
 
 _WIDENS = {"short": {"byte"}, "integer": {"byte", "short"}, "long": {"byte", "short", "integer"},
@@ -209,7 +269,8 @@ def _checked_table_schema(table: str, current: dict[str, Any], wanted: dict[str,
         raise SchemaMismatchError(f"{table}: partition column(s) {lost} cannot be dropped from the table.")
     for f in wanted["fields"]:
         old = have.get(f["name"].lower())
-        if old is not None and _shape(old["type"]) != _shape(f["type"]):
+        if old is not None and _shape(old["type"]) != _shape(f["type"]) and _shape(
+                _evolved_type(table, f["name"], old["type"], f["type"])) != _shape(f["type"]):
             raise SchemaMismatchError(
                 f"{table}: column '{f['name']}' is {_type_label(old['type'])} in the table; changing it to "
                 f"{_type_label(f['type'])} needs the table rewritten (a full refresh).")
@@ -218,8 +279,8 @@ def _checked_table_schema(table: str, current: dict[str, Any], wanted: dict[str,
                 f"{table}: new column '{f['name']}' has no type (a bare NULL); cast it, e.g. "
                 f"cast(null as string). Nothing was committed.")
     return {"type": "struct", "fields": [
-        {**have[f["name"].lower()], "name": have[f["name"].lower()]["name"]} if f["name"].lower() in have
-        else {**f, "nullable": True} for f in wanted["fields"]]}
+        {**have[f["name"].lower()], "type": _evolved_type(table, f["name"], have[f["name"].lower()]["type"], f["type"])}
+        if f["name"].lower() in have else {**f, "nullable": True} for f in wanted["fields"]]}
 
 
 def _fill_missing(df: DataFrame, schema_json: dict[str, Any]) -> DataFrame:
@@ -678,7 +739,9 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
           target_alias: str = "DBT_INTERNAL_DEST", operation: str = "MERGE",
           user_metadata: str | None = None, extra_commit_info: dict[str, Any] | None = None,
           method: str = "native", unique_keys: dict[str, str] | None = None,
-          unique_keys_where: str | None = None, table_schema: dict[str, Any] | None = None) -> int | None:
+          unique_keys_where: str | None = None, table_schema: dict[str, Any] | None = None,
+          when_not_matched_by_source_delete: bool = False, when_not_matched_by_source_update: Any = None,
+          when_not_matched_by_source_condition: str | None = None) -> int | None:
     """MERGE INTO the table USING source ON `on` (SQL with the two aliases), copy-on-write, one commit.
 
     unique_keys: {source column: name to report} of the key columns (dbt's unique_key): they must hold
@@ -690,7 +753,10 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
     Matched target rows: deleted when `when_matched_delete_condition` holds (checked first), else updated
     with `when_matched_update` ('*' or {target column: SQL expression}) when `when_matched_condition`
     (default true) holds. Unmatched source rows: inserted with `when_not_matched_insert` when
-    `when_not_matched_condition` holds. Returns the version, or None when nothing changed.
+    `when_not_matched_condition` holds. Target rows no source row matches: deleted
+    (`when_not_matched_by_source_delete`) or updated with `when_not_matched_by_source_update` ({target
+    column: SQL over the target's columns}) when `when_not_matched_by_source_condition` (default true)
+    holds; such a clause reads every row of the table. Returns the version, or None when nothing changed.
     """
     table = DeltaTable(table_uri)
     if not table.exists():
@@ -707,7 +773,7 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
     target_schema = StructType.fromJson(schema_json)
     target_columns = [f.name for f in target_schema.fields]
     # Columns the table gains in this commit are not in its files yet: old rows read them as null.
-    stored = {f["name"].lower() for f in snapshot.schema_json["fields"]}
+    stored = {f["name"].lower(): f["type"] for f in snapshot.schema_json["fields"]}
     started = time.time()
     S, T = quote_identifier(source_alias), quote_identifier(target_alias)
 
@@ -716,6 +782,14 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
     insert = _assignments(when_not_matched_insert, target_columns, source_df.columns, source_alias, target_alias,
                           name, "insert") if when_not_matched_insert is not None else None
     has_matched = update is not None or when_matched_delete_condition is not None
+    if when_not_matched_by_source_delete and when_not_matched_by_source_update is not None:
+        raise ValueError(f"{name}: a merge deletes or updates the rows the source does not match, not both.")
+    by_source_update = _assignments(when_not_matched_by_source_update, target_columns, [], source_alias,
+                                    target_alias, name, "update") \
+        if when_not_matched_by_source_update is not None else None
+    by_source = when_not_matched_by_source_delete or by_source_update is not None
+    # the target rows of matched pairs are needed by row (file, row index) for either kind of clause
+    by_row = has_matched or by_source
 
     # The source is read several times (bounds, join, inserts): compute it once, as delta-spark does.
     # Each row gets an id (stable: it is computed once, into the cache) so the inserts are the source
@@ -724,7 +798,7 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
     matched_rows = None
     try:
         num_source = source.count()
-        if num_source == 0:
+        if num_source == 0 and not by_source:
             return None
         small_source = _fits_broadcast(source)
         if unique_keys:
@@ -763,6 +837,8 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
             txn.read_predicate(bind(prune_expr, schema_json, snapshot.partition_columns))
         else:
             txn.read_predicate(lambda pv: True)
+        if by_source:
+            txn.read_whole_table()  # any row of the table may be one the source does not match
 
         # 2. Matched rows with the action each gets (at most one source row per target row). Every
         # matched pair is kept (action null when no clause applies): their source ids rule out inserts.
@@ -771,11 +847,11 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
         touched = candidates.slice(0, 0)
         n_updated = n_deleted = 0
         src = source.alias(source_alias)
-        if candidates.num_rows and (has_matched or insert is not None):
-            target = files_dataframe(spark, snapshot, candidates, with_file=has_matched,
-                                     with_row_index=has_matched).alias(target_alias)
+        if candidates.num_rows and (by_row or insert is not None):
+            target = files_dataframe(spark, snapshot, candidates, with_file=by_row,
+                                     with_row_index=by_row).alias(target_alias)
             joined = target.join(F.broadcast(src) if small_source else src, F.expr(on), "inner")
-            if has_matched:
+            if by_row:
                 delete_cond = F.coalesce(F.expr(when_matched_delete_condition), F.lit(False)) \
                     if when_matched_delete_condition else F.lit(False)
                 update_cond = (F.coalesce(F.expr(when_matched_condition), F.lit(False))
@@ -785,6 +861,8 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
                               for i, c in enumerate(target_columns) if update and c in update]
                 key_cols = [F.col(f"{S}.{quote_identifier(s)}").alias(f"__deltalog_key{i}")
                             for i, (s, _) in enumerate(keys)]
+                new_values += [F.lit(None).cast(target_schema[c].dataType).alias(_BY_SOURCE_NEW + str(i))
+                               for i, c in enumerate(target_columns) if by_source_update and c in by_source_update]
                 matched_rows = joined.select(F.col(f"{T}.{FILE_COLUMN}").alias(FILE_COLUMN),
                                              F.col(f"{T}.{ROW_INDEX_COLUMN}").alias(ROW_INDEX_COLUMN),
                                              action.alias(_ACTION), *new_values, *key_cols,
@@ -792,14 +870,46 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
             else:
                 matched_rows = joined.select(F.col(f"{S}.{_SOURCE_ID}").alias(_SOURCE_ID))
             matched_rows = matched_rows.persist(StorageLevel.MEMORY_AND_DISK)
-        if has_matched and matched_rows is not None:
+        n_by_source_updated = n_by_source_deleted = 0
+        acting = None
+        if by_row and matched_rows is not None:
             acting = matched_rows.filter(F.col(_ACTION).isNotNull())
+        if by_source and snapshot.files.num_rows:
+            # 2b. Target rows no source row matched (in any file), with the action the clause gives them.
+            everything = files_dataframe(spark, snapshot, snapshot.files, with_file=True, with_row_index=True)
+            if matched_rows is not None:
+                seen_rows = matched_rows.select(FILE_COLUMN, ROW_INDEX_COLUMN).distinct()
+                everything = everything.join(seen_rows, [FILE_COLUMN, ROW_INDEX_COLUMN], "left_anti")
+            unmatched_target = everything.alias(target_alias)
+            if when_not_matched_by_source_condition:
+                unmatched_target = unmatched_target.filter(
+                    F.coalesce(F.expr(when_not_matched_by_source_condition), F.lit(False)))
+            kind = "by_source_delete" if when_not_matched_by_source_delete else "by_source_update"
+            template = acting if acting is not None else None
+            cols = [F.col(FILE_COLUMN), F.col(ROW_INDEX_COLUMN), F.lit(kind).alias(_ACTION)]
+            cols += [F.lit(None).cast(target_schema[c].dataType).alias(_NEW + str(i))
+                     for i, c in enumerate(target_columns) if update and c in update]
+            cols += [F.expr(by_source_update[c]).cast(target_schema[c].dataType).alias(_BY_SOURCE_NEW + str(i))
+                     for i, c in enumerate(target_columns) if by_source_update and c in by_source_update]
+            cols += [F.lit(None).alias(f"__deltalog_key{i}") for i, _ in enumerate(keys)]
+            cols += [F.lit(None).cast("long").alias(_SOURCE_ID)]
+            by_source_rows = unmatched_target.select(*cols)
+            if template is not None:
+                by_source_rows = by_source_rows.select(*[F.col(c).cast(template.schema[c].dataType).alias(c)
+                                                         for c in template.columns])
+                acting = acting.unionByName(by_source_rows)
+            else:
+                acting = by_source_rows
+            candidates = snapshot.files  # the files touched are looked up among all of them
+        if acting is not None:
             per_file = (acting.groupBy(FILE_COLUMN, ROW_INDEX_COLUMN)
                         .agg(F.count(F.lit(1)).alias("n"), F.max(_ACTION).alias("a"))
                         .groupBy(FILE_COLUMN)
                         .agg(F.max("n").alias("max_n"),
                              F.sum(F.when(F.col("a") == "update", 1).otherwise(0)).alias("u"),
-                             F.sum(F.when(F.col("a") == "delete", 1).otherwise(0)).alias("d"))
+                             F.sum(F.when(F.col("a") == "delete", 1).otherwise(0)).alias("d"),
+                             F.sum(F.when(F.col("a") == "by_source_update", 1).otherwise(0)).alias("bu"),
+                             F.sum(F.when(F.col("a") == "by_source_delete", 1).otherwise(0)).alias("bd"))
                         .collect())
             dup = [r for r in per_file if r["max_n"] > 1]
             if dup:
@@ -823,6 +933,8 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
                 rows.append(i)
                 n_updated += int(r["u"])
                 n_deleted += int(r["d"])
+                n_by_source_updated += int(r["bu"])
+                n_by_source_deleted += int(r["bd"])
             touched = _take(candidates, rows)
 
         # 3. New content: the touched files' rows (updated, deleted or copied) plus the inserts. The
@@ -831,18 +943,21 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
         if touched.num_rows:
             old = files_dataframe(spark, snapshot, touched, with_file=True, with_row_index=True)
             changes = acting.select(FILE_COLUMN, ROW_INDEX_COLUMN, _ACTION,
-                                    *[c for c in matched_rows.columns if c.startswith(_NEW)])
-            j = old.join(F.broadcast(changes) if small_source else changes, [FILE_COLUMN, ROW_INDEX_COLUMN], "left")
-            j = j.filter(F.col(_ACTION).isNull() | (F.col(_ACTION) != "delete"))
+                                    *[c for c in acting.columns if c.startswith((_NEW, _BY_SOURCE_NEW))])
+            broadcast_changes = small_source and not by_source  # by-source changes may be many rows
+            j = old.join(F.broadcast(changes) if broadcast_changes else changes, [FILE_COLUMN, ROW_INDEX_COLUMN],
+                         "left")
+            j = j.filter(F.col(_ACTION).isNull() | ~F.col(_ACTION).isin("delete", "by_source_delete"))
             out_cols = []
             for i, c in enumerate(target_columns):
-                current = F.col(quote_identifier(c)) if c.lower() in stored else \
-                    F.lit(None).cast(target_schema[c].dataType)
+                current = upcast_column(F.col(quote_identifier(c)), stored[c.lower()], target_schema[c].dataType) \
+                    if c.lower() in stored else F.lit(None).cast(target_schema[c].dataType)
+                value = current
+                if by_source_update and c in by_source_update:
+                    value = F.when(F.col(_ACTION) == "by_source_update", F.col(_BY_SOURCE_NEW + str(i))).otherwise(value)
                 if update and c in update:
-                    out_cols.append(F.when(F.col(_ACTION) == "update", F.col(_NEW + str(i)))
-                                    .otherwise(current).alias(c))
-                else:
-                    out_cols.append(current.alias(c))
+                    value = F.when(F.col(_ACTION) == "update", F.col(_NEW + str(i))).otherwise(value)
+                out_cols.append(value.alias(c))
             parts.append(j.select(*out_cols))
         n_insert_df = None
         if insert is not None:
@@ -871,8 +986,8 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
         touched_rows = _records(touched) if touched.num_rows else 0
         if touched_rows is None:
             touched_rows = files_dataframe(spark, snapshot, touched).count()
-        copied = touched_rows - n_updated - n_deleted
-        inserted = written - copied - n_updated
+        copied = touched_rows - n_updated - n_deleted - n_by_source_updated - n_by_source_deleted
+        inserted = written - copied - n_updated - n_by_source_updated
         if not touched.num_rows and inserted == 0 and not txn.metadata_changed:
             txn.discard_uncommitted(adds)
             return None
@@ -891,13 +1006,22 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
             if when_not_matched_condition:
                 p["predicate"] = when_not_matched_condition
             not_matched.append(p)
+        by_source_preds = []
+        if by_source:
+            p = {"actionType": "delete" if when_not_matched_by_source_delete else "update"}
+            if when_not_matched_by_source_condition:
+                p["predicate"] = when_not_matched_by_source_condition
+            by_source_preds.append(p)
         params = {"predicate": json.dumps([on]), "matchedPredicates": json.dumps(matched_preds),
-                  "notMatchedPredicates": json.dumps(not_matched), "notMatchedBySourcePredicates": "[]"}
+                  "notMatchedPredicates": json.dumps(not_matched),
+                  "notMatchedBySourcePredicates": json.dumps(by_source_preds)}
         metrics = {
-            "numSourceRows": num_source, "numTargetRowsInserted": inserted, "numTargetRowsUpdated": n_updated,
-            "numTargetRowsDeleted": n_deleted, "numTargetRowsMatchedUpdated": n_updated,
-            "numTargetRowsMatchedDeleted": n_deleted, "numTargetRowsNotMatchedBySourceUpdated": 0,
-            "numTargetRowsNotMatchedBySourceDeleted": 0, "numTargetRowsCopied": copied,
+            "numSourceRows": num_source, "numTargetRowsInserted": inserted,
+            "numTargetRowsUpdated": n_updated + n_by_source_updated,
+            "numTargetRowsDeleted": n_deleted + n_by_source_deleted, "numTargetRowsMatchedUpdated": n_updated,
+            "numTargetRowsMatchedDeleted": n_deleted,
+            "numTargetRowsNotMatchedBySourceUpdated": n_by_source_updated,
+            "numTargetRowsNotMatchedBySourceDeleted": n_by_source_deleted, "numTargetRowsCopied": copied,
             "numOutputRows": written, "numTargetFilesAdded": len(adds), "numTargetFilesRemoved": touched.num_rows,
             "numTargetBytesAdded": sum(a.size for a in adds), "numTargetBytesRemoved": _bytes(touched),
             "numTargetFilesScanned": candidates.num_rows,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import threading
 from typing import Any, Dict, List, Optional, Set, Tuple
 
@@ -28,7 +29,7 @@ from dbt.adapters.deltalog.catalog import SESSION_VIEWS, Warehouse, quote_wareho
 from dbt.adapters.deltalog.column import DeltalogColumn
 from dbt.adapters.deltalog.connections import DeltalogConnectionManager
 from dbt.adapters.deltalog.maintenance import MaintenanceMixin
-from dbt.adapters.deltalog.model_config import DeltaConfig, table_definition
+from dbt.adapters.deltalog.model_config import DeltaConfig, _truthy, table_definition
 from dbt.adapters.deltalog.relation import DeltalogRelation
 
 logger = AdapterLogger("Deltalog")
@@ -558,9 +559,12 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         uri = self.table_uri(relation)
         df = self._model_dataframe(sql, model)
         self._alter_to_definition(relation, model)
-        df, table_schema = self._apply_schema_change(relation, df, on_schema_change, model)
-        commit_info = self._commit_info(model)
         unique_key = _as_list(_get(config, "unique_key"))
+        evolve = strategy == "merge" and bool(unique_key) and _truthy(_get(config, "merge_with_schema_evolution"))
+        table_schema = None
+        if not evolve:  # with schema evolution the merge itself grows the table (below)
+            df, table_schema = self._apply_schema_change(relation, df, on_schema_change, model)
+        commit_info = self._commit_info(model)
         predicates = _as_list(_get(config, "incremental_predicates") or _get(config, "predicates"))
 
         self._check_unique_key(model, df)
@@ -592,8 +596,13 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
                 operation="WRITE", extra_commit_info=commit_info, table_schema=table_schema,
             )
         elif strategy == "merge":
+            if evolve:
+                # MERGE WITH SCHEMA EVOLUTION: the source's new columns and struct fields join the table
+                current = self._snapshot(relation).schema_json
+                evolved = operations.evolved_schema(str(relation), current, operations.dataframe_schema(df, str(relation)))
+                table_schema = evolved if evolved != current else table_schema
             version = operations.merge(
-                self.spark, uri, df, **self._merge_args(relation, df, unique_key, predicates, config),
+                self.spark, uri, df, **self._merge_args(relation, df, unique_key, predicates, config, model),
                 extra_commit_info=commit_info, table_schema=table_schema,
             )
         else:  # delete+insert
@@ -631,7 +640,18 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
             preds.append(f"{event_time} < to_timestamp('{_ts(end)}')")
         return preds
 
-    def _merge_args(self, relation, df, unique_key, predicates, config) -> Dict[str, Any]:
+    def _merge_args(self, relation, df, unique_key, predicates, config, model=None) -> Dict[str, Any]:
+        """The merge's clauses from the model's configs, named as dbt-databricks names them:
+        merge_update_columns / merge_exclude_columns, matched_condition, not_matched_condition,
+        not_matched_by_source_action (ignore | delete | update, with not_matched_by_source_set and
+        not_matched_by_source_condition), source_alias / target_alias, skip_matched_step and
+        skip_not_matched_step."""
+        name = _get(model, "unique_id") or str(relation)
+
+        def bad(key: str, value: Any, allowed: str) -> CompilationError:
+            return CompilationError(f"Model {name}: config {key}={value!r} is not valid. Allowed: {allowed}. "
+                                    f"Nothing was written.")
+
         update_cols = _as_list(_get(config, "merge_update_columns"))
         exclude = [c.lower() for c in _as_list(_get(config, "merge_exclude_columns"))]
         if update_cols and exclude:
@@ -641,15 +661,44 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
             )
         if exclude:
             update_cols = [c for c in df.columns if c.lower() not in exclude]
+        aliases = {}
+        for key, default in (("source_alias", "DBT_INTERNAL_SOURCE"), ("target_alias", "DBT_INTERNAL_DEST")):
+            value = _get(config, key) or default
+            if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+                raise bad(key, value, "a plain SQL name (letters, digits, _)")
+            aliases[key] = value
+        S, T = aliases["source_alias"], aliases["target_alias"]
+        if S.lower() == T.lower():
+            raise bad("source_alias", S, f"a name other than target_alias ({T})")
         on = " and ".join(
-            [f"DBT_INTERNAL_SOURCE.{_q(k)} = DBT_INTERNAL_DEST.{_q(k)}" for k in unique_key]
-            + [f"({p})" for p in predicates]
+            [f"{S}.{_q(k)} = {T}.{_q(k)}" for k in unique_key] + [f"({p})" for p in predicates]
         )
-        when_matched_update: Any = "*"
-        if update_cols:
-            when_matched_update = {c: f"DBT_INTERNAL_SOURCE.{_q(c)}" for c in update_cols}
-        return dict(on=on, when_matched_update=when_matched_update, when_not_matched_insert="*",
-                    unique_keys={k: k for k in unique_key})
+        args: Dict[str, Any] = dict(on=on, source_alias=S, target_alias=T, unique_keys={k: k for k in unique_key})
+        if not _truthy(_get(config, "skip_matched_step")):
+            args["when_matched_update"] = {c: f"{S}.{_q(c)}" for c in update_cols} if update_cols else "*"
+            args["when_matched_condition"] = _get(config, "matched_condition") or None
+        if not _truthy(_get(config, "skip_not_matched_step")):
+            args["when_not_matched_insert"] = "*"
+            args["when_not_matched_condition"] = _get(config, "not_matched_condition") or None
+        action = str(_get(config, "not_matched_by_source_action") or "ignore").strip().lower()
+        setting = _get(config, "not_matched_by_source_set")
+        if action not in ("ignore", "delete", "update"):
+            raise bad("not_matched_by_source_action", action, "ignore, delete or update")
+        if action == "update":
+            if not isinstance(setting, dict) or not setting:
+                raise bad("not_matched_by_source_set", setting,
+                          "a mapping of target column to SQL expression, required with not_matched_by_source_action: update")
+            args["when_not_matched_by_source_update"] = {str(k): str(v) for k, v in setting.items()}
+        elif setting:
+            raise bad("not_matched_by_source_set", setting, "only with not_matched_by_source_action: update")
+        if action == "delete":
+            args["when_not_matched_by_source_delete"] = True
+        if action != "ignore":
+            args["when_not_matched_by_source_condition"] = _get(config, "not_matched_by_source_condition") or None
+        elif _get(config, "not_matched_by_source_condition"):
+            raise bad("not_matched_by_source_condition", _get(config, "not_matched_by_source_condition"),
+                      "only with not_matched_by_source_action: delete or update")
+        return args
 
     def _delete_insert(self, uri, df, unique_key, predicates, commit_info, table_schema=None):
         """delete+insert as ONE merge commit: the source's distinct keys delete the target rows
