@@ -966,9 +966,14 @@ class PartitionPredicate:
     partition_columns: tuple[str, ...]
 
     def matches_partition(self, partition_values: dict[str, str | None]) -> bool:
+        return self.matches_file(partition_values, None)
+
+    def matches_file(self, partition_values: dict[str, str | None], stats: str | None) -> bool:
+        """Whether a file with these partition values and statistics (JSON; None: unknown) may hold
+        a row matching the predicate: exact on partitions, by min/max/nullCount on the rest."""
         table = pa.table({
             "partition_values": pa.array([list(partition_values.items())], pa.map_(pa.string(), pa.string())),
-            "stats": pa.array([None], pa.string()),
+            "stats": pa.array([stats], pa.string()),
         })
         return bool(prune(table, self.expr, self.schema_json, self.partition_columns)[0].as_py())
 

@@ -671,12 +671,16 @@ class Transaction:
         """The first add this transaction should have seen, by what it read."""
         md = self.metadata
         partitioned = bool(md and md.partition_columns)
-        # Without partitions, or having read the whole table or files without saying which partitions
-        # (no predicate), any new row may have changed what this transaction read.
-        if self._read_whole_table or not partitioned or not self._read_predicates:
+        # Having read the whole table or files without saying which rows (no predicate), any new row may
+        # have changed what this transaction read. Predicates over data columns are judged by the added
+        # file's min/max statistics (a file without them may match anything); without partitions, only
+        # such predicates can rule a file out.
+        by_stats = all(hasattr(p, "matches_file") for p in self._read_predicates)
+        if self._read_whole_table or not self._read_predicates or (not partitioned and not by_stats):
             return adds[0]
         for add in adds:
-            if any(_predicate_matches(p, add.partition_values) for p in self._read_predicates):
+            if any(p.matches_file(add.partition_values, add.stats) if hasattr(p, "matches_file")
+                   else _predicate_matches(p, add.partition_values) for p in self._read_predicates):
                 return add
         return None
 

@@ -425,10 +425,8 @@ def _delete_plan(spark: SparkSession, txn: Any, predicate: str | None) -> dict[s
     expr = parse_sql_predicate(text)
     candidates = files_matching(snapshot, expr) if expr is not ALWAYS else files
     txn.read_files(candidates)
-    if snapshot.partition_columns:
-        txn.read_predicate(bind(expr, snapshot.schema_json, snapshot.partition_columns))
-    else:
-        txn.read_predicate(lambda pv: True)  # unpartitioned: any concurrently added file may match
+    # a concurrently added file conflicts only when its partition or its min/max may hold such rows
+    txn.read_predicate(bind(expr, snapshot.schema_json, snapshot.partition_columns))
     by_partition = _partition_rows_matching(spark, snapshot, candidates, text)
     if by_partition is not None:
         whole = _take(candidates, by_partition)

@@ -19,6 +19,7 @@ from dbt.adapters.base.meta import available
 from dbt.adapters.base.relation import BaseRelation, InformationSchema
 from dbt.adapters.contracts.connection import AdapterResponse
 from dbt.adapters.contracts.relation import RelationType
+from dbt.adapters.capability import Capability, CapabilityDict, CapabilitySupport, Support
 from dbt.adapters.events.logging import AdapterLogger
 from dbt.adapters.spark.impl import SparkAdapter
 from dbt_common.contracts.constraints import ConstraintType
@@ -120,6 +121,10 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
     Column = DeltalogColumn  # type: ignore[assignment]
     ConnectionManager = DeltalogConnectionManager  # type: ignore[assignment]
     AdapterSpecificConfigs = DeltalogConfig  # type: ignore[assignment]
+
+    # Microbatch batches may run in parallel threads (concurrent_batches): each is one replace-where
+    # commit on its own window, and commits on disjoint windows do not conflict.
+    _capabilities = CapabilityDict({Capability.MicrobatchConcurrency: CapabilitySupport(support=Support.Full)})
 
     CONSTRAINT_SUPPORT = {
         ConstraintType.check: ConstraintSupport.ENFORCED,  # delta.constraints.<name>, checked on every write
