@@ -21,7 +21,7 @@ SUPPORTED_READER_FEATURES = frozenset({"timestampNtz", "vacuumProtocolCheck", "c
                                        "deletionVectors"})
 SUPPORTED_WRITER_FEATURES = frozenset({
     "appendOnly", "invariants", "timestampNtz", "vacuumProtocolCheck", "checkpointProtection",
-    "materializePartitionColumns", "checkConstraints",
+    "materializePartitionColumns", "checkConstraints", "domainMetadata", "clustering",
 })
 
 

@@ -25,6 +25,15 @@ class TableDefinition:
     description: str | None = None      # None: leave the table's description as it is
     column_comments: Mapping[str, str] = field(default_factory=dict)  # '' removes; unknown columns are skipped
     not_null: tuple[str, ...] = ()      # columns that must be NOT NULL (others are left as they are)
+    clustering: tuple[str, ...] | None = None  # liquid clustering columns (() = none); None: leave as is
+
+    def apply_clustering(self, txn) -> bool:
+        """Set the clustering columns in the transaction (after its metadata); whether that changed."""
+        if self.clustering is None:
+            return False
+        from .clustering import set_clustering
+
+        return set_clustering(txn, self.clustering)
 
     def apply(self, metadata: Metadata, table: str) -> Metadata:
         """The metadata with this definition applied (the same object when nothing changes)."""

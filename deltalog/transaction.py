@@ -180,7 +180,7 @@ def validate_metadata(metadata: Metadata, table: str) -> None:
                     f"cannot write. Supported features: {sorted(SUPPORTED_WRITER_FEATURES)}.")
 
 
-def required_protocol(metadata: Metadata, current: Protocol | None) -> Protocol:
+def required_protocol(metadata: Metadata, current: Protocol | None, features: Iterable[str] = ()) -> Protocol:
     """The least protocol at or above `current` that the metadata needs: (1, 2) by default, writer 7
     (and reader 3 for reader-writer features) as soon as a table feature such as timestampNtz is used."""
     base = current or Protocol(1, 2)
@@ -190,6 +190,7 @@ def required_protocol(metadata: Metadata, current: Protocol | None) -> Protocol:
     needed |= {k[len(_FEATURE_PREFIX):] for k in metadata.configuration if k.startswith(_FEATURE_PREFIX)}
     if any(k.startswith(CONSTRAINT_PREFIX) for k in metadata.configuration):
         needed.add("checkConstraints")
+    needed |= set(features)
     missing = {f for f in needed if not base.has_writer_feature(f)}
     if not missing:
         return base
@@ -249,6 +250,7 @@ class Transaction:
         self._read_app_ids: set[str] = set()
         self._new_metadata: Metadata | None = None
         self._new_protocol: Protocol | None = None
+        self._required_features: set[str] = set()
         self._actions: list[Action] = []
         self.committed_version: int | None = None
         self.post_commit_snapshot: Any = None
@@ -324,8 +326,11 @@ class Transaction:
         """The protocol this transaction commits under, including any upgrade its metadata needs
         (writers consult it, e.g. for materializePartitionColumns)."""
         current = self._new_protocol or (self.snapshot.protocol if self.snapshot is not None else None)
-        if self._new_metadata is not None:
-            return required_protocol(self._new_metadata, current)
+        features = set(self._required_features)
+        if any(isinstance(a, DomainMetadata) for a in self._actions):
+            features.add("domainMetadata")
+        if self._new_metadata is not None or (features and self.metadata is not None):
+            return required_protocol(self.metadata, current, features)
         return current
 
     @property
@@ -352,6 +357,10 @@ class Transaction:
                 f"{self.table_uri}: protocol {protocol.to_dict()} would downgrade the table's "
                 f"{current.to_dict()}; a protocol can only be upgraded.")
         self._new_protocol = protocol
+
+    def require_features(self, *features: str) -> None:
+        """Table features this commit needs (the protocol is upgraded in the same commit if it lacks them)."""
+        self._required_features |= set(features)
 
     def add_actions(self, actions: Iterable[Action]) -> None:
         for a in actions:

@@ -480,10 +480,17 @@ def alter_table(spark: SparkSession, table_uri: str, definition: TableDefinition
     txn = table.transaction()
     snapshot = txn.snapshot
     metadata = definition.apply(snapshot.metadata, table.uri)
-    if not _metadata_differs(metadata, snapshot.metadata):
+    changed = _metadata_differs(metadata, snapshot.metadata)
+    if changed:
+        check_existing_rows(spark, snapshot, metadata, txn)
+        txn.update_metadata(metadata)
+    if definition.apply_clustering(txn) and not changed:
+        from ..clustering import clustering_columns
+        return txn.commit(operation="CLUSTER BY", parameters={
+            "oldClusteringColumns": ",".join(clustering_columns(snapshot)),
+            "newClusteringColumns": ",".join(definition.clustering or ())}, extra_commit_info=extra_commit_info)
+    if not changed:
         return None
-    check_existing_rows(spark, snapshot, metadata, txn)
-    txn.update_metadata(metadata)
     return txn.commit(operation=describe_change(snapshot.metadata, metadata),
                       parameters={"properties": changed_properties(snapshot.metadata, metadata)},
                       extra_commit_info=extra_commit_info)
@@ -544,6 +551,8 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
         if definition is not None:
             metadata = definition.apply(metadata, name)
         txn.update_metadata(metadata)
+        if definition is not None:
+            definition.apply_clustering(txn)
         schema_json, conf = data_schema, dict(metadata.configuration)
         remove = None
     else:
@@ -589,6 +598,8 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
                 # rows this write keeps must satisfy what the table now declares
                 check_existing_rows(df.sparkSession, snapshot, metadata, txn)
             txn.update_metadata(metadata)
+        if definition is not None:
+            definition.apply_clustering(txn)
         schema_json, conf = metadata.schema_json, dict(metadata.configuration)
         remove = None
         if mode == "overwrite":
@@ -635,7 +646,8 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
             txn.read_files(read)
             if snapshot.partition_columns:
                 txn.read_predicate(lambda pv: True)
-    if mode == "append" and snapshot is not None and not adds and not txn.metadata_changed:
+    if mode == "append" and snapshot is not None and not adds and not txn.metadata_changed \
+            and txn.protocol == snapshot.protocol:
         return None  # an empty append changes nothing
     txn.add_actions([*removes, *adds, *kept_adds])
     metrics = {

@@ -21,6 +21,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
 from ..actions import now_ms
+from ..clustering import CLUSTERING_CURVE, CLUSTERING_PROVIDER, clustering_columns
 from ..errors import InvalidTableError
 from ..paths import decode_path
 from ..skipping import ALWAYS, as_expr, bind, prune_snapshot, resolve_column
@@ -244,6 +245,13 @@ def optimize(spark: SparkSession, table_uri: str, zorder_by: Any = None, where: 
     if snapshot is None:
         raise InvalidTableError(f"{table_uri}: OPTIMIZE needs an existing Delta table; none is here.")
     table = snapshot.table_uri
+    liquid = clustering_columns(snapshot)
+    if liquid and zorder_by:
+        raise InvalidTableError(f"{table}: the table is liquid clustered by {liquid}; OPTIMIZE clusters on those "
+                                f"columns: run it without ZORDER BY (change them with the model's "
+                                f"liquid_clustered_by, or clustering.set_clustering).")
+    if liquid:
+        zorder_by, curve = liquid, CLUSTERING_CURVE
     columns = validate_zorder_columns(snapshot, zorder_by)
     max_size = _max_file_size(snapshot, max_file_size)
     if max_size <= 0:
@@ -300,7 +308,8 @@ def optimize(spark: SparkSession, table_uri: str, zorder_by: Any = None, where: 
                        if "." not in c and "#" not in c}
     adds = write_files(out_df, table, snapshot.partition_columns, snapshot.schema_json, snapshot.configuration,
                        parquet_options=parquet_options)
-    adds = [replace(a, data_change=False, tags=dict(tags) if tags else a.tags) for a in adds]
+    adds = [replace(a, data_change=False, tags=dict(tags) if tags else a.tags,
+                    clustering_provider=CLUSTERING_PROVIDER if liquid else None) for a in adds]
     ts = now_ms()
     removes = [a.remove(ts, data_change=False) for a in _subset(snapshot, rewrite).add_files()]
     txn.add_actions(removes)

@@ -27,7 +27,7 @@ class MaintenanceMixin:
         """Raise a CompilationError naming the model, the config, the bad value and what is allowed.
         `sql` (the model's query) lets zorder columns be checked before anything runs."""
         cfg = DeltaConfig(model_name or str(relation), relation, config)
-        if cfg.zorder_by:
+        if cfg.zorder_by or cfg.clustering:
             existing = None
             try:
                 if self.warehouse.is_table(relation.schema, relation.identifier):
@@ -54,9 +54,14 @@ class MaintenanceMixin:
         version = self.deltalog_set_properties(relation, cfg.properties)
         if version is not None:
             done.append(f"SET TBLPROPERTIES version {version}")
-        if cfg.zorder_by and not cfg.skip_optimize and not _truthy(skip_optimize_var or False):
+        skipped = cfg.skip_optimize or _truthy(skip_optimize_var or False)
+        if cfg.zorder_by and not skipped:
             version = self.deltalog_optimize(relation, cfg.zorder_by, None, cfg.curve)
             done.append(f"OPTIMIZE ZORDER BY ({', '.join(cfg.zorder_by)}) "
+                        + (f"version {version}" if version is not None else "nothing to do"))
+        elif cfg.clustering and not skipped:
+            version = self.deltalog_optimize(relation, None, None, None)  # clusters on the table's columns
+            done.append(f"OPTIMIZE (liquid clustering by {', '.join(cfg.clustering)}) "
                         + (f"version {version}" if version is not None else "nothing to do"))
         return "; ".join(done)
 

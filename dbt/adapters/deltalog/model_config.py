@@ -107,6 +107,7 @@ class DeltaConfig:
         self.skip_optimize = False
         self.partition_by: List[str] = []
         self.location_root: Optional[str] = None
+        self.clustering: List[str] = []  # liquid_clustered_by / cluster_by
         self.persist_relation_docs = False
         self.persist_column_docs = False
         self._parse(config or {})
@@ -186,6 +187,21 @@ class DeltaConfig:
         elif isinstance(partition_by, (list, tuple)):
             self.partition_by = [str(c) for c in partition_by]
 
+        liquid = _get(config, "liquid_clustered_by")
+        cluster_by = _get(config, "cluster_by")
+        if liquid is not None and cluster_by is not None and self._columns("cluster_by", cluster_by) != self._columns(
+                "liquid_clustered_by", liquid):
+            self.fail("cluster_by", cluster_by, f"the same columns as liquid_clustered_by ({liquid!r}), or only one")
+        chosen, name = (liquid, "liquid_clustered_by") if liquid is not None else (cluster_by, "cluster_by")
+        if chosen is not None:
+            self.clustering = self._columns(name, chosen)
+            if self.partition_by:
+                self.fail(name, chosen, f"nothing together with partition_by {self.partition_by}: a Delta table is "
+                                        f"either partitioned or liquid clustered")
+            if self.zorder_by:
+                self.fail(name, chosen, f"nothing together with zorder_by {self.zorder_by}: a liquid clustered "
+                                        f"table is clustered on its clustering columns")
+
         location_root = _get(config, "location_root")
         if location_root is not None:
             if not isinstance(location_root, str) or not location_root.strip():
@@ -238,8 +254,8 @@ class DeltaConfig:
         return items
 
     def check_columns(self, spark_schema: Any, table_uri: str, existing_schema: Optional[dict]) -> None:
-        """zorder columns against the model's output columns (a Spark StructType) and the table."""
-        if not self.zorder_by:
+        """zorder / clustering columns against the model's output columns (a Spark StructType) and the table."""
+        if not self.zorder_by and not self.clustering:
             return
         fields = {}
         if spark_schema is not None:
@@ -253,18 +269,19 @@ class DeltaConfig:
             return
         partitions = {c.lower() for c in self.partition_by}
         data_columns = [n for k, (n, _) in fields.items() if k not in partitions]
-        for c in self.zorder_by:
+        name, columns = ("zorder_by", self.zorder_by) if self.zorder_by else ("liquid_clustered_by", self.clustering)
+        for c in columns:
             if c.lower() in partitions:
-                self.fail("zorder_by", self.zorder_by,
+                self.fail(name, columns,
                           f"non-partition columns ('{c}' is in partition_by {self.partition_by}): "
                           + ", ".join(data_columns))
             found = fields.get(c.lower())
             if found is None:
-                self.fail("zorder_by", self.zorder_by,
+                self.fail(name, columns,
                           f"columns of the model ('{c}' is not one): " + ", ".join(data_columns))
             base = re.split(r"[(<]", found[1])[0]
             if base not in _STATS_TYPES:
-                self.fail("zorder_by", self.zorder_by,
+                self.fail(name, columns,
                           f"columns with min/max statistics (numbers, strings, dates, timestamps); "
                           f"'{found[0]}' is {found[1]}")
 
@@ -349,4 +366,5 @@ def table_definition(cfg: DeltaConfig, model: Any):
         description=(_get(model, "description") or "") if cfg.persist_relation_docs else None,
         column_comments=comments,
         not_null=tuple(not_null),
+        clustering=tuple(cfg.clustering),
     )
