@@ -651,7 +651,7 @@ class Transaction:
         # A dataChange=false add only rewrites rows of files it removes: rule 6 covers those.
         candidates = [a for a in candidates if a.data_change]
         if candidates and not self.is_blind_append:
-            hit = self._first_read_add(candidates)
+            hit = self._first_read_add(candidates, level)
             if hit is not None:
                 advice = separate
                 if level == SERIALIZABLE and winner.is_blind_append:
@@ -676,19 +676,20 @@ class Transaction:
             raise self._conflict(ConcurrentDeleteDeleteException, winner,
                                  f"a file this transaction also removes was removed ({hit_path!r})", separate)
 
-    def _first_read_add(self, adds: list[AddFile]) -> AddFile | None:
+    def _first_read_add(self, adds: list[AddFile], level: str = SERIALIZABLE) -> AddFile | None:
         """The first add this transaction should have seen, by what it read."""
         md = self.metadata
         partitioned = bool(md and md.partition_columns)
         # Having read the whole table or files without saying which rows (no predicate), any new row may
-        # have changed what this transaction read. Predicates over data columns are judged by the added
-        # file's min/max statistics (a file without them may match anything); without partitions, only
-        # such predicates can rule a file out.
-        by_stats = all(hasattr(p, "matches_file") for p in self._read_predicates)
+        # have changed what this transaction read. At WriteSerializable, predicates over data columns
+        # are judged by the added file's min/max statistics too (a file without them may match
+        # anything), so writers of disjoint windows of an unpartitioned table both land; Serializable
+        # keeps Delta's partition-level rule.
+        by_stats = level == WRITE_SERIALIZABLE and all(hasattr(p, "matches_file") for p in self._read_predicates)
         if self._read_whole_table or not self._read_predicates or (not partitioned and not by_stats):
             return adds[0]
         for add in adds:
-            if any(p.matches_file(add.partition_values, add.stats) if hasattr(p, "matches_file")
+            if any(p.matches_file(add.partition_values, add.stats) if by_stats
                    else _predicate_matches(p, add.partition_values) for p in self._read_predicates):
                 return add
         return None

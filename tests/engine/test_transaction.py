@@ -172,6 +172,11 @@ def test_app_transaction_conflict_and_idempotence(tmp_path):
 def test_domain_metadata_conflict(tmp_path):
     uri = str(tmp_path / "t")
     write_deltalake(uri, small([1]))
+    # domain metadata needs the domainMetadata writer feature: the first commit of one upgrades the table
+    first = DeltaTable(uri).transaction()
+    first.add_actions([DomainMetadata("dbt.other", "{}")])
+    first.commit()
+    assert DeltaTable(uri).snapshot().protocol.has_writer_feature("domainMetadata")
     t1, t2 = DeltaTable(uri).transaction(), DeltaTable(uri).transaction()
     t1.add_actions([DomainMetadata("dbt.model", '{"a":1}')])
     t2.add_actions([DomainMetadata("dbt.model", '{"a":2}')])

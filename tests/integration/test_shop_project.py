@@ -33,7 +33,7 @@ BATCH_2 = ["--vars", "{shop_batch: 2}", "--event-time-start", "2026-10-01", "--e
 
 SEEDS = ["customers", "customer_updates", "products", "orders", "order_items", "order_status_updates", "payments"]
 VIEWS = ["stg_customers", "stg_products", "stg_orders", "stg_order_items", "stg_payments"]
-TABLES = ["fct_orders", "dim_customers", "dim_products"]
+TABLES = ["fct_orders", "dim_customers", "dim_products", "product_sales"]
 INCREMENTALS = ["orders_merge", "customers_merge", "order_events", "sales_daily", "customer_revenue",
                 "payments_daily", "orders_microbatch"]
 SNAPSHOTS = ["orders_snapshot", "customers_snapshot"]
@@ -295,6 +295,31 @@ def test_dim_customers_configs_zorder_checkpoint_isolation(shop, oracle):
         assert got.loc[cid, "lifetime_value"] == value, cid
 
 
+def test_documented_constrained_and_liquid_clustered_marts(shop, oracle):
+    """persist_docs, a check constraint and not_null from the contract, and a liquid clustered Python
+    model, as any Delta reader sees them after both builds."""
+    products = delta(shop, "dim_products")
+    md = products.metadata()
+    assert md.description.startswith("The product catalogue")
+    assert md.configuration["delta.constraints.price_not_negative"] == "price >= 0"
+    product_id = products.schema().fields[0]
+    assert (product_id.name, product_id.nullable) == ("product_id", False)
+    assert product_id.metadata == {"comment": "The product's id in the shop system."}
+    assert "checkConstraints" in (products.protocol().writer_features or [])
+
+    sales = delta(shop, "product_sales")
+    assert {"clustering", "domainMetadata"} <= set(sales.protocol().writer_features or [])
+    ops = [op for _, op in sorted(operations(shop, "product_sales").items())]
+    assert ops[:2] == ["CREATE TABLE AS SELECT", "OPTIMIZE"]  # clustered after the first build
+    got = frame(shop, "product_sales").set_index("product_id").sort_index()
+    items = oracle.raw["order_items"]
+    known = set(oracle.raw["products"]["product_id"])
+    items = items[items["product_id"].isin(known)]
+    expected = items.assign(q=items["quantity"].astype(int)).groupby(items["product_id"].astype(int))["q"].sum()
+    assert got.index.is_unique
+    assert {int(k): int(v) for k, v in got["units"].items()} == {int(k): int(v) for k, v in expected.items()}
+
+
 def test_contract_model_has_the_declared_types(shop):
     schema = pa.schema(delta(shop, "dim_products").schema().to_arrow())
     assert [(f.name, f.type) for f in schema] == [
@@ -428,6 +453,7 @@ def test_second_build_adds_one_commit_per_model(shop):
     grew = {n: shop.second.versions[n] - shop.first.versions[n] for n in shop.second.versions}
     expected = {n: 1 for n in SEEDS + TABLES + INCREMENTALS + SNAPSHOTS}
     expected["dim_customers"] = 2  # the rebuild, then its OPTIMIZE ZORDER BY post-hook
+    expected["product_sales"] = 2  # the rebuild, then OPTIMIZE of its liquid clustering
     assert grew == expected
     assert new_operations(shop, "dim_customers")[-1] == "OPTIMIZE"
     for name in TABLES:
