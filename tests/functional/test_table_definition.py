@@ -192,3 +192,28 @@ class TestInapplicableConfigs:
             for w in words:
                 assert w in out, (name, w, out[-2000:])
             assert not os.path.exists(os.path.join(deltalog_warehouse, project.test_schema, name))
+
+
+from dbt.tests.adapter.persist_docs.test_persist_docs import (  # noqa: E402
+    BasePersistDocs,
+    BasePersistDocsAllColumnsMissing,
+    BasePersistDocsColumnMissing,
+    BasePersistDocsCommentOnQuotedColumn,
+)
+
+
+class TestPersistDocs(BasePersistDocs):
+    """dbt's suite: tables and views keep their descriptions and column comments (a view's next to
+    its SQL), and `dbt docs generate` shows them."""
+
+
+class TestPersistDocsColumnMissing(BasePersistDocsColumnMissing):
+    pass
+
+
+class TestPersistDocsAllColumnsMissing(BasePersistDocsAllColumnsMissing):
+    pass
+
+
+class TestPersistDocsCommentOnQuotedColumn(BasePersistDocsCommentOnQuotedColumn):
+    pass

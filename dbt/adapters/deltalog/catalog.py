@@ -17,6 +17,7 @@ from typing import Dict, List, Optional, Tuple
 from dbt_common.exceptions import DbtRuntimeError
 
 VIEW_SUFFIX = ".view.sql"
+VIEW_DOCS_SUFFIX = ".view.docs.json"  # persist_docs of a view: {"description": ..., "columns": {name: comment}}
 LOCATION_SUFFIX = ".location"
 LOG_DIR = "_delta_log"
 
@@ -186,10 +187,39 @@ class Warehouse:
         os.replace(tmp, path)  # atomic: a reader sees the old or the new SQL
 
     def drop_view(self, schema: str, name: str) -> None:
+        for path in (self.view_path(schema, name), self.view_docs_path(schema, name)):
+            try:
+                os.remove(path)
+            except FileNotFoundError:
+                pass
+
+    def view_docs_path(self, schema: str, name: str) -> str:
+        return self.folder_path(schema, name) + VIEW_DOCS_SUFFIX
+
+    def write_view_docs(self, schema: str, name: str, docs: Optional[dict]) -> None:
+        """A view's persisted docs (None: none), next to its SQL."""
+        import json
+
+        path = self.view_docs_path(schema, name)
+        if not docs:
+            try:
+                os.remove(path)
+            except FileNotFoundError:
+                pass
+            return
+        tmp = path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(docs, f)
+        os.replace(tmp, path)
+
+    def read_view_docs(self, schema: str, name: str) -> dict:
+        import json
+
         try:
-            os.remove(self.view_path(schema, name))
-        except FileNotFoundError:
-            pass
+            with open(self.view_docs_path(schema, name), encoding="utf-8") as f:
+                return json.load(f)
+        except (FileNotFoundError, ValueError):
+            return {}
 
     def drop_table(self, schema: str, name: str) -> None:
         """A table in the warehouse folder is deleted; one that lives elsewhere is only forgotten
@@ -213,6 +243,8 @@ class Warehouse:
             else self.view_path(new_schema, new_name)
         )
         os.replace(entry.path, target)
+        if entry.kind == "view" and os.path.exists(self.view_docs_path(schema, name)):
+            os.replace(self.view_docs_path(schema, name), self.view_docs_path(new_schema, new_name))
 
 
 def _has_log(table_path: str) -> bool:

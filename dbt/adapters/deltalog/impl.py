@@ -367,8 +367,12 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
                     stats = _table_stats(snap)
                     table_comment = snap.metadata.description
                 else:
-                    fields = [(c.name, c.dtype, None) for c in self.get_columns_in_relation(relation)]
+                    docs = self.warehouse.read_view_docs(entry.schema, entry.name)
+                    comments = {k.lower(): v for k, v in (docs.get("columns") or {}).items()}
+                    fields = [(c.name, c.dtype, comments.get(c.name.lower()))
+                              for c in self.get_columns_in_relation(relation)]
                     stats = None
+                    table_comment = docs.get("description")
                 for i, (name, dtype, comment) in enumerate(fields):
                     col = self._column(relation, i, name, dtype, stats).to_column_dict()
                     col["column_name"] = col.pop("column", None)
@@ -403,6 +407,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
             logger.warning(f"Model {_get(model, 'unique_id')}: unique_key column(s) {missing} are not columns of "
                            f"the model's result: the first build does not use the key; the next incremental "
                            f"run will fail on it.")
+        _warn_missing_doc_columns(model, self._definition(relation, model).column_comments, df.columns)
         version = self._replace_table(
             relation, df, model, "CREATE OR REPLACE TABLE AS SELECT" if existed else "CREATE TABLE AS SELECT")
         return self._refreshed(relation, "OVERWRITE" if existed else "CREATE", version)
@@ -469,14 +474,15 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
 
     @available
     @_reported
-    def create_view(self, relation: BaseRelation, sql: str) -> AdapterResponse:
-        """A dbt view: its SQL is kept in the warehouse, and a session view runs it."""
+    def create_view(self, relation: BaseRelation, sql: str, model: Any = None) -> AdapterResponse:
+        """A dbt view: its SQL is kept in the warehouse, and a session view runs it; persist_docs
+        keeps its description and column comments next to it."""
         spark = self.spark
         sql = quote_warehouse_refs(sql, self.warehouse)
         SESSION_VIEWS.refresh_for_sql(spark, self.warehouse, sql)
         # check it compiles before it is saved
         try:
-            spark.sql(sql).schema
+            columns = spark.sql(sql).columns
         except Exception as exc:
             from dbt.adapters.deltalog.connections import _short_error
 
@@ -484,6 +490,16 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         if self.warehouse.is_table(relation.schema, relation.identifier):
             self.drop_relation(relation.incorporate(type=RelationType.Table))
         self.warehouse.write_view_sql(relation.schema, relation.identifier, sql)
+        docs = None
+        if model is not None:
+            definition = self._definition(relation, model)
+            _warn_missing_doc_columns(model, definition.column_comments, columns)
+            docs = {"description": definition.description,
+                    "columns": {c: definition.column_comments.get(c) or None for c in columns
+                                if definition.column_comments.get(c)}}
+            if not docs["description"] and not docs["columns"]:
+                docs = None
+        self.warehouse.write_view_docs(relation.schema, relation.identifier, docs)
         SESSION_VIEWS.ensure(spark, self.warehouse, relation.schema, relation.identifier)
         return AdapterResponse(_message="CREATE VIEW")
 
@@ -898,6 +914,16 @@ def _expose_mixin_methods(cls) -> None:
 
 
 _expose_mixin_methods(DeltalogAdapter)
+
+
+def _warn_missing_doc_columns(model: Any, comments: Dict[str, str], columns: List[str]) -> None:
+    """persist_docs of columns the relation does not have: warned about (as dbt-core's adapters do),
+    never fatal."""
+    have = {c.lower() for c in columns}
+    missing = [c for c in comments if c.lower() not in have]
+    if missing:
+        logger.warning(f"In {_get(model, 'unique_id')}: The following columns are specified in the schema but "
+                       f"are not present in the database: {', '.join(missing)}")
 
 
 def _nullable(field):

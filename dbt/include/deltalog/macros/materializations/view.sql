@@ -5,7 +5,7 @@
   {{ run_hooks(pre_hooks) }}
 
   {#- SQL kept at <warehouse>/<schema>/<name>.view.sql; a session view runs it -#}
-  {% set response = adapter.create_view(target_relation, sql) %}
+  {% set response = adapter.create_view(target_relation, sql, model) %}
   {% do store_result('main', response=response) %}
 
   {{ run_hooks(post_hooks) }}
