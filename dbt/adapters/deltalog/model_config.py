@@ -160,14 +160,7 @@ class DeltaConfig:
                 self.fail("checkpoint_interval", interval, "an integer >= 1 (a checkpoint every N commits)")
             self._set("checkpoint_interval", "delta.checkpointInterval", str(int(str(interval).strip())))
 
-        zorder_by = _get(config, "zorder_by")
-        synonym = _get(config, "zorder")
-        if zorder_by is not None and synonym is not None and self._columns("zorder", synonym) != self._columns(
-                "zorder_by", zorder_by):
-            self.fail("zorder", synonym, f"the same columns as zorder_by ({zorder_by!r}), or only one of the two")
-        chosen, name = (zorder_by, "zorder_by") if zorder_by is not None else (synonym, "zorder")
-        if chosen is not None:
-            self.zorder_by = self._columns(name, chosen)
+        self.zorder_by = self._column_list(config, "zorder_by", "zorder")[0]
 
         curve = _get(config, "cluster_curve")
         if curve is not None:
@@ -187,14 +180,9 @@ class DeltaConfig:
         elif isinstance(partition_by, (list, tuple)):
             self.partition_by = [str(c) for c in partition_by]
 
-        liquid = _get(config, "liquid_clustered_by")
-        cluster_by = _get(config, "cluster_by")
-        if liquid is not None and cluster_by is not None and self._columns("cluster_by", cluster_by) != self._columns(
-                "liquid_clustered_by", liquid):
-            self.fail("cluster_by", cluster_by, f"the same columns as liquid_clustered_by ({liquid!r}), or only one")
-        chosen, name = (liquid, "liquid_clustered_by") if liquid is not None else (cluster_by, "cluster_by")
-        if chosen is not None:
-            self.clustering = self._columns(name, chosen)
+        self.clustering, name = self._column_list(config, "liquid_clustered_by", "cluster_by")
+        if self.clustering:
+            chosen = self.clustering
             if self.partition_by:
                 self.fail(name, chosen, f"nothing together with partition_by {self.partition_by}: a Delta table is "
                                         f"either partitioned or liquid clustered")
@@ -238,6 +226,16 @@ class DeltaConfig:
         if given is not None and given != value:
             self.fail(config_name, value, f"the same value as tblproperties {key}={given!r}, or only one of the two")
         self.properties[key] = value
+
+    def _column_list(self, config: Any, name: str, synonym: str) -> tuple:
+        """(columns, the config name used) of a column-list config that has a synonym (zorder_by / zorder,
+        liquid_clustered_by / cluster_by); both given must agree."""
+        value, other = _get(config, name), _get(config, synonym)
+        if value is not None and other is not None and self._columns(synonym, other) != self._columns(name, value):
+            self.fail(synonym, other, f"the same columns as {name} ({value!r}), or only one of the two")
+        if value is not None:
+            return self._columns(name, value), name
+        return (self._columns(synonym, other), synonym) if other is not None else ([], name)
 
     def _columns(self, name: str, value: Any) -> List[str]:
         if isinstance(value, str):
