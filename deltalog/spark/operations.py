@@ -32,7 +32,7 @@ from ..schema import (
     to_arrow_schema,
 )
 from ..skipping import ALWAYS, bind, files_matching, parse_sql_predicate
-from ..constraints import table_constraints
+from ..constraints import check_constraints
 from ..definition import TableDefinition, added_checks, changed_properties, describe_change
 from ..table import DeltaTable, new_metadata
 from .reader import FILE_COLUMN, ROW_INDEX_COLUMN, files_dataframe, local_path_of
@@ -168,8 +168,6 @@ def evolved_schema(table: str, current: dict[str, Any], incoming: dict[str, Any]
             fields[i] = {**fields[i], "type": _evolved_type(table, fields[i]["name"], fields[i]["type"], f["type"])}
     return {"type": "struct", "fields": fields}
 
-
-_merge_schema = evolved_schema
 
 
 def upcast_column(value: Any, stored: Any, wanted: Any) -> Any:
@@ -455,7 +453,7 @@ def check_existing_rows(spark: SparkSession, snapshot: Any, metadata: Metadata, 
     if txn is not None:
         txn.read_whole_table()  # the check read every row: a concurrent write must conflict
     rows = files_dataframe(spark, snapshot, snapshot.files)
-    checks = {c.name: c for c in table_constraints(metadata.configuration, {"fields": []})}
+    checks = {c.name: c for c in check_constraints(metadata.configuration)}
     for name in added:
         if name.startswith("NOT NULL "):
             column = name[len("NOT NULL "):]
@@ -582,7 +580,7 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
                 schema_json = _checked_table_schema(name, current, table_schema, parts)
                 _check_append_schema(name, schema_json, data_schema)
             elif schema_mode == "merge":
-                schema_json = _merge_schema(name, current, data_schema)
+                schema_json = evolved_schema(name, current, data_schema)
             else:
                 _check_append_schema(name, current, data_schema)
                 schema_json = current
@@ -895,7 +893,6 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
                 unmatched_target = unmatched_target.filter(
                     F.coalesce(F.expr(when_not_matched_by_source_condition), F.lit(False)))
             kind = "by_source_delete" if when_not_matched_by_source_delete else "by_source_update"
-            template = acting if acting is not None else None
             cols = [F.col(FILE_COLUMN), F.col(ROW_INDEX_COLUMN), F.lit(kind).alias(_ACTION)]
             cols += [F.lit(None).cast(target_schema[c].dataType).alias(_NEW + str(i))
                      for i, c in enumerate(target_columns) if update and c in update]
@@ -904,9 +901,9 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
             cols += [F.lit(None).alias(f"__deltalog_key{i}") for i, _ in enumerate(keys)]
             cols += [F.lit(None).cast("long").alias(_SOURCE_ID)]
             by_source_rows = unmatched_target.select(*cols)
-            if template is not None:
-                by_source_rows = by_source_rows.select(*[F.col(c).cast(template.schema[c].dataType).alias(c)
-                                                         for c in template.columns])
+            if acting is not None:  # the same columns and types as the matched rows' actions
+                by_source_rows = by_source_rows.select(*[F.col(c).cast(acting.schema[c].dataType).alias(c)
+                                                         for c in acting.columns])
                 acting = acting.unionByName(by_source_rows)
             else:
                 acting = by_source_rows

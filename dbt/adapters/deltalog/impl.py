@@ -225,10 +225,14 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         raise DbtRuntimeError(f"Python model {unique_id} returned {kind}; allowed: a Spark DataFrame, a pandas "
                               f"DataFrame or a pyarrow Table. Nothing was written.")
 
+    @staticmethod
+    def _model_config(relation: BaseRelation, model: Any) -> DeltaConfig:
+        """The model's Delta configs, validated (bad values fail naming the model and the config)."""
+        return DeltaConfig(_get(model, "name") or str(relation), relation, _get(model, "config") or {})
+
     def _definition(self, relation: BaseRelation, model: Any):
-        """The table definition the model declares (properties, docs, constraints), validated."""
-        cfg = DeltaConfig(_get(model, "name") or str(relation), relation, _get(model, "config") or {})
-        return table_definition(cfg, model)
+        """The table definition the model declares (properties, docs, constraints, clustering)."""
+        return table_definition(self._model_config(relation, model), model)
 
     def _alter_to_definition(self, relation: BaseRelation, model: Any) -> Optional[int]:
         """Before an incremental write: the existing table takes the model's definition (new
@@ -407,7 +411,6 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
             logger.warning(f"Model {_get(model, 'unique_id')}: unique_key column(s) {missing} are not columns of "
                            f"the model's result: the first build does not use the key; the next incremental "
                            f"run will fail on it.")
-        _warn_missing_doc_columns(model, self._definition(relation, model).column_comments, df.columns)
         version = self._replace_table(
             relation, df, model, "CREATE OR REPLACE TABLE AS SELECT" if existed else "CREATE TABLE AS SELECT")
         return self._refreshed(relation, "OVERWRITE" if existed else "CREATE", version)
@@ -418,7 +421,10 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         from deltalog.spark import operations
 
         config = _get(model, "config") or {}
-        self._place_table(relation, model)
+        cfg = self._model_config(relation, model)
+        definition = table_definition(cfg, model)
+        _warn_missing_doc_columns(model, definition.column_comments, df.columns)
+        self._place_table(relation, cfg)
         existed = self.warehouse.is_table(relation.schema, relation.identifier)
         if self.warehouse.is_view(relation.schema, relation.identifier):
             self.drop_relation(relation.incorporate(type=RelationType.View))
@@ -431,14 +437,13 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
             schema_mode="overwrite" if existed else None,
             operation=operation,
             extra_commit_info=self._commit_info(model),
-            definition=self._definition(relation, model),
+            definition=definition,
         )
 
-    def _place_table(self, relation: BaseRelation, model: Any) -> None:
+    def _place_table(self, relation: BaseRelation, cfg: DeltaConfig) -> None:
         """With location_root the table lives at `<location_root>/<identifier>` and the warehouse keeps
         a `.location` file naming it. A table is never moved silently between locations, and never
         written into a folder that holds other files (VACUUM would later delete them)."""
-        cfg = DeltaConfig(_get(model, "name") or str(relation), relation, _get(model, "config") or {})
         wh, schema, name = self.warehouse, relation.schema, relation.identifier
         current = wh.location_of(schema, name) if wh.is_table(schema, name) else None
         wanted = None

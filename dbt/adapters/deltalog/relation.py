@@ -10,32 +10,19 @@ from typing import Any, Optional
 from dbt.adapters.spark.relation import SparkRelation
 
 from dbt.adapters.deltalog import catalog
+from dbt.adapters.deltalog.model_config import _get
 
 # Where a source may name the location of its Delta table (dbt-duckdb and dbt-external-tables spellings).
 _LOCATION_KEYS = (("meta", "location"), ("meta", "external_location"), ("config", "external_location"),
-                  ("external", "location"))
-
-
-def _lookup(obj: Any, key: str) -> Any:
-    if obj is None:
-        return None
-    if isinstance(obj, dict):
-        return obj.get(key)
-    getter = getattr(obj, "get", None)
-    if callable(getter) and not hasattr(obj, key):
-        try:
-            return getter(key)
-        except Exception:
-            return None
-    return getattr(obj, key, None)
+                  ("config", "meta", "location"), ("external", "location"))
 
 
 def source_location(source: Any) -> Optional[str]:
     """The location a source declares for its Delta table, or None (a table of the warehouse)."""
-    for first, second in _LOCATION_KEYS:
-        value = _lookup(_lookup(source, first), second)
-        if value is None and first == "config":
-            value = _lookup(_lookup(_lookup(source, "config"), "meta"), "location")
+    for path in _LOCATION_KEYS:
+        value = source
+        for key in path:
+            value = _get(value, key)
         if isinstance(value, str) and value.strip():
             return value.strip()
     return None
