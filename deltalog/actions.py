@@ -18,7 +18,7 @@ from .errors import CorruptLogError
 
 # Features this engine implements. Anything else in a table's protocol makes it refuse the table.
 SUPPORTED_READER_FEATURES = frozenset({"timestampNtz", "vacuumProtocolCheck", "checkpointProtection",
-                                       "deletionVectors"})
+                                       "deletionVectors", "columnMapping"})
 SUPPORTED_WRITER_FEATURES = frozenset({
     "appendOnly", "invariants", "timestampNtz", "vacuumProtocolCheck", "checkpointProtection",
     "materializePartitionColumns", "checkConstraints", "domainMetadata", "clustering",
@@ -68,7 +68,7 @@ class Protocol:
         if self.min_reader_version > 3:
             return [f"minReaderVersion={self.min_reader_version}"]
         if self.min_reader_version == 2:
-            return ["columnMapping"]  # reader v2 exists only for column mapping
+            return []  # reader v2 means column mapping, which is read
         if self.min_reader_version == 3:
             return sorted(set(self.reader_features or []) - SUPPORTED_READER_FEATURES)
         return []

@@ -317,10 +317,13 @@ def _source(path: str | pa.Buffer) -> Any:
 
 
 def _schema_of(metadata: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The schema stats are keyed by: the table's, with physical names under column mapping."""
+    from .column_mapping import mode_of, physical_schema
     try:
-        return json.loads(metadata["schemaString"]) if metadata else None
+        schema = json.loads(metadata["schemaString"]) if metadata else None
     except (KeyError, TypeError, ValueError):
         return None
+    return physical_schema(schema, mode_of(metadata.get("configuration"))) if schema else None
 
 
 def read_checkpoint(store: LogStore, parts: list[LogFile]) -> CheckpointState:

@@ -7,6 +7,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .column_mapping import logical_column, mode_of, physical_names
 from .deletion_vectors import deleted_rows, keep_mask
 from .paths import absolute_file_path, parse_partition_value
 from .schema import partition_column_types, to_arrow_schema
@@ -25,13 +26,16 @@ def read_file(snapshot: Any, index: int) -> pa.Table:
         data = data.filter(keep_mask(data.num_rows, deleted_rows(snapshot.store, dv)))
     values = dict(files.column("partition_values")[index].as_py() or [])
     types = partition_column_types(snapshot.schema_json, partitions) if partitions else {}
+    mode = mode_of(snapshot.configuration)
+    keys = physical_names(snapshot.schema_json, snapshot.configuration)
     columns = []
-    for field in schema:
+    for field, delta_field in zip(schema, snapshot.schema_json["fields"]):
+        column = None if field.name in types else logical_column(data, delta_field, mode)
         if field.name in types:
-            value = parse_partition_value(values.get(field.name), types[field.name])
+            value = parse_partition_value(values.get(keys[field.name]), types[field.name])
             columns.append(pa.array([value] * data.num_rows, field.type))
-        elif field.name in data.column_names:
-            columns.append(data.column(field.name).cast(field.type))
+        elif column is not None:
+            columns.append(column.cast(field.type))
         else:
             columns.append(pa.nulls(data.num_rows, field.type))
     return pa.table(columns, schema=schema)

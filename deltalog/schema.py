@@ -48,6 +48,20 @@ def field(name: str, type_: Any, nullable: bool = True, metadata: dict | None = 
     return {"name": name, "type": type_, "nullable": nullable, "metadata": metadata or {}}
 
 
+def nullable_type(t: Any) -> Any:
+    """A Delta type with every nested field nullable (as Delta creates tables from data, and as Spark
+    must cast to: it casts a nullable field to no non-nullable one)."""
+    if isinstance(t, dict):
+        kind = t.get("type")
+        if kind == "struct":
+            return {**t, "fields": [{**f, "nullable": True, "type": nullable_type(f["type"])} for f in t["fields"]]}
+        if kind == "array":
+            return {**t, "elementType": nullable_type(t["elementType"]), "containsNull": True}
+        if kind == "map":
+            return {**t, "valueType": nullable_type(t["valueType"]), "valueContainsNull": True}
+    return t
+
+
 def is_decimal(delta_type: Any) -> bool:
     return isinstance(delta_type, str) and delta_type.startswith("decimal")
 

@@ -22,6 +22,7 @@ from typing import Any, Iterable, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
+from .column_mapping import is_mapped, physical_names, physical_path
 
 DEFAULT_STRING_PREFIX_LENGTH = 32
 _NUMERIC = {"byte", "short", "integer", "long", "float", "double"}
@@ -732,6 +733,10 @@ class _Evaluator:
         self.n = files.num_rows
         self.files = files
         self.schema_json = schema_json or {"fields": []}
+        mapped = is_mapped(configuration)
+        if mapped:
+            names = physical_names(self.schema_json, configuration)
+            partition_columns = [names.get(c, c) for c in partition_columns]
         self.partition_lower = {c.lower(): c for c in partition_columns}
         prefix = DEFAULT_STRING_PREFIX_LENGTH
         try:
@@ -753,6 +758,8 @@ class _Evaluator:
             if base is None:
                 self.resolved[name] = None
                 continue
+            if mapped:  # stats and partition values use physical names
+                path = physical_path(self.schema_json, path)
             if len(path) == 1 and path[0].lower() in self.partition_lower:
                 self.resolved[name] = ("partition", (self.partition_lower[path[0].lower()],), base)
             else:
@@ -964,6 +971,8 @@ class PartitionPredicate:
     expr: Expr
     schema_json: dict
     partition_columns: tuple[str, ...]
+    # The table's properties: with column mapping, partition values and stats use physical names.
+    configuration: tuple[tuple[str, str], ...] = ()
 
     def matches_partition(self, partition_values: dict[str, str | None]) -> bool:
         return self.matches_file(partition_values, None)
@@ -975,7 +984,8 @@ class PartitionPredicate:
             "partition_values": pa.array([list(partition_values.items())], pa.map_(pa.string(), pa.string())),
             "stats": pa.array([stats], pa.string()),
         })
-        return bool(prune(table, self.expr, self.schema_json, self.partition_columns)[0].as_py())
+        return bool(prune(table, self.expr, self.schema_json, self.partition_columns,
+                          dict(self.configuration))[0].as_py())
 
     def columns(self) -> set[str]:
         return self.expr.columns()
@@ -984,5 +994,12 @@ class PartitionPredicate:
         return self.expr.to_sql()
 
 
-def bind(expr: "Expr | str | None", schema_json: dict, partition_columns: Sequence[str]) -> PartitionPredicate:
-    return PartitionPredicate(as_expr(expr), schema_json, tuple(partition_columns))
+def bind(expr: "Expr | str | None", schema_json: dict, partition_columns: Sequence[str],
+         configuration: dict[str, str] | None = None) -> PartitionPredicate:
+    return PartitionPredicate(as_expr(expr), schema_json, tuple(partition_columns),
+                              tuple(sorted((configuration or {}).items())))
+
+
+def bind_to(expr: "Expr | str | None", snapshot: Any) -> PartitionPredicate:
+    """`expr` bound to a snapshot's schema, partition columns and properties."""
+    return bind(expr, snapshot.schema_json, snapshot.partition_columns, snapshot.configuration)

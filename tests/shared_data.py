@@ -27,3 +27,21 @@ def require(path: Path) -> Path:
             pytest.fail(reason + "; CI=true requires it", pytrace=False)
         pytest.skip(reason)
     return path
+
+
+def tables_naming(word: str) -> list[str]:
+    """Tables under ../shared/conformance (paths relative to it) whose JSON log mentions `word`, e.g. a
+    feature name; one placeholder case when the data is absent, so that the test skips (or fails in CI)
+    saying so."""
+    found = []
+    for base in (GOLDEN, WILD):
+        if not base.is_dir():
+            continue
+        for dirpath, dirnames, _ in os.walk(base):
+            if "_delta_log" in dirnames:
+                log = os.path.join(dirpath, "_delta_log")
+                if any(word in open(os.path.join(log, n), errors="replace").read()
+                       for n in sorted(os.listdir(log)) if n.endswith(".json")):
+                    found.append(os.path.relpath(dirpath, CONFORMANCE))
+                dirnames[:] = []
+    return sorted(found) or ["<conformance data missing>"]

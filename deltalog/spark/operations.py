@@ -28,10 +28,10 @@ from ..errors import DeltaError, InvalidTableError, NotATableError, SchemaMismat
 from .. import sql
 from ..paths import absolute_file_path, parse_partition_value
 from ..schema import (
-    check_column_names, find_field, partition_column_types, quote_identifier, schema_string,
+    check_column_names, find_field, nullable_type, partition_column_types, quote_identifier, schema_string,
     to_arrow_schema,
 )
-from ..skipping import ALWAYS, bind, files_matching, parse_sql_predicate
+from ..skipping import ALWAYS, bind, bind_to, files_matching, parse_sql_predicate
 from ..constraints import check_constraints
 from ..definition import TableDefinition, added_checks, changed_properties, describe_change
 from ..table import DeltaTable, new_metadata
@@ -52,19 +52,6 @@ _BROADCAST_SOURCE_BYTES = 64 << 20
 
 # ---------------------------------------------------------------------------------------------------
 # helpers
-
-
-def _nullable(t: Any) -> Any:
-    """A Delta type with every nested field nullable (Delta creates tables from data as nullable)."""
-    if isinstance(t, dict):
-        kind = t.get("type")
-        if kind == "struct":
-            return {**t, "fields": [{**f, "nullable": True, "type": _nullable(f["type"])} for f in t["fields"]]}
-        if kind == "array":
-            return {**t, "elementType": _nullable(t["elementType"]), "containsNull": True}
-        if kind == "map":
-            return {**t, "keyType": t["keyType"], "valueType": _nullable(t["valueType"]), "valueContainsNull": True}
-    return t
 
 
 def _plain_fields(t: Any) -> Any:
@@ -88,7 +75,7 @@ def _plain_fields(t: Any) -> Any:
 def dataframe_schema(df: DataFrame, table: str) -> dict[str, Any]:
     """The Delta schema of a DataFrame: all nullable, names unique ignoring case, types Delta has, and
     no field metadata a table declares for itself."""
-    schema_json = _plain_fields(_nullable(json.loads(df.schema.json())))
+    schema_json = _plain_fields(nullable_type(json.loads(df.schema.json())))
     check_column_names(schema_json, table)
     void = [f["name"] for f in schema_json["fields"] if f["type"] == "void"]
     if void:
@@ -152,7 +139,7 @@ def _evolved_type(table: str, column: str, old: Any, new: Any) -> Any:
 
 
 def _nullable_field(f: dict[str, Any]) -> dict[str, Any]:
-    return {**f, "nullable": True, "type": _nullable(f["type"])}
+    return {**f, "nullable": True, "type": nullable_type(f["type"])}
 
 
 def evolved_schema(table: str, current: dict[str, Any], incoming: dict[str, Any]) -> dict[str, Any]:
@@ -424,7 +411,7 @@ def _delete_plan(spark: SparkSession, txn: Any, predicate: str | None) -> dict[s
     candidates = files_matching(snapshot, expr) if expr is not ALWAYS else files
     txn.read_files(candidates)
     # a concurrently added file conflicts only when its partition or its min/max may hold such rows
-    txn.read_predicate(bind(expr, snapshot.schema_json, snapshot.partition_columns))
+    txn.read_predicate(bind_to(expr, snapshot))
     by_partition = _partition_rows_matching(spark, snapshot, candidates, text)
     if by_partition is not None:
         whole = _take(candidates, by_partition)
@@ -842,7 +829,7 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
         candidates = files_matching(snapshot, prune_expr) if prune_expr is not ALWAYS else snapshot.files
         txn.read_files(candidates)
         if snapshot.partition_columns:
-            txn.read_predicate(bind(prune_expr, schema_json, snapshot.partition_columns))
+            txn.read_predicate(bind(prune_expr, schema_json, snapshot.partition_columns, snapshot.configuration))
         else:
             txn.read_predicate(lambda pv: True)
         if by_source:

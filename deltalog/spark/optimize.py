@@ -24,7 +24,7 @@ from ..actions import now_ms
 from ..clustering import CLUSTERING_CURVE, CLUSTERING_PROVIDER, clustering_columns
 from ..errors import InvalidTableError
 from ..paths import decode_path
-from ..skipping import ALWAYS, as_expr, bind, prune_snapshot, resolve_column
+from ..skipping import ALWAYS, as_expr, bind_to, prune_snapshot, resolve_column
 from ..stats import indexed_columns
 from ..storage import table_path_from_uri
 from ..table import DeltaTable
@@ -297,7 +297,7 @@ def optimize(spark: SparkSession, table_uri: str, zorder_by: Any = None, where: 
         plain_columns = []
 
     if expr is not None:
-        txn.read_predicate(bind(expr, snapshot.schema_json, snapshot.partition_columns))
+        txn.read_predicate(bind_to(expr, snapshot))
     txn.read_files(rewrite)
     # Parquet-mr builds a dictionary for every column until it overflows; for mostly distinct values
     # (sampled clustering columns, and fixed-width columns whose dictionary did not pay off in the

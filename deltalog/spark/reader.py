@@ -13,10 +13,11 @@ from typing import Any
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession, functions as F
 
+from ..column_mapping import is_mapped, logical_partition_values, mode_of, physical_schema
 from ..paths import (
     absolute_file_path, decode_path, is_absolute_path, parse_partition_folder, parse_partition_value,
 )
-from ..schema import partition_column_types, quote_identifier, without_columns
+from ..schema import nullable_type, partition_column_types, quote_identifier, without_columns
 from .writer import spark_schema
 
 # Spark lists the given files with a distributed job above this many paths, which is slow to plan.
@@ -30,7 +31,7 @@ def snapshot_dataframe(spark: SparkSession, snapshot: Any) -> DataFrame:
     columns = [quote_identifier(f.name) for f in schema.fields]
     if snapshot.num_files == 0:
         return spark.createDataFrame(spark.sparkContext.emptyRDD(), schema)
-    if has_deletion_vectors(snapshot.files):
+    if has_deletion_vectors(snapshot.files) or is_mapped(snapshot.configuration):
         return files_dataframe(spark, snapshot, snapshot.files).select(*columns)
     spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.threshold", _DISCOVERY_THRESHOLD)
     root = snapshot.table_uri
@@ -175,6 +176,7 @@ def _files_dataframe(spark: SparkSession, snapshot: Any, files: Any, with_file: 
     if with_row_index:
         extra.append(F.col("_metadata.row_index").alias(ROW_INDEX_COLUMN))
     columns = [F.col(quote_identifier(f.name)) for f in schema.fields]
+    extra_names = [F.col(n) for n, on in ((FILE_COLUMN, with_file), (ROW_INDEX_COLUMN, with_row_index)) if on]
     if files.num_rows == 0:
         from pyspark.sql.types import LongType, StringType, StructField, StructType
         fields = list(schema.fields)
@@ -187,25 +189,43 @@ def _files_dataframe(spark: SparkSession, snapshot: Any, files: Any, with_file: 
     root = snapshot.table_uri
     uris = [absolute_file_path(root, p) for p in files.column("path").to_pylist()]
     partitions = snapshot.partition_columns
+    mapped = is_mapped(snapshot.configuration)
+    files = logical_partition_values(files, snapshot.schema_json, snapshot.configuration)
     if not partitions:
-        return spark.read.schema(schema).parquet(*uris).select(*columns, *extra)
-    if _folders_match(_SubSnapshot(snapshot, files), spark):
+        return _read_parquet(spark, snapshot, snapshot.schema_json, uris, extra).select(*columns, *extra_names)
+    if not mapped and _folders_match(_SubSnapshot(snapshot, files), spark):
         return spark.read.schema(schema).option("basePath", root).parquet(*uris).select(*columns, *extra)
     types = partition_column_types(snapshot.schema_json, partitions)
-    data_schema = spark_schema(without_columns(snapshot.schema_json, partitions))
+    data_schema = without_columns(snapshot.schema_json, partitions)
     groups: dict[tuple, list[str]] = {}
     for uri, pv in zip(uris, files.column("partition_values").to_pylist()):
         pv = dict(pv or [])
         groups.setdefault(tuple(pv.get(c) for c in partitions), []).append(uri)
     out: DataFrame | None = None
     for key, group in groups.items():
-        df = spark.read.schema(data_schema).parquet(*group).select("*", *extra)
+        df = _read_parquet(spark, snapshot, data_schema, group, extra)
         for c, raw in zip(partitions, key):
             df = df.withColumn(c, F.lit(parse_partition_value(raw, types[c])).cast(schema[c].dataType))
-        df = df.select(*columns, *[F.col(e) for e in ([FILE_COLUMN] if with_file else [])
-                                   + ([ROW_INDEX_COLUMN] if with_row_index else [])])
+        df = df.select(*columns, *extra_names)
         out = df if out is None else out.unionByName(df)
     return out
+
+
+def _read_parquet(spark: SparkSession, snapshot: Any, schema_json: dict[str, Any], uris: list[str],
+                  extra: list) -> DataFrame:
+    """The files' columns of `schema_json` (logical names) plus `extra` (file metadata columns). With
+    column mapping the files are read by physical name (or Parquet field id) and renamed: a cast to the
+    logical type renames nested fields too, as Spark casts structs by position."""
+    mode = mode_of(snapshot.configuration)
+    if mode not in ("name", "id"):
+        return spark.read.schema(spark_schema(schema_json)).parquet(*uris).select("*", *extra)
+    if mode == "id":
+        spark.conf.set("spark.sql.parquet.fieldId.read.enabled", "true")
+    physical = spark_schema(physical_schema(schema_json, mode))
+    logical = spark_schema(nullable_type(schema_json))
+    df = spark.read.schema(physical).parquet(*uris)
+    return df.select(*[F.col(quote_identifier(p.name)).cast(f.dataType).alias(f.name)
+                       for p, f in zip(physical.fields, logical.fields)], *extra)
 
 
 class _SubSnapshot:

@@ -22,9 +22,11 @@ from deltalog.snapshot import Snapshot
 
 
 def delta_rs_rows(dt: deltalake.DeltaTable) -> pa.Table:
-    """The table's rows as delta-rs reads them: its DataFusion scan, which applies deletion vectors
-    (`to_pyarrow_table` refuses tables that have them)."""
-    if "deletionVectors" not in (dt.protocol().reader_features or []):
+    """The table's rows as delta-rs reads them: its DataFusion scan, which applies deletion vectors and
+    column mapping (`to_pyarrow_table` refuses the first and reads NULLs for every mapped column)."""
+    protocol = dt.protocol()
+    features = set(protocol.reader_features or [])
+    if protocol.min_reader_version != 2 and not features & {"deletionVectors", "columnMapping"}:
         return dt.to_pyarrow_table()
     from deltalake import QueryBuilder
 
@@ -52,14 +54,6 @@ EXPECTED_ERRORS: dict[str, tuple[type[DeltaError], str]] = {
     "log-store-listFrom": (NotATableError, "no _delta_log"),
     "log-store-read": (NotATableError, "no _delta_log"),
     # Reader features this engine does not implement.
-    "data-reader-timestamp_ntz-id-mode": (UnsupportedFeatureError, "columnMapping"),
-    "data-reader-timestamp_ntz-name-mode": (UnsupportedFeatureError, "columnMapping"),
-    "data-skipping-basic-stats-all-types-columnmapping-id": (UnsupportedFeatureError, "columnMapping"),
-    "data-skipping-basic-stats-all-types-columnmapping-name": (UnsupportedFeatureError, "columnMapping"),
-    "table-with-columnmapping-mode-id": (UnsupportedFeatureError, "columnMapping"),
-    "table-with-columnmapping-mode-name": (UnsupportedFeatureError, "columnMapping"),
-    "table-with-icebegCompatV2Enabled": (UnsupportedFeatureError, "columnMapping"),
-    "dv-with-columnmapping": (UnsupportedFeatureError, "columnMapping"),
     "spark-variant-checkpoint": (UnsupportedFeatureError, "variantType"),
     "type-widening": (UnsupportedFeatureError, "typeWidening"),
     "type-widening-nested": (UnsupportedFeatureError, "typeWidening"),

@@ -23,7 +23,7 @@ from deltalog.operations.vacuum import vacuum
 from deltalog.scan import read_table
 from deltalog.storage import LocalLogStore
 from tests.engine.test_conformance import delta_rs_rows
-from tests.shared_data import CONFORMANCE, GOLDEN, WILD, require
+from tests.shared_data import CONFORMANCE, require, tables_naming
 
 _Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
 
@@ -103,24 +103,7 @@ def test_damaged_deletion_vectors_are_named(tmp_path):
         read_deletion_vector(store, dv)
 
 
-def _dv_tables() -> list[str]:
-    """Tables in ../shared/conformance whose protocol names deletionVectors."""
-    found = []
-    for base in (GOLDEN, WILD):
-        if not base.is_dir():
-            continue
-        for dirpath, dirnames, _ in os.walk(base):
-            if "_delta_log" in dirnames:
-                log = os.path.join(dirpath, "_delta_log")
-                if any("deletionVectors" in open(os.path.join(log, n), errors="replace").read()
-                       for n in sorted(os.listdir(log)) if n.endswith(".json")):
-                    found.append(os.path.relpath(dirpath, CONFORMANCE))
-                dirnames[:] = []
-    return sorted(found)
-
-
-# Without the conformance data, one case that skips (or fails in CI) saying so
-DV_TABLES = _dv_tables() or ["<conformance data missing>"]
+DV_TABLES = tables_naming("deletionVectors")
 # A kernel test of .crc reading whose .crc counts 10 files while its only commit adds none: refused as
 # inconsistent (delta-rs ignores the .crc).
 INCONSISTENT = {"wild/kernel/crc-full": "disagrees with the table state"}
