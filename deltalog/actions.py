@@ -21,7 +21,7 @@ SUPPORTED_READER_FEATURES = frozenset({"timestampNtz", "vacuumProtocolCheck", "c
                                        "deletionVectors", "columnMapping"})
 SUPPORTED_WRITER_FEATURES = frozenset({
     "appendOnly", "invariants", "timestampNtz", "vacuumProtocolCheck", "checkpointProtection",
-    "materializePartitionColumns", "checkConstraints", "domainMetadata", "clustering",
+    "materializePartitionColumns", "checkConstraints", "domainMetadata", "clustering", "columnMapping",
 })
 
 
@@ -73,19 +73,40 @@ class Protocol:
             return sorted(set(self.reader_features or []) - SUPPORTED_READER_FEATURES)
         return []
 
-    def unsupported_writer_features(self) -> list[str]:
+    def unsupported_writer_features(self, metadata: "Metadata | None" = None) -> list[str]:
+        """Writer features (or a writer version) this engine would have to implement to write the table.
+        Legacy writer versions 4 to 6 only allow change data feed, generated and identity columns: with
+        the table's `metadata`, only those it uses count."""
         if self.min_writer_version > 7:
             return [f"minWriterVersion={self.min_writer_version}"]
         if self.min_writer_version == 7:
             return sorted(set(self.writer_features or []) - SUPPORTED_WRITER_FEATURES)
-        legacy = {4: "changeDataFeed/generatedColumns",
-                  5: "columnMapping", 6: "identityColumns"}
-        return [legacy[self.min_writer_version]] if self.min_writer_version in legacy else []
+        if self.min_writer_version < 4:
+            return []
+        if metadata is None:
+            legacy = {4: "changeDataFeed/generatedColumns", 5: "changeDataFeed/generatedColumns",
+                      6: "changeDataFeed/generatedColumns/identityColumns"}
+            return [legacy[self.min_writer_version]]
+        return legacy_features_in_use(metadata, self.min_writer_version)
 
     def has_writer_feature(self, name: str) -> bool:
         if self.min_writer_version == 7:
             return name in (self.writer_features or [])
         return name in _LEGACY_WRITER_FEATURES.get(self.min_writer_version, ())
+
+
+def legacy_features_in_use(metadata: "Metadata", writer_version: int) -> list[str]:
+    """Of the features writer versions 4-6 allow, those the table uses (none of them is written here)."""
+    used = []
+    if str(metadata.configuration.get("delta.enableChangeDataFeed", "false")).lower() == "true":
+        used.append("changeDataFeed")
+    fields = metadata.schema_json.get("fields", []) if metadata.schema_string else []
+    if any("delta.generationExpression" in (f.get("metadata") or {}) for f in fields):
+        used.append("generatedColumns")
+    if writer_version >= 6 and any(any(k.startswith("delta.identity.") for k in (f.get("metadata") or {}))
+                                   for f in fields):
+        used.append("identityColumns")
+    return used
 
 
 @dataclass

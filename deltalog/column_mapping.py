@@ -248,3 +248,64 @@ def logical_column(data: pa.Table, field: dict[str, Any], mode: str) -> pa.Chunk
     chunks = [logical_array(c, file_type, field["type"], mode) for c in column.chunks]
     from .schema import type_to_arrow
     return pa.chunked_array(chunks, type=chunks[0].type if chunks else type_to_arrow(field["type"]))
+
+
+# ----------------------------------------------------------------------------- table metadata
+
+class ColumnMappingError(ValueError):
+    pass
+
+
+def mapped_metadata(schema_json: dict[str, Any], configuration: dict[str, str],
+                    current_schema: dict[str, Any] | None, current_configuration: dict[str, str] | None,
+                    table: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """(schema, configuration) a commit writes under column mapping: the mapping of every column the
+    table already has is kept (writers may restate the schema without it), new columns get a new id
+    and a `col-<uuid>` physical name. Turning `name` mode on for an existing table keeps its columns'
+    current names as physical names (no file is rewritten). Other mode changes are refused."""
+    mode = mode_of(configuration)
+    if mode not in MODES:
+        raise ColumnMappingError(f"{table}: {MODE}={configuration.get(MODE)!r} is not allowed. Allowed: "
+                                 f"{', '.join(MODES)}.")
+    old = mode_of(current_configuration) if current_schema is not None else None
+    if old is not None and old != mode and not (old == "none" and mode == "name"):
+        raise ColumnMappingError(
+            f"{table}: {MODE} cannot change from {old!r} to {mode!r} on an existing table (only 'none' to "
+            f"'name' is an upgrade). Rebuild the table (a full refresh) to change it.")
+    if mode == "none":
+        return schema_json, configuration
+    if current_schema is not None:
+        if old == "none":
+            # the columns files already hold keep their names as physical names
+            current_schema, _ = assign(current_schema, {}, keep_names=True)
+        schema_json = carry_over(current_schema, schema_json)
+        configuration = {**configuration, MAX_ID: str(max(int(configuration.get(MAX_ID) or 0),
+                                                          max_column_id(current_schema)))}
+    return assign(schema_json, configuration)
+
+
+def with_arrow_field_ids(schema: pa.Schema, physical_json: dict[str, Any]) -> pa.Schema:
+    """`schema` (a data file's, in the order of `physical_json`, the physical schema in `id` mode) with
+    each field's Parquet field id where pyarrow's writer looks for it."""
+    def with_ids(t: pa.DataType, d: Any) -> pa.DataType:
+        if pa.types.is_struct(t) and isinstance(d, dict) and d.get("type") == "struct":
+            by_name = {f["name"]: f for f in d["fields"]}
+            return pa.struct([field(t.field(i), by_name.get(t.field(i).name)) for i in range(t.num_fields)])
+        if pa.types.is_list(t) and isinstance(d, dict) and d.get("type") == "array":
+            return pa.list_(t.value_field.with_type(with_ids(t.value_type, d["elementType"])))
+        if pa.types.is_map(t) and isinstance(d, dict) and d.get("type") == "map":
+            return pa.map_(t.key_field.with_type(with_ids(t.key_type, d["keyType"])),
+                           t.item_field.with_type(with_ids(t.item_type, d["valueType"])))
+        return t
+
+    def field(f: pa.Field, d: dict[str, Any] | None) -> pa.Field:
+        if d is None:
+            return f
+        f = f.with_type(with_ids(f.type, d["type"]))
+        ident = (d.get("metadata") or {}).get(SPARK_FIELD_ID)
+        if ident is None:
+            return f
+        return f.with_metadata({**(f.metadata or {}), ARROW_FIELD_ID: str(ident).encode()})
+
+    by_name = {f["name"]: f for f in physical_json["fields"]}
+    return pa.schema([field(f, by_name.get(f.name)) for f in schema], metadata=schema.metadata)

@@ -23,6 +23,7 @@ from .actions import (
     SUPPORTED_WRITER_FEATURES, Action, AddFile, CommitInfo, DomainMetadata, Metadata, Protocol,
     RemoveFile, SetTransaction, commit_to_bytes, now_ms, parse_commit,
 )
+from . import column_mapping
 from .constraints import CONSTRAINT_PREFIX, table_constraints
 from .errors import (
     CommitFailedError, CommitsRefusedError, ConcurrentAppendException, ConcurrentDeleteDeleteException,
@@ -31,6 +32,7 @@ from .errors import (
     UnsupportedFeatureError,
 )
 from .storage import LogStore, log_store_for
+from .schema import schema_string
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +78,7 @@ _UNSUPPORTED_PROPERTIES = {
 }
 _FEATURE_PREFIX = "delta.feature."
 # Writer features that also need the reader to know them (reader version 3).
-_READER_WRITER_FEATURES = frozenset({"timestampNtz", "vacuumProtocolCheck"})
+_READER_WRITER_FEATURES = frozenset({"timestampNtz", "vacuumProtocolCheck", "columnMapping"})
 # What writer version 2 implies, listed explicitly once a table moves to writer version 7.
 _LEGACY_WRITER_2_FEATURES = ("appendOnly", "invariants")
 
@@ -166,11 +168,9 @@ def validate_metadata(metadata: Metadata, table: str) -> None:
             raise UnsupportedFeatureError(
                 f"{table}: table property {key}=true needs the Delta table feature {feature!r}, which this "
                 f"engine cannot write. Remove the property.")
-    mode = conf.get("delta.columnMapping.mode", "none")
-    if mode != "none":
-        raise UnsupportedFeatureError(
-            f"{table}: delta.columnMapping.mode={mode!r} needs the columnMapping feature, which this engine "
-            f"cannot write. Allowed: none.")
+    if column_mapping.mode_of(conf) not in column_mapping.MODES:
+        raise InvalidTableError(f"{table}: {column_mapping.MODE}={conf[column_mapping.MODE]!r} is not "
+                                f"allowed. Allowed: {', '.join(column_mapping.MODES)}.")
     for key, value in conf.items():
         if key.startswith(_FEATURE_PREFIX):
             feature = key[len(_FEATURE_PREFIX):]
@@ -190,6 +190,8 @@ def required_protocol(metadata: Metadata, current: Protocol | None, features: It
     needed |= {k[len(_FEATURE_PREFIX):] for k in metadata.configuration if k.startswith(_FEATURE_PREFIX)}
     if any(k.startswith(CONSTRAINT_PREFIX) for k in metadata.configuration):
         needed.add("checkConstraints")
+    if column_mapping.is_mapped(metadata.configuration):
+        needed.add("columnMapping")
     needed |= set(features)
     missing = {f for f in needed if not base.has_writer_feature(f)}
     if not missing:
@@ -261,7 +263,7 @@ class Transaction:
         if isolation_level is not None:
             validate_isolation_level(isolation_level, self.table_uri)
         if snapshot is not None:
-            self._check_writable(snapshot.protocol)
+            self._check_writable(snapshot.protocol, snapshot.metadata)
         if app_id is not None:
             self.read_app_transaction(app_id)
 
@@ -346,10 +348,20 @@ class Transaction:
         if self.snapshot is not None and metadata.id != self.snapshot.metadata.id:
             # The table id never changes after creation; a replaced schema keeps it.
             metadata = replace(metadata, id=self.snapshot.metadata.id)
+        current = self.snapshot.metadata if self.snapshot is not None else None
+        try:
+            schema, configuration = column_mapping.mapped_metadata(
+                metadata.schema_json, dict(metadata.configuration),
+                current.schema_json if current is not None else None,
+                dict(current.configuration) if current is not None else None, self.table_uri)
+        except column_mapping.ColumnMappingError as e:
+            raise InvalidTableError(str(e)) from None
+        if configuration != dict(metadata.configuration) or schema != metadata.schema_json:
+            metadata = replace(metadata, schema_string=schema_string(schema), configuration=configuration)
         self._new_metadata = metadata
 
     def update_protocol(self, protocol: Protocol) -> None:
-        self._check_writable(protocol)
+        self._check_writable(protocol, self.metadata)
         current = self.snapshot.protocol if self.snapshot is not None else None
         if current is not None and (protocol.min_reader_version < current.min_reader_version
                                     or protocol.min_writer_version < current.min_writer_version):
@@ -407,8 +419,8 @@ class Transaction:
 
     # ---- commit -----------------------------------------------------------------------------------
 
-    def _check_writable(self, protocol: Protocol) -> None:
-        unsupported = protocol.unsupported_writer_features()
+    def _check_writable(self, protocol: Protocol, metadata: Metadata | None = None) -> None:
+        unsupported = protocol.unsupported_writer_features(metadata)
         if unsupported:
             raise UnsupportedFeatureError(
                 f"{self.table_uri}: the table needs writer feature(s) {unsupported} that this engine does "
@@ -432,8 +444,10 @@ class Transaction:
                 f"(schema, partition columns). Call update_metadata() or create the table first.")
         protocol = self.protocol
         if protocol is not None and protocol != current_protocol:
-            self._check_writable(protocol)
+            self._check_writable(protocol, self.metadata)
             out.append(protocol)
+        elif protocol is not None and self._new_metadata is not None:
+            self._check_writable(protocol, self._new_metadata)  # e.g. turning on change data feed
         if self._new_metadata is not None:
             md = self._new_metadata
             # delta.feature.* properties are requests for protocol features, not table properties.

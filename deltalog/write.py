@@ -18,7 +18,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .actions import AddFile, Metadata, RemoveFile, now_ms
-from .errors import InvalidTableError, ProtocolChangedException, SchemaMismatchError
+from .column_mapping import is_mapped
+from .errors import InvalidTableError, ProtocolChangedException, SchemaMismatchError, UnsupportedFeatureError
 from .paths import (
     encode_path, new_data_file_path, parse_partition_value, partition_folder,
     serialize_partition_value,
@@ -404,6 +405,10 @@ def write_deltalake(uri: str, data: Any, mode: str = "error", partition_by: list
                                 f"use mode='append' or 'overwrite'.")
     if snap is not None and mode == "ignore":
         return snap.version
+    if is_mapped(snap.configuration if snap is not None else None) or is_mapped(configuration):
+        raise UnsupportedFeatureError(
+            f"{table}: the table uses column mapping (delta.columnMapping.mode), which this Arrow writer "
+            f"does not write; write it with deltalog.spark.operations (physical names, field ids).")
 
     if snap is None or schema_mode == "overwrite":
         md = new_metadata(data_schema, partition_by or (snap.partition_columns if snap and partition_by is None

@@ -129,7 +129,7 @@ def vacuum(table_uri: str, retain_hours: float | None = None, dry_run: bool = Fa
     commits (commitInfo only), as delta-spark does when vacuum logging is on (off by default there too)."""
     snapshot = Snapshot.load(table_uri)
     root = snapshot.table_uri
-    unsupported = snapshot.protocol.unsupported_writer_features()
+    unsupported = snapshot.protocol.unsupported_writer_features(snapshot.metadata)
     if unsupported:
         # e.g. deletion vectors: their files are not data files this vacuum knows to keep
         raise UnsupportedFeatureError(

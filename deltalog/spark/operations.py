@@ -12,6 +12,7 @@ files no landed commit names (any left by a killed process are invisible to read
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import replace
 from urllib.parse import unquote, urlparse
@@ -26,6 +27,7 @@ from pyspark.sql.types import StructType
 from ..actions import AddFile, Metadata, RemoveFile, now_ms
 from ..errors import DeltaError, InvalidTableError, NotATableError, SchemaMismatchError
 from .. import sql
+from ..column_mapping import MODE as MAPPING_MODE, is_mapped, physical_names
 from ..paths import absolute_file_path, parse_partition_value
 from ..schema import (
     check_column_names, find_field, nullable_type, partition_column_types, quote_identifier, schema_string,
@@ -47,6 +49,7 @@ _NEW = "__deltalog_new_"
 _SOURCE_ID = "__deltalog_source_id"
 _BY_SOURCE_NEW = "__deltalog_by_source_value_"  # not a prefix of _NEW's names, nor _NEW of its
 # A merge source whose cached size is under this is broadcast to the join with the target's rows.
+log = logging.getLogger(__name__)
 _BROADCAST_SOURCE_BYTES = 64 << 20
 
 
@@ -268,6 +271,21 @@ def _checked_table_schema(table: str, current: dict[str, Any], wanted: dict[str,
         if f["name"].lower() in have else {**f, "nullable": True} for f in wanted["fields"]]}
 
 
+def _mapped_if_dropping(table: str, conf: dict[str, str], current: dict[str, Any],
+                        new: dict[str, Any]) -> dict[str, str]:
+    """The table's properties for a commit that drops columns while old files keep them. Without column
+    mapping, a column of the same name added later would read the old values back from those files; so
+    the drop turns column mapping on (`name` mode, in the same commit, no file rewritten: the columns
+    keep their names as physical names, and a column added later gets a new one)."""
+    dropped = {f["name"].lower() for f in current["fields"]} - {f["name"].lower() for f in new["fields"]}
+    if not dropped or is_mapped(conf):
+        return conf
+    log.warning("%s: dropping column(s) %s turns on column mapping (delta.columnMapping.mode=name) so that "
+                "their old values can never come back; readers need column mapping support (delta-rs, "
+                "Spark with Delta 1.2+, DuckDB and polars have it).", table, sorted(dropped))
+    return {**conf, MAPPING_MODE: "name"}
+
+
 def _fill_missing(df: DataFrame, schema_json: dict[str, Any]) -> DataFrame:
     """Add the table's columns that the DataFrame lacks, as nulls (then writer.conform orders/casts)."""
     have = {c.lower() for c in df.columns}
@@ -351,9 +369,10 @@ def _partition_rows_matching(spark: SparkSession, snapshot: Any, files: pa.Table
     part_schema = StructType([full[c] for c in partitions])
     types = partition_column_types(snapshot.schema_json, partitions)
     keys: dict[tuple, list[int]] = {}
+    names = physical_names(snapshot.schema_json, snapshot.configuration)  # as the log keys them
     for i, pv in enumerate(files.column("partition_values").to_pylist()):
         pv = dict(pv or [])
-        keys.setdefault(tuple(pv.get(c) for c in partitions), []).append(i)
+        keys.setdefault(tuple(pv.get(names[c]) for c in partitions), []).append(i)
     key_list = list(keys)
     rows = [tuple(parse_partition_value(v, types[c]) for c, v in zip(partitions, k)) + (i,)
             for i, k in enumerate(key_list)]
@@ -538,7 +557,7 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
         txn.update_metadata(metadata)
         if definition is not None:
             definition.apply_clustering(txn)
-        schema_json, conf = data_schema, dict(metadata.configuration)
+        schema_json, conf = txn.metadata.schema_json, dict(txn.metadata.configuration)
         remove = None
     else:
         if mode in ("error", "errorifexists"):
@@ -566,6 +585,7 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
             if table_schema is not None:
                 schema_json = _checked_table_schema(name, current, table_schema, parts)
                 _check_append_schema(name, schema_json, data_schema)
+                new_conf = _mapped_if_dropping(name, new_conf, current, schema_json)
             elif schema_mode == "merge":
                 schema_json = evolved_schema(name, current, data_schema)
             else:
@@ -585,7 +605,7 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
             txn.update_metadata(metadata)
         if definition is not None:
             definition.apply_clustering(txn)
-        schema_json, conf = metadata.schema_json, dict(metadata.configuration)
+        schema_json, conf = txn.metadata.schema_json, dict(txn.metadata.configuration)
         remove = None
         if mode == "overwrite":
             if replace_where:
@@ -612,9 +632,10 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
     removed_files = None
     if overwrite_partitions and snapshot is not None and parts and remove is None:
         # Dynamic partition overwrite: the partitions the new data lands in are replaced.
-        written = {tuple(a.partition_values.get(c) for c in parts) for a in adds}
-        txn.read_predicate(lambda pv, _w=written, _p=parts: tuple(pv.get(c) for c in _p) in _w)
-        mask = [tuple(dict(pv or []).get(c) for c in parts) in written
+        keys = [physical_names(schema_json, conf)[c] for c in parts]  # as the log keys them
+        written = {tuple(a.partition_values.get(k) for k in keys) for a in adds}
+        txn.read_predicate(lambda pv, _w=written, _k=keys: tuple(pv.get(k) for k in _k) in _w)
+        mask = [tuple(dict(pv or []).get(k) for k in keys) in written
                 for pv in snapshot.files.column("partition_values").to_pylist()]
         removed_files = snapshot.files.filter(pa.array(mask, pa.bool_()))
         params["partitionOverwriteMode"] = "DYNAMIC"
@@ -764,7 +785,9 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
     if table_schema is not None:
         schema_json = _checked_table_schema(name, snapshot.schema_json, table_schema, snapshot.partition_columns)
         if schema_json != snapshot.schema_json:
-            txn.update_metadata(replace(snapshot.metadata, schema_string=schema_string(schema_json)))
+            conf = _mapped_if_dropping(name, dict(snapshot.configuration), snapshot.schema_json, schema_json)
+            txn.update_metadata(replace(snapshot.metadata, schema_string=schema_string(schema_json),
+                                        configuration=conf))
     target_schema = StructType.fromJson(schema_json)
     target_columns = [f.name for f in target_schema.fields]
     # Columns the table gains in this commit are not in its files yet: old rows read them as null.
@@ -974,8 +997,9 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
         for p in parts[1:]:
             out = out.unionByName(p)
         materialize = bool(txn.protocol and txn.protocol.has_writer_feature("materializePartitionColumns"))
-        adds = write_files(out, name, snapshot.partition_columns, schema_json, snapshot.configuration,
-                           method=method, store_partition_columns=materialize)
+        # the metadata this commit writes (with any new column's physical name under column mapping)
+        adds = write_files(out, name, snapshot.partition_columns, txn.metadata.schema_json,
+                           dict(txn.metadata.configuration), method=method, store_partition_columns=materialize)
         written = _sum_records(adds)
         touched_rows = _records(touched) if touched.num_rows else 0
         if touched_rows is None:

@@ -30,6 +30,7 @@ from pyspark.sql import DataFrame, Observation, functions as F
 from pyspark.sql.types import StructType
 
 from ..actions import AddFile
+from ..column_mapping import is_mapped, mode_of, physical_names, physical_schema, with_arrow_field_ids
 from ..constraints import table_constraints
 from ..errors import IncompleteWriteError, InvalidTableError, SchemaMismatchError
 from ..paths import (
@@ -164,6 +165,8 @@ def write_files(df: DataFrame, table_uri: str, partition_columns: Sequence[str],
         df = enforce_constraints(df, schema_json, configuration or {}, root)
     if method not in ("native", "arrow"):
         raise ValueError(f"unknown write method {method!r}; use 'native' or 'arrow'")
+    if is_mapped(configuration):
+        df, schema_json, partition_columns = _physical_columns(df, schema_json, partition_columns, configuration)
     # Spark counts the rows as they go into the writer; the files handed back must hold exactly those.
     written = Observation(f"deltalog_write_{uuid.uuid4().hex}")
     df = df.observe(written, F.count(F.lit(1)).alias("rows"))
@@ -176,6 +179,19 @@ def write_files(df: DataFrame, table_uri: str, partition_columns: Sequence[str],
     # native: the driver found the files itself; arrow: executors report files the driver must still see
     _check_rows_accounted_for(int(written.get["rows"]), adds, root, check_visible=method == "arrow" or keep_partitions)
     return adds
+
+
+def _physical_columns(df: DataFrame, schema_json: dict[str, Any], partition_columns: list[str],
+                      configuration: dict[str, str]) -> tuple[DataFrame, dict[str, Any], list[str]]:
+    """Under column mapping, files hold physical names at every depth (and in `id` mode Parquet field
+    ids, which Spark's writer takes from the `parquet.field.id` field metadata); the partition values
+    and stats of the files written then use physical names too, as the protocol asks."""
+    physical = physical_schema(schema_json, mode_of(configuration))
+    target = spark_schema(physical)
+    df = df.select(*[F.col(_quote(f["name"])).cast(p.dataType).alias(p.name, metadata=p.metadata)
+                     for f, p in zip(schema_json["fields"], target.fields)])
+    names = physical_names(schema_json, configuration)
+    return df, physical, [names[c] for c in partition_columns]
 
 
 def _check_rows_accounted_for(rows_written: int, adds: list[AddFile], root: str, check_visible: bool) -> None:
@@ -344,6 +360,8 @@ class _ArrowFileTask:
         self.partition_columns = partition_columns
         self.types = types
         self.data_names = [f["name"] for f in data_schema["fields"]]
+        # column mapping's id mode: files carry Parquet field ids (the physical schema has them)
+        self.id_schema = data_schema if mode_of(configuration) == "id" else None
         self.schema_json = schema_json
         self.configuration = configuration
 
@@ -383,12 +401,12 @@ class _ArrowFileTask:
                     part += 1
                     full = os.path.join(self.root, relative)
                     os.makedirs(os.path.dirname(full), exist_ok=True)
-                    data = chunk.select(self.data_names)
+                    data = self._data(chunk)
                     writer = pq.ParquetWriter(full, data.schema, compression="snappy",
                                               coerce_timestamps="us", allow_truncated_timestamps=True)
                     collector = StatsCollector(self.schema_json, self.partition_columns, self.configuration)
                 else:
-                    data = chunk.select(self.data_names)
+                    data = self._data(chunk)
                 writer.write_batch(data)
                 collector.update(data)
         close()
@@ -396,6 +414,12 @@ class _ArrowFileTask:
             yield pa.RecordBatch.from_pylist(done, schema=pa.schema([
                 ("path", pa.string()), ("partition_values", pa.string()), ("size", pa.int64()),
                 ("modification_time", pa.int64()), ("stats", pa.string())]))
+
+    def _data(self, chunk: pa.RecordBatch) -> pa.RecordBatch:
+        data = chunk.select(self.data_names)
+        if self.id_schema is None:
+            return data
+        return pa.RecordBatch.from_arrays(data.columns, schema=with_arrow_field_ids(data.schema, self.id_schema))
 
     def _runs(self, batch: pa.RecordBatch) -> Iterator[tuple[tuple, pa.RecordBatch]]:
         """(partition key, rows) for each run of equal partition values in a (sorted) batch."""

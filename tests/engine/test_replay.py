@@ -151,7 +151,6 @@ def test_truncated_commit_names_file(log_writer):
 
 @pytest.mark.parametrize("protocol, feature", [
     (Protocol(3, 7, ["typeWidening"], ["typeWidening"]), "typeWidening"),
-    (Protocol(2, 5), "columnMapping"),
     (Protocol(3, 7, ["v2Checkpoint"], ["v2Checkpoint"]), "v2Checkpoint"),
     (Protocol(4, 7), "minReaderVersion=4"),
 ])
@@ -162,9 +161,14 @@ def test_unsupported_reader_features_refused(log_writer, protocol, feature):
     assert str(log_writer.path) in str(e.value)
 
 
-@pytest.mark.parametrize("feature", ["timestampNtz", "deletionVectors"])
+@pytest.mark.parametrize("feature", ["timestampNtz", "deletionVectors", "columnMapping"])
 def test_supported_reader_features_accepted(log_writer, feature):
     log_writer.create(protocol=Protocol(3, 7, [feature], [feature]))
+    assert Snapshot.load(str(log_writer.path)).version == 0
+
+
+def test_reader_version_2_is_column_mapping_and_is_read(log_writer):
+    log_writer.create(protocol=Protocol(2, 5))
     assert Snapshot.load(str(log_writer.path)).version == 0
 
 
