@@ -258,16 +258,19 @@ class ColumnMappingError(ValueError):
 
 def mapped_metadata(schema_json: dict[str, Any], configuration: dict[str, str],
                     current_schema: dict[str, Any] | None, current_configuration: dict[str, str] | None,
-                    table: str) -> tuple[dict[str, Any], dict[str, str]]:
+                    table: str, replacing: bool = False) -> tuple[dict[str, Any], dict[str, str]]:
     """(schema, configuration) a commit writes under column mapping: the mapping of every column the
     table already has is kept (writers may restate the schema without it), new columns get a new id
     and a `col-<uuid>` physical name. Turning `name` mode on for an existing table keeps its columns'
-    current names as physical names (no file is rewritten). Other mode changes are refused."""
+    current names as physical names (no file is rewritten). Other mode changes are refused, unless the
+    commit is `replacing` every file of the table (then the mapping starts afresh)."""
     mode = mode_of(configuration)
     if mode not in MODES:
         raise ColumnMappingError(f"{table}: {MODE}={configuration.get(MODE)!r} is not allowed. Allowed: "
                                  f"{', '.join(MODES)}.")
     old = mode_of(current_configuration) if current_schema is not None else None
+    if replacing and old != mode:
+        current_schema, old = None, None
     if old is not None and old != mode and not (old == "none" and mode == "name"):
         raise ColumnMappingError(
             f"{table}: {MODE} cannot change from {old!r} to {mode!r} on an existing table (only 'none' to "

@@ -343,7 +343,9 @@ class Transaction:
     def __repr__(self) -> str:
         return f"Transaction({self.table_uri!r}, read_version={self.read_version})"
 
-    def update_metadata(self, metadata: Metadata) -> None:
+    def update_metadata(self, metadata: Metadata, replaces_table: bool = False) -> None:
+        """The metadata this commit writes. `replaces_table`: the commit removes every file of the table
+        (e.g. an overwrite with a new schema), so column mapping may change mode."""
         validate_metadata(metadata, self.table_uri)
         if self.snapshot is not None and metadata.id != self.snapshot.metadata.id:
             # The table id never changes after creation; a replaced schema keeps it.
@@ -353,7 +355,8 @@ class Transaction:
             schema, configuration = column_mapping.mapped_metadata(
                 metadata.schema_json, dict(metadata.configuration),
                 current.schema_json if current is not None else None,
-                dict(current.configuration) if current is not None else None, self.table_uri)
+                dict(current.configuration) if current is not None else None, self.table_uri,
+                replacing=replaces_table)
         except column_mapping.ColumnMappingError as e:
             raise InvalidTableError(str(e)) from None
         if configuration != dict(metadata.configuration) or schema != metadata.schema_json:

@@ -602,7 +602,7 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
             if not replaces_all:
                 # rows this write keeps must satisfy what the table now declares
                 check_existing_rows(df.sparkSession, snapshot, metadata, txn)
-            txn.update_metadata(metadata)
+            txn.update_metadata(metadata, replaces_table=replaces_all)
         if definition is not None:
             definition.apply_clustering(txn)
         schema_json, conf = txn.metadata.schema_json, dict(txn.metadata.configuration)

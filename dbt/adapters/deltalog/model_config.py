@@ -37,6 +37,7 @@ def _is_int(v: Any, minimum: int) -> bool:
     return isinstance(v, int) and v >= minimum
 
 
+COLUMN_MAPPING_MODES = ("none", "name", "id")
 KNOWN_PROPERTIES: Dict[str, Any] = {
     "delta.isolationLevel": (lambda v: v in ISOLATION_LEVELS, "Serializable or WriteSerializable"),
     "delta.checkpointInterval": (lambda v: _is_int(v, 1), "an integer >= 1"),
@@ -55,12 +56,12 @@ KNOWN_PROPERTIES: Dict[str, Any] = {
     "delta.setTransactionRetentionDuration": (_is_interval, "an interval such as 'interval 7 days'"),
     "delta.minReaderVersion": (lambda v: _is_int(v, 1), "an integer"),
     "delta.minWriterVersion": (lambda v: _is_int(v, 2), "an integer"),
+    "delta.columnMapping.mode": (lambda v: v.lower() in COLUMN_MAPPING_MODES, "none, name or id"),
 }
 # Properties that switch on features this engine cannot write (the transaction refuses them too).
 UNSUPPORTED_PROPERTIES = ("delta.enableChangeDataFeed", "delta.enableDeletionVectors", "delta.enableRowTracking",
                           "delta.enableInCommitTimestamps", "delta.enableTypeWidening",
-                          "delta.enableIcebergCompatV1", "delta.enableIcebergCompatV2",
-                          "delta.columnMapping.mode")
+                          "delta.enableIcebergCompatV1", "delta.enableIcebergCompatV2")
 _STATS_TYPES = ("byte", "short", "int", "integer", "long", "bigint", "smallint", "tinyint", "float", "double",
                 "decimal", "string", "date", "timestamp", "timestamp_ntz", "varchar", "char")
 
@@ -128,7 +129,7 @@ class DeltaConfig:
                 if isinstance(value, bool):
                     value = "true" if value else "false"
                 text = str(value)
-                if key in UNSUPPORTED_PROPERTIES and text.lower() not in ("false", "none", "name"):
+                if key in UNSUPPORTED_PROPERTIES and text.lower() != "false":
                     self.fail(f"tblproperties.{key}", value,
                               "false only: this engine does not write the table feature it switches on")
                 if key.startswith(CONSTRAINT_PREFIX):
@@ -159,6 +160,13 @@ class DeltaConfig:
             if not _is_int(interval, 1):
                 self.fail("checkpoint_interval", interval, "an integer >= 1 (a checkpoint every N commits)")
             self._set("checkpoint_interval", "delta.checkpointInterval", str(int(str(interval).strip())))
+
+        mapping = _get(config, "column_mapping")
+        if mapping is not None:
+            if str(mapping).strip().lower() not in COLUMN_MAPPING_MODES:
+                self.fail("column_mapping", mapping, "name, id or none (delta.columnMapping.mode: with name or "
+                                                     "id, dropping and renaming columns change only metadata)")
+            self._set("column_mapping", "delta.columnMapping.mode", str(mapping).strip().lower())
 
         self.zorder_by = self._column_list(config, "zorder_by", "zorder")[0]
 
