@@ -327,42 +327,96 @@ def _schema_of(metadata: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def read_checkpoint(store: LogStore, parts: list[LogFile]) -> CheckpointState:
-    """Read a single- or multi-part checkpoint. Raises CorruptLogError naming the file when a part
-    cannot be read as a checkpoint."""
-    files, tombstones = [], []
-    parts_read: list[tuple[str, pa.Schema]] = []
+    """Read a checkpoint: classic single- or multi-part Parquet, or a v2 checkpoint (a JSON or Parquet
+    manifest whose `sidecar` actions name Parquet files under `_delta_log/_sidecars` holding the file
+    actions). Raises CorruptLogError naming the file when one cannot be read as a checkpoint."""
     state = CheckpointState(parts[0].version or 0, FILES_SCHEMA.empty_table(),
                             TOMBSTONES_SCHEMA.empty_table())
+    with_file_actions: list[tuple[str, Any, pa.Schema]] = []  # (where, parquet source, its schema)
+    inline: list[tuple[str, dict[str, Any]]] = []  # file actions of a JSON manifest
     for part in parts:
         source = f"{store.table_uri}/_delta_log/{part.name}"
         try:
-            path = store.parquet_source(part.name)
-            top = pq.read_schema(_source(path))
-            small = pq.read_table(_source(path), columns=[c for c in _SMALL_COLUMNS if c in top.names])
-            for p in _non_null_rows(small, "protocol"):
-                state.protocol = p
-            for m in _non_null_rows(small, "metaData"):
-                m["configuration"] = _map_to_dict(m.get("configuration"))
-                fmt = m.get("format") or {}
-                fmt["options"] = _map_to_dict(fmt.get("options"))
-                m["format"] = fmt
-                state.metadata = m
-            for t in _non_null_rows(small, "txn"):
-                state.txns[t["appId"]] = (t["version"], t.get("lastUpdated"))
-            for d in _non_null_rows(small, "domainMetadata"):
-                state.domains[d["domain"]] = d
-            parts_read.append((path, top))
+            if part.name.endswith(".json"):
+                sidecars = _read_json_manifest(store.read(part.name), state, inline)
+            else:
+                path = store.parquet_source(part.name)
+                top = pq.read_schema(_source(path))
+                small = pq.read_table(_source(path), columns=[c for c in _SMALL_COLUMNS + ("sidecar",)
+                                                               if c in top.names])
+                _apply_non_file_actions(state, small)
+                with_file_actions.append((source, path, top))
+                sidecars = _non_null_rows(small, "sidecar")
         except (OSError, pa.ArrowException, KeyError, TypeError, ValueError) as e:
             raise CorruptLogError(f"{source}: not a readable checkpoint ({e})") from None
+        for sidecar in sidecars:
+            name = _sidecar_name(sidecar["path"])
+            where = f"{store.table_uri}/_delta_log/{name} (a sidecar of {part.name})"
+            try:
+                path = store.parquet_source(name)
+                with_file_actions.append((where, path, pq.read_schema(_source(path))))
+            except (OSError, pa.ArrowException, ValueError) as e:
+                raise CorruptLogError(f"{where}: not readable ({e})") from None
     # the table schema (from whichever part holds metaData) turns struct-only stats into JSON
     table_schema = _schema_of(state.metadata)
-    for (path, top), part in zip(parts_read, parts):
-        source = f"{store.table_uri}/_delta_log/{part.name}"
+    files, tombstones = [], []
+    for source, path, top in with_file_actions:
         try:
             files.append(_project(path, top, "add", _ADD_COLUMNS, FILES_SCHEMA, table_schema))
             tombstones.append(_project(path, top, "remove", _REMOVE_COLUMNS, TOMBSTONES_SCHEMA))
         except (OSError, pa.ArrowException, KeyError, TypeError, ValueError) as e:
             raise CorruptLogError(f"{source}: not a readable checkpoint ({e})") from None
+    if inline:
+        from .snapshot import _adds_table, _removes_table
+        files.append(_adds_table([a for k, a in inline if k == "add"]))
+        tombstones.append(_removes_table([r for k, r in inline if k == "remove"]))
     state.files = pa.concat_tables(files) if files else state.files
     state.tombstones = pa.concat_tables(tombstones) if tombstones else state.tombstones
     return state
+
+
+def _apply_non_file_actions(state: CheckpointState, small: pa.Table) -> None:
+    for p in _non_null_rows(small, "protocol"):
+        state.protocol = p
+    for m in _non_null_rows(small, "metaData"):
+        m["configuration"] = _map_to_dict(m.get("configuration"))
+        fmt = m.get("format") or {}
+        fmt["options"] = _map_to_dict(fmt.get("options"))
+        m["format"] = fmt
+        state.metadata = m
+    for t in _non_null_rows(small, "txn"):
+        state.txns[t["appId"]] = (t["version"], t.get("lastUpdated"))
+    for d in _non_null_rows(small, "domainMetadata"):
+        state.domains[d["domain"]] = d
+
+
+def _read_json_manifest(data: bytes, state: CheckpointState, inline: list) -> list[dict[str, Any]]:
+    """Apply a JSON v2 checkpoint's non-file actions to `state`, collect its file actions in `inline`;
+    returns its sidecar actions."""
+    sidecars = []
+    for line in data.splitlines():
+        if not line.strip():
+            continue
+        key, value = next(iter(json.loads(line).items()))
+        if key == "protocol":
+            state.protocol = value
+        elif key == "metaData":
+            state.metadata = value
+        elif key == "txn":
+            state.txns[value["appId"]] = (value["version"], value.get("lastUpdated"))
+        elif key == "domainMetadata":
+            state.domains[value["domain"]] = value
+        elif key == "sidecar":
+            sidecars.append(value)
+        elif key in ("add", "remove"):
+            inline.append((key, value))
+    return sidecars
+
+
+def _sidecar_name(path: str) -> str:
+    """The log-relative name of a sidecar file: its path is relative to `_delta_log/_sidecars`."""
+    from urllib.parse import unquote
+
+    if "://" in path or path.startswith("/"):
+        raise ValueError(f"sidecar path {path!r} is absolute; only sidecars under _delta_log/_sidecars are read")
+    return "_sidecars/" + unquote(path)

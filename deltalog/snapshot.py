@@ -433,11 +433,6 @@ def _load_from(store: LogStore, listing: _Listing, version: int | None) -> Snaps
 
     state, errors = None, []
     for cp_version, parts in listing.complete_checkpoints(target):
-        if any(p.v2 for p in parts):
-            raise UnsupportedFeatureError(
-                f"{store.table_uri}: the checkpoint at version {cp_version} is a v2 checkpoint "
-                f"({parts[0].name}), which needs reader feature v2Checkpoint; this engine does not "
-                f"support it.")
         try:
             state = cp.read_checkpoint(store, parts)
             break

@@ -23,10 +23,11 @@ from deltalog.snapshot import Snapshot
 
 def delta_rs_rows(dt: deltalake.DeltaTable) -> pa.Table:
     """The table's rows as delta-rs reads them: its DataFusion scan, which applies deletion vectors and
-    column mapping (`to_pyarrow_table` refuses the first and reads NULLs for every mapped column)."""
+    column mapping and reads v2 checkpoints (`to_pyarrow_table` refuses the first and the last, and
+    reads NULLs for every mapped column)."""
     protocol = dt.protocol()
     features = set(protocol.reader_features or [])
-    if protocol.min_reader_version != 2 and not features & {"deletionVectors", "columnMapping"}:
+    if protocol.min_reader_version != 2 and not features & {"deletionVectors", "columnMapping", "v2Checkpoint"}:
         return dt.to_pyarrow_table()
     from deltalake import QueryBuilder
 
@@ -57,9 +58,42 @@ EXPECTED_ERRORS: dict[str, tuple[type[DeltaError], str]] = {
     "spark-variant-checkpoint": (UnsupportedFeatureError, "variantType"),
     "type-widening": (UnsupportedFeatureError, "typeWidening"),
     "type-widening-nested": (UnsupportedFeatureError, "typeWidening"),
-    "v2-checkpoint-json": (UnsupportedFeatureError, "v2Checkpoint"),
-    "v2-checkpoint-parquet": (UnsupportedFeatureError, "v2Checkpoint"),
 }
+
+
+def replay_of_commits(path: str, tmp_path, version: int | None = None) -> Snapshot:
+    """The table's snapshot rebuilt from its JSON commits alone: a copy of the log without checkpoints,
+    `_last_checkpoint` or `.crc` files, under `tmp_path` (data file paths stay relative)."""
+    import shutil
+
+    copy = tmp_path / "commits-only"
+    log = copy / "_delta_log"
+    log.mkdir(parents=True, exist_ok=True)
+    for name in os.listdir(os.path.join(path, "_delta_log")):
+        if name.endswith(".json") and ".checkpoint." not in name:
+            shutil.copy(os.path.join(path, "_delta_log", name), log / name)
+    return Snapshot.load(str(copy), version=version)
+
+
+def same_state_as_commit_replay(path: str, tmp_path) -> Snapshot:
+    """Load the table (through its checkpoints) and check it against `replay_of_commits`: the same
+    version, protocol, metadata and live files. Returns the snapshot."""
+    snap = Snapshot.load(path)
+    replay = replay_of_commits(path, tmp_path)
+    assert snap.version == replay.version
+    assert snap.protocol == replay.protocol
+    assert (snap.metadata.id, snap.schema_json, snap.partition_columns, snap.configuration) == (
+        replay.metadata.id, replay.schema_json, replay.partition_columns, replay.configuration)
+    key = lambda t: sorted(zip(t.column("path").to_pylist(), map(repr, t.column("deletion_vector").to_pylist())))
+    assert key(snap.files) == key(replay.files)
+    return snap
+
+
+def has_checkpoint_and_all_commits(path: str) -> bool:
+    """Whether the log has a checkpoint and every commit from 0 to its latest."""
+    names = os.listdir(os.path.join(path, "_delta_log"))
+    versions = {int(n[:20]) for n in names if n.endswith(".json") and n[:20].isdigit() and len(n) == 25}
+    return any(".checkpoint." in n for n in names) and bool(versions) and versions == set(range(max(versions) + 1))
 
 
 def _cases() -> list[str]:
@@ -95,7 +129,7 @@ def _canonical_rows(table: pa.Table) -> list[str]:
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_golden_table(case):
+def test_golden_table(case, tmp_path):
     path = str(GOLDEN / case)
     if case in EXPECTED_ERRORS:
         error, words = EXPECTED_ERRORS[case]
@@ -103,6 +137,8 @@ def test_golden_table(case):
             Snapshot.load(path)
         assert words in str(e.value) and path in str(e.value)
         return
+    if has_checkpoint_and_all_commits(path):
+        same_state_as_commit_replay(path, tmp_path)  # checkpoints agree with the commits they sum up
 
     snap = Snapshot.load(path)
     dt = deltalake.DeltaTable(path)

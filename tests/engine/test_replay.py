@@ -151,7 +151,7 @@ def test_truncated_commit_names_file(log_writer):
 
 @pytest.mark.parametrize("protocol, feature", [
     (Protocol(3, 7, ["typeWidening"], ["typeWidening"]), "typeWidening"),
-    (Protocol(3, 7, ["v2Checkpoint"], ["v2Checkpoint"]), "v2Checkpoint"),
+    (Protocol(3, 7, ["variantType"], ["variantType"]), "variantType"),
     (Protocol(4, 7), "minReaderVersion=4"),
 ])
 def test_unsupported_reader_features_refused(log_writer, protocol, feature):
@@ -161,7 +161,7 @@ def test_unsupported_reader_features_refused(log_writer, protocol, feature):
     assert str(log_writer.path) in str(e.value)
 
 
-@pytest.mark.parametrize("feature", ["timestampNtz", "deletionVectors", "columnMapping"])
+@pytest.mark.parametrize("feature", ["timestampNtz", "deletionVectors", "columnMapping", "v2Checkpoint"])
 def test_supported_reader_features_accepted(log_writer, feature):
     log_writer.create(protocol=Protocol(3, 7, [feature], [feature]))
     assert Snapshot.load(str(log_writer.path)).version == 0
