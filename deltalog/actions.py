@@ -9,10 +9,11 @@ turns them into relative file-system paths.
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from .errors import CorruptLogError
 
@@ -359,14 +360,35 @@ def parse_action(obj: dict[str, Any]) -> Action | None:
     return None  # unknown action kinds are ignored, as the protocol requires of readers
 
 
+_NOT_BLANK = re.compile(r"\S")
+
+
+def commit_objects(data: bytes, source: str) -> Iterator[tuple[int, Any]]:
+    """(line number, JSON value) of each action in a commit file: one per line as the protocol writes
+    them, or, read leniently as delta-rs does, values spread over several lines (pretty-printed)."""
+    text = data.decode("utf-8")
+    decoder = json.JSONDecoder()
+    at = 0
+    while True:
+        start = _NOT_BLANK.search(text, at)
+        if start is None:
+            return
+        lineno = text.count("\n", 0, start.start()) + 1
+        try:
+            obj, at = decoder.raw_decode(text, start.start())
+        except ValueError as e:
+            raise CorruptLogError(
+                f"{source}, line {lineno}: not a valid Delta action ({e}). The commit file is corrupt or "
+                f"truncated; restore it from a backup or remove the table's later commits with care."
+            ) from None
+        yield lineno, obj
+
+
 def parse_commit(data: bytes, source: str) -> list[Action]:
     """All actions of one commit file; `source` names the file in errors."""
     out: list[Action] = []
-    for lineno, line in enumerate(data.decode("utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
+    for lineno, obj in commit_objects(data, source):
         try:
-            obj = json.loads(line)
             action = parse_action(obj)
         except (ValueError, KeyError, TypeError) as e:
             raise CorruptLogError(

@@ -5,10 +5,10 @@ previous one), or its `commitInfo.inCommitTimestamp` when in-commit timestamps a
 """
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from .errors import NotATableError, VersionNotFoundError
+from .actions import commit_objects
+from .errors import CorruptLogError, NotATableError, VersionNotFoundError
 from .storage import LogFile, LogStore, log_store_for
 
 _HISTORY_KEYS = ("operation", "operationParameters", "readVersion", "isolationLevel", "isBlindAppend",
@@ -36,15 +36,12 @@ def commit_timestamp(listing: Any, version: int, commit_info: dict[str, Any] | N
 
 
 def _first_commit_info(data: bytes) -> dict[str, Any] | None:
-    for line in data.splitlines():
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            return None
-        if "commitInfo" in obj:
-            return obj["commitInfo"]
+    try:
+        for _, obj in commit_objects(data, "commit"):
+            if isinstance(obj, dict) and "commitInfo" in obj:
+                return obj["commitInfo"]
+    except CorruptLogError:
+        return None
     return None
 
 

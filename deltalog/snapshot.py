@@ -7,7 +7,6 @@ sequence number (last in log order) wins, found with an Arrow group-by.
 """
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
@@ -19,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import checkpoint as cp
-from .actions import (SUPPORTED_READER_FEATURES, AddFile, DomainMetadata, Metadata, Protocol)
+from .actions import (SUPPORTED_READER_FEATURES, AddFile, DomainMetadata, Metadata, Protocol, commit_objects)
 from .errors import (ChecksumMismatchError, CorruptLogError, NotATableError, UnsupportedFeatureError,
                      VersionNotFoundError)
 from .deletion_vectors import file_keys
@@ -310,11 +309,8 @@ class _Replay:
 
     def add_commit(self, data: bytes, source: str, version: int) -> None:
         pairs = []
-        for lineno, line in enumerate(data.splitlines(), 1):
-            if not line.strip():
-                continue
+        for lineno, obj in commit_objects(data, source):
             try:
-                obj = json.loads(line)
                 key, value = next(iter(obj.items()))
                 if key in ("add", "remove") and not isinstance(value.get("path"), str):
                     raise ValueError(f"{key} without a path")

@@ -10,12 +10,12 @@ or DELETE come back as added (the log records files, not rows).
 from __future__ import annotations
 
 import copy
-import json
 import os
 
 import pyarrow as pa
 
 from ..checkpoint import FILES_SCHEMA, STRING_MAP
+from ..actions import commit_objects
 from ..errors import InvalidTableError, UnsupportedFeatureError, VersionNotFoundError
 from ..paths import decode_path, is_absolute_path
 from ..snapshot import Snapshot
@@ -46,10 +46,7 @@ def added_files(table_uri: str, start_version: int, end_version: int | None = No
             raise VersionNotFoundError(
                 f"{root}: the commit of version {v} is no longer in the log (cleaned up after "
                 f"delta.logRetentionDuration) or does not exist yet; read changes from a later version.") from None
-        for line in data.decode("utf-8").splitlines():
-            if not line.strip():
-                continue
-            obj = json.loads(line)
+        for _, obj in commit_objects(data, f"{root}/_delta_log/{_commit_name(v)}"):
             if "add" in obj and obj["add"].get("dataChange", True):
                 a = obj["add"]
                 added[decode_path(a["path"])] = a

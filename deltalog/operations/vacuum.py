@@ -10,13 +10,13 @@ concurrent reader or writer of an older version may still need the files.
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
 
 
-from ..errors import InvalidTableError, UnsupportedFeatureError
+from ..actions import commit_objects
+from ..errors import CorruptLogError, InvalidTableError, UnsupportedFeatureError
 from ..paths import decode_path, is_absolute_path
 from ..snapshot import Snapshot, tombstone_retention_ms
 from ..storage import LOG_DIR, TEMP_PREFIX
@@ -43,16 +43,17 @@ def _removed_since(snapshot: Snapshot, cutoff_ms: int) -> set[str]:
         if f.modification_time and f.modification_time < cutoff_ms - 86_400_000:
             continue  # a commit written long before the cutoff holds no remove after it
         try:
-            text = store.read(f.name).decode("utf-8")
+            data = store.read(f.name)
         except FileNotFoundError:
             continue
-        for line in text.splitlines():
-            if '"remove"' not in line:
-                continue
-            try:
-                r = json.loads(line).get("remove")
-            except ValueError:
-                continue
+        if b'"remove"' not in data:
+            continue
+        try:
+            objects = [obj for _, obj in commit_objects(data, f.name)]
+        except CorruptLogError:
+            continue
+        for obj in objects:
+            r = obj.get("remove") if isinstance(obj, dict) else None
             if r and (r.get("deletionTimestamp") or 0) > cutoff_ms:
                 out.add(decode_path(r["path"]))
     return out

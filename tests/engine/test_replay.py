@@ -149,6 +149,23 @@ def test_truncated_commit_names_file(log_writer):
         Snapshot.load(str(log_writer.path))
 
 
+def test_pretty_printed_commit_reads_leniently(log_writer):
+    """Actions spread over several lines (as some tools write them) read as delta-rs reads them; a
+    commit cut short still names its file and the line where the broken action starts."""
+    import json
+
+    log_writer.create()
+    action = {"add": {"path": "a.parquet", "partitionValues": {}, "size": 1, "modificationTime": 1,
+                      "dataChange": True}}
+    (log_writer.log / ("%020d.json" % 1)).write_text(json.dumps(action, indent=2) + "\n" +
+                                                        json.dumps({"commitInfo": {"operation": "WRITE"}}, indent=2))
+    snap = Snapshot.load(str(log_writer.path))
+    assert snap.files.column("path").to_pylist() == ["a.parquet"]
+    (log_writer.log / ("%020d.json" % 2)).write_text(json.dumps(action, indent=2)[:-20])
+    with pytest.raises(CorruptLogError, match="00000000000000000002.json, line 1"):
+        Snapshot.load(str(log_writer.path))
+
+
 @pytest.mark.parametrize("protocol, feature", [
     (Protocol(3, 7, ["typeWidening"], ["typeWidening"]), "typeWidening"),
     (Protocol(3, 7, ["variantType"], ["variantType"]), "variantType"),

@@ -52,7 +52,6 @@ REFUSED = {
     "deltars_err/table_i": "catalogOwned",
     "kernel/crc-full": "disagrees with the table state",  # its .crc counts 10 files, its log adds none
     "kernel/crc-malformed": "holds no commit",
-    "duckdb/null_constraints_lists/delta_lake": "not a valid Delta action",  # a pretty-printed commit
 }
 
 # A test fixture whose checkpoint holds another table id and protocol than its commits
