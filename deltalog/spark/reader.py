@@ -7,6 +7,7 @@ literals. Delta readers take partition values from the log, never from folder na
 """
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -31,7 +32,7 @@ def snapshot_dataframe(spark: SparkSession, snapshot: Any) -> DataFrame:
     columns = [quote_identifier(f.name) for f in schema.fields]
     if snapshot.num_files == 0:
         return spark.createDataFrame(spark.sparkContext.emptyRDD(), schema)
-    if has_deletion_vectors(snapshot.files) or is_mapped(snapshot.configuration):
+    if has_deletion_vectors(snapshot.files) or is_mapped(snapshot.configuration) or widened_columns(schema_json):
         return files_dataframe(spark, snapshot, snapshot.files).select(*columns)
     spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.threshold", _DISCOVERY_THRESHOLD)
     root = snapshot.table_uri
@@ -193,7 +194,7 @@ def _files_dataframe(spark: SparkSession, snapshot: Any, files: Any, with_file: 
     files = logical_partition_values(files, snapshot.schema_json, snapshot.configuration)
     if not partitions:
         return _read_parquet(spark, snapshot, snapshot.schema_json, uris, extra).select(*columns, *extra_names)
-    if not mapped and _folders_match(_SubSnapshot(snapshot, files), spark):
+    if not mapped and not widened_columns(snapshot.schema_json) and _folders_match(_SubSnapshot(snapshot, files), spark):
         return spark.read.schema(schema).option("basePath", root).parquet(*uris).select(*columns, *extra)
     types = partition_column_types(snapshot.schema_json, partitions)
     data_schema = without_columns(snapshot.schema_json, partitions)
@@ -217,6 +218,9 @@ def _read_parquet(spark: SparkSession, snapshot: Any, schema_json: dict[str, Any
     column mapping the files are read by physical name (or Parquet field id) and renamed: a cast to the
     logical type renames nested fields too, as Spark casts structs by position."""
     mode = mode_of(snapshot.configuration)
+    widened = widened_columns(schema_json)
+    if widened:
+        return _read_widened(spark, snapshot, schema_json, uris, extra, widened)
     if mode not in ("name", "id"):
         return spark.read.schema(spark_schema(schema_json)).parquet(*uris).select("*", *extra)
     if mode == "id":
@@ -226,6 +230,57 @@ def _read_parquet(spark: SparkSession, snapshot: Any, schema_json: dict[str, Any
     df = spark.read.schema(physical).parquet(*uris)
     return df.select(*[F.col(quote_identifier(p.name)).cast(f.dataType).alias(f.name)
                        for p, f in zip(physical.fields, logical.fields)], *extra)
+
+
+def widened_columns(schema_json: dict[str, Any]) -> set[str]:
+    """Top-level columns whose type (or a nested field's) was widened (type widening's
+    `delta.typeChanges`): files written before hold the narrower type."""
+    def changed(t: Any) -> bool:
+        if isinstance(t, dict):
+            if t.get("type") == "struct":
+                return any("delta.typeChanges" in (f.get("metadata") or {}) or changed(f["type"]) for f in t["fields"])
+            if t.get("type") == "array":
+                return changed(t["elementType"])
+            if t.get("type") == "map":
+                return changed(t["keyType"]) or changed(t["valueType"])
+        return False
+
+    return {f["name"] for f in schema_json["fields"]
+            if "delta.typeChanges" in (f.get("metadata") or {}) or changed(f["type"])}
+
+
+def _read_widened(spark: SparkSession, snapshot: Any, schema_json: dict[str, Any], uris: list[str],
+                  extra: list, widened: set[str]) -> DataFrame:
+    """Files of a table with widened columns, read in groups that hold those columns in the same types
+    (from their footers; Spark's Parquet reader widens only some types itself) and cast to the table's."""
+    import pyarrow.parquet as pq
+
+    from ..column_mapping import physical_name
+    from ..schema import type_from_arrow
+
+    mode = mode_of(snapshot.configuration)
+    mapped = mode in ("name", "id")
+    physical = physical_schema(schema_json, mode) if mapped else schema_json
+    logical = spark_schema(nullable_type(schema_json))
+    groups: dict[tuple, list[str]] = {}
+    for uri in uris:
+        file_schema = pq.read_schema(local_path_of(uri))
+        key = []
+        for f in schema_json["fields"]:
+            name = physical_name(f) if mapped else f["name"]
+            if f["name"] in widened and name in file_schema.names:
+                key.append((name, json.dumps(type_from_arrow(file_schema.field(name).type))))
+        groups.setdefault(tuple(key), []).append(uri)
+    out: DataFrame | None = None
+    for key, group in groups.items():
+        stored = dict(key)
+        read_schema = {**physical, "fields": [{**f, "type": json.loads(stored[f["name"]])} if f["name"] in stored
+                                              else f for f in physical["fields"]]}
+        df = spark.read.schema(spark_schema(read_schema)).parquet(*group)
+        df = df.select(*[F.col(quote_identifier(p["name"])).cast(f.dataType).alias(f.name)
+                         for p, f in zip(read_schema["fields"], logical.fields)], *extra)
+        out = df if out is None else out.unionByName(df)
+    return out
 
 
 class _SubSnapshot:

@@ -27,7 +27,8 @@ def delta_rs_rows(dt: deltalake.DeltaTable) -> pa.Table:
     reads NULLs for every mapped column)."""
     protocol = dt.protocol()
     features = set(protocol.reader_features or [])
-    if protocol.min_reader_version != 2 and not features & {"deletionVectors", "columnMapping", "v2Checkpoint"}:
+    if protocol.min_reader_version != 2 and not features & {"deletionVectors", "columnMapping", "v2Checkpoint",
+                                                             "typeWidening", "typeWidening-preview"}:
         return dt.to_pyarrow_table()
     from deltalake import QueryBuilder
 
@@ -56,8 +57,6 @@ EXPECTED_ERRORS: dict[str, tuple[type[DeltaError], str]] = {
     "log-store-read": (NotATableError, "no _delta_log"),
     # Reader features this engine does not implement.
     "spark-variant-checkpoint": (UnsupportedFeatureError, "variantType"),
-    "type-widening": (UnsupportedFeatureError, "typeWidening"),
-    "type-widening-nested": (UnsupportedFeatureError, "typeWidening"),
 }
 
 
