@@ -61,7 +61,7 @@ class TestColumnMapping:
         ops = [h["operation"] for h in dt.history()]
         assert len(ops) == 3, ops  # build, drop, re-add: no extra commit for the mapping
         assert delta_rs_rows(path, 0)[1] == [(0, 0), (1, 10), (2, 20), (3, 30)]  # time travel keeps v
-        shown = run_dbt(["show", "--inline", f"select * from {{{{ ref('syncing') }}}} order by id"])
+        shown = run_dbt(["show", "--inline", "select * from {{ ref('syncing') }} order by id"])
         assert shown.results[0].agate_table.rows[0]["v"] is None
 
     def test_id_mode_table_with_nested_and_partition_columns(self, project, deltalog_warehouse):
