@@ -192,19 +192,24 @@ def _table_with_protocol(tmp_path, protocol: Protocol) -> str:
 
 
 def test_table_needing_an_unsupported_reader_feature(tmp_path):
-    uri = _table_with_protocol(tmp_path, Protocol(3, 7, ["typeWidening"], ["typeWidening"]))
-    e = assert_refused(uri, UnsupportedFeatureError, uri, "typeWidening")
+    uri = _table_with_protocol(tmp_path, Protocol(3, 7, ["variantType"], ["variantType"]))
+    e = assert_refused(uri, UnsupportedFeatureError, uri, "variantType")
     assert "Supported reader features" in str(e)
 
 
-def test_table_needing_an_unsupported_writer_feature_reads_but_refuses_writes(tmp_path):
-    uri = _table_with_protocol(tmp_path, Protocol(1, 7, None, ["appendOnly", "invariants", "rowTracking"]))
+@pytest.mark.parametrize("protocol, feature", [
+    (Protocol(1, 7, None, ["appendOnly", "invariants", "rowTracking"]), "rowTracking"),
+    (Protocol(3, 7, ["typeWidening"], ["typeWidening"]), "typeWidening"),  # read, not written
+    (Protocol(3, 7, ["v2Checkpoint"], ["v2Checkpoint"]), "v2Checkpoint"),  # read, not written
+])
+def test_table_needing_an_unsupported_writer_feature_reads_but_refuses_writes(tmp_path, protocol, feature):
+    uri = _table_with_protocol(tmp_path, protocol)
     assert sorted(i for i in Snapshot.load(uri).files.column("path").to_pylist()) != []  # readable
     before = table_state(uri)
     for attempt in attempt_writes(uri):
         with pytest.raises(UnsupportedFeatureError) as err:
             attempt()
-        assert uri in str(err.value) and "rowTracking" in str(err.value)
+        assert uri in str(err.value) and feature in str(err.value)
         assert "Supported writer features" in str(err.value)
     assert table_state(uri) == before
 
