@@ -109,13 +109,6 @@ def logical_partition_values(files: pa.Table, schema_json: dict[str, Any],
     return files.set_column(index, files.field(index), pa.array(values, column.type))
 
 
-def physical_partition_values(values: dict[str, Any], schema_json: dict[str, Any],
-                              configuration: dict[str, str] | None) -> dict[str, Any]:
-    """Partition values keyed by logical names, keyed as the log keeps them."""
-    names = physical_names(schema_json, configuration)
-    return {names.get(k, k): v for k, v in values.items()}
-
-
 # ------------------------------------------------------------------------------------- writing
 
 def new_physical_name() -> str:
@@ -182,21 +175,11 @@ def carry_over(old_schema: dict[str, Any], new_schema: dict[str, Any]) -> dict[s
     return merge(old_schema, new_schema)
 
 
-def without_mapping_metadata(schema_json: dict[str, Any]) -> dict[str, Any]:
-    """The schema as users see it: no ids or physical names."""
-    def on_field(f: dict[str, Any]) -> dict[str, Any]:
-        metadata = {k: v for k, v in (f.get("metadata") or {}).items()
-                    if k not in (ID, PHYSICAL_NAME, NESTED_IDS)}
-        return {**f, "metadata": metadata, "type": _map_type(f["type"], on_field)}
-
-    return _map_type(schema_json, on_field)
-
-
 # ------------------------------------------------------------------------------- reading (Arrow)
 
 def _file_child(parent: pa.DataType, field: dict[str, Any], mode: str) -> int:
     """Index of the child of a Parquet struct (or the file's schema) that holds `field`, or -1."""
-    fields = list(parent) if not isinstance(parent, pa.Schema) else list(parent)
+    fields = list(parent)
     if mode == "id" and field_id(field) is not None:
         for i, f in enumerate(fields):
             if f.metadata and f.metadata.get(ARROW_FIELD_ID) is not None \
