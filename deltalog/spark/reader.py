@@ -216,20 +216,26 @@ def _read_parquet(spark: SparkSession, snapshot: Any, schema_json: dict[str, Any
                   extra: list) -> DataFrame:
     """The files' columns of `schema_json` (logical names) plus `extra` (file metadata columns). With
     column mapping the files are read by physical name (or Parquet field id) and renamed: a cast to the
-    logical type renames nested fields too, as Spark casts structs by position."""
+    logical type renames nested fields too, as Spark casts structs by position. With widened columns
+    the files are read in groups holding them in the same stored types, each cast to the table's."""
     mode = mode_of(snapshot.configuration)
     widened = widened_columns(schema_json)
-    if widened:
-        return _read_widened(spark, snapshot, schema_json, uris, extra, widened)
-    if mode not in ("name", "id"):
+    if mode not in ("name", "id") and not widened:
         return spark.read.schema(spark_schema(schema_json)).parquet(*uris).select("*", *extra)
     if mode == "id":
         spark.conf.set("spark.sql.parquet.fieldId.read.enabled", "true")
-    physical = spark_schema(physical_schema(schema_json, mode))
+    physical = physical_schema(schema_json, mode)
     logical = spark_schema(nullable_type(schema_json))
-    df = spark.read.schema(physical).parquet(*uris)
-    return df.select(*[F.col(quote_identifier(p.name)).cast(f.dataType).alias(f.name)
-                       for p, f in zip(physical.fields, logical.fields)], *extra)
+    out: DataFrame | None = None
+    for stored, group in _by_stored_types(physical, schema_json, uris, widened).items():
+        types = dict(stored)
+        read_schema = {**physical, "fields": [{**f, "type": json.loads(types[f["name"]])} if f["name"] in types
+                                              else f for f in physical["fields"]]}
+        df = spark.read.schema(spark_schema(read_schema)).parquet(*group)
+        df = df.select(*[F.col(quote_identifier(p["name"])).cast(f.dataType).alias(f.name)
+                         for p, f in zip(read_schema["fields"], logical.fields)], *extra)
+        out = df if out is None else out.unionByName(df)
+    return out
 
 
 def widened_columns(schema_json: dict[str, Any]) -> set[str]:
@@ -249,38 +255,24 @@ def widened_columns(schema_json: dict[str, Any]) -> set[str]:
             if "delta.typeChanges" in (f.get("metadata") or {}) or changed(f["type"])}
 
 
-def _read_widened(spark: SparkSession, snapshot: Any, schema_json: dict[str, Any], uris: list[str],
-                  extra: list, widened: set[str]) -> DataFrame:
-    """Files of a table with widened columns, read in groups that hold those columns in the same types
-    (from their footers; Spark's Parquet reader widens only some types itself) and cast to the table's."""
+def _by_stored_types(physical: dict[str, Any], schema_json: dict[str, Any], uris: list[str],
+                     widened: set[str]) -> dict[tuple, list[str]]:
+    """The files grouped by the types their footers give the widened columns ((physical name, Delta
+    type JSON) pairs; one group of all files when nothing was widened). Spark's Parquet reader widens
+    only some types itself (not byte -> decimal, for one)."""
+    if not widened:
+        return {(): uris}
     import pyarrow.parquet as pq
 
-    from ..column_mapping import physical_name
     from ..schema import type_from_arrow
 
-    mode = mode_of(snapshot.configuration)
-    mapped = mode in ("name", "id")
-    physical = physical_schema(schema_json, mode) if mapped else schema_json
-    logical = spark_schema(nullable_type(schema_json))
+    names = [p["name"] for p, f in zip(physical["fields"], schema_json["fields"]) if f["name"] in widened]
     groups: dict[tuple, list[str]] = {}
     for uri in uris:
-        file_schema = pq.read_schema(local_path_of(uri))
-        key = []
-        for f in schema_json["fields"]:
-            name = physical_name(f) if mapped else f["name"]
-            if f["name"] in widened and name in file_schema.names:
-                key.append((name, json.dumps(type_from_arrow(file_schema.field(name).type))))
-        groups.setdefault(tuple(key), []).append(uri)
-    out: DataFrame | None = None
-    for key, group in groups.items():
-        stored = dict(key)
-        read_schema = {**physical, "fields": [{**f, "type": json.loads(stored[f["name"]])} if f["name"] in stored
-                                              else f for f in physical["fields"]]}
-        df = spark.read.schema(spark_schema(read_schema)).parquet(*group)
-        df = df.select(*[F.col(quote_identifier(p["name"])).cast(f.dataType).alias(f.name)
-                         for p, f in zip(read_schema["fields"], logical.fields)], *extra)
-        out = df if out is None else out.unionByName(df)
-    return out
+        stored = pq.read_schema(local_path_of(uri))
+        key = tuple((n, json.dumps(type_from_arrow(stored.field(n).type))) for n in names if n in stored.names)
+        groups.setdefault(key, []).append(uri)
+    return groups
 
 
 class _SubSnapshot:
