@@ -32,8 +32,16 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_commands_share_one_server_which_stops_when_idle(tmp_path):
-    project = cli.project(tmp_path / "p", idle_timeout=6)
+@pytest.fixture(autouse=True)
+def no_server_outlives_its_test():
+    """Each test starts from no server: one left running would be attached to by the next."""
+    spark_server.stop_servers()
+    yield
+    spark_server.stop_servers()
+
+
+def test_commands_share_one_server(tmp_path):
+    project = cli.project(tmp_path / "p")
     first = cli.dbt(project, "run", "-s", "numbers")
     assert first.returncode == 0, first.stdout + first.stderr
     server = _server()
@@ -50,6 +58,17 @@ def test_commands_share_one_server_which_stops_when_idle(tmp_path):
     debug = cli.dbt(project, "debug")
     assert f"Spark server: running (pid {server['pid']}" in debug.stdout, debug.stdout
 
+    assert spark_server.stop_servers() == 1
+    assert not _alive(server["pid"]) and not state_file.exists()
+
+
+def test_a_server_stops_when_idle(tmp_path):
+    # Its own test: a short idle timeout between commands would race a loaded machine's dbt start-up.
+    project = cli.project(tmp_path / "p", idle_timeout=6)
+    run = cli.dbt(project, "run", "-s", "numbers")
+    assert run.returncode == 0, run.stdout + run.stderr
+    server = _server()
+    state_file = Path(spark_server.state_dir()) / f"{server['key']}.json"
     deadline = time.monotonic() + 90
     while _alive(server["pid"]) and time.monotonic() < deadline:
         time.sleep(0.5)
