@@ -115,51 +115,97 @@ def _file_actions_column(struct_type: pa.StructType, columns: dict[str, pa.Array
     return pa.StructArray.from_arrays(arrays, fields=list(struct_type))
 
 
-def _rows_table(column: str, struct_array: pa.Array) -> pa.Table:
+def _rows_table(column: str, struct_array: pa.Array, schema: pa.Schema = CHECKPOINT_SCHEMA) -> pa.Table:
     """A checkpoint table whose rows carry only `column`; every other action column is null."""
     n = len(struct_array)
     return pa.Table.from_arrays(
-        [struct_array if f.name == column else pa.nulls(n, f.type) for f in CHECKPOINT_SCHEMA],
-        schema=CHECKPOINT_SCHEMA)
+        [struct_array if f.name == column else pa.nulls(n, f.type) for f in schema], schema=schema)
 
 
-def _single(column: str, value: dict[str, Any]) -> pa.Table:
-    arr = pa.array([value], type=CHECKPOINT_SCHEMA.field(column).type)
-    return _rows_table(column, arr)
+def _struct_stats(snapshot: "Snapshot") -> tuple[bool, bool]:
+    """(write `stats` JSON, write `stats_parsed` and `partitionValues_parsed`): the table's
+    `delta.checkpoint.writeStatsAsJson` (default true) and `…writeStatsAsStruct` (default false)."""
+    conf = snapshot.configuration
+    as_json = conf.get("delta.checkpoint.writeStatsAsJson", "true").lower() != "false"
+    as_struct = conf.get("delta.checkpoint.writeStatsAsStruct", "false").lower() == "true"
+    return as_json, as_struct
+
+
+def _add_columns_parsed(snapshot: "Snapshot", files: pa.Table) -> dict[str, pa.Array]:
+    """`stats_parsed` and `partitionValues_parsed` of the live files, keyed by physical names as the
+    JSON they come from is."""
+    from .column_mapping import mode_of, physical_names, physical_schema
+    from .paths import parse_partition_value
+    from .schema import find_field, type_to_arrow
+    from .stats import parsed_stats, parsed_stats_type
+
+    schema = physical_schema(snapshot.schema_json, mode_of(snapshot.configuration))
+    names = physical_names(snapshot.schema_json, snapshot.configuration)
+    partitions = [names.get(c, c) for c in snapshot.partition_columns]
+    out = {"stats_parsed": parsed_stats(files.column("stats").to_pylist(),
+                                        parsed_stats_type(schema, partitions))}
+    if partitions:
+        types = {p: find_field(schema, p)["type"] for p in partitions}
+        struct_type = pa.struct([pa.field(p, type_to_arrow(types[p])) for p in partitions])
+        rows = [{p: parse_partition_value(dict(pv or []).get(p), types[p]) for p in partitions}
+                for pv in files.column("partition_values").to_pylist()]
+        out["partitionValues_parsed"] = pa.array(rows, type=struct_type)
+    return out
+
+
+def _single(column: str, value: dict[str, Any], schema: pa.Schema) -> pa.Table:
+    return _rows_table(column, pa.array([value], type=schema.field(column).type), schema)
 
 
 def checkpoint_table(snapshot: "Snapshot") -> pa.Table:
     """The checkpoint rows for a snapshot: protocol, metaData, txns, domain metadata, adds, removes."""
     md = snapshot.metadata
+    schema = _checkpoint_schema(snapshot)
     parts = [
-        _single("protocol", snapshot.protocol.to_dict()),
+        _single("protocol", snapshot.protocol.to_dict(), schema),
         _single("metaData", {
             "id": md.id, "name": md.name, "description": md.description,
             "format": {"provider": md.format.provider, "options": dict(md.format.options)},
             "schemaString": md.schema_string, "partitionColumns": list(md.partition_columns),
             "configuration": dict(md.configuration), "createdTime": md.created_time,
-        }),
+        }, schema),
     ]
     txns = [{"appId": k, "version": v, "lastUpdated": snapshot.app_transaction_updated.get(k)}
             for k, v in snapshot.app_transactions.items()]
     if txns:
-        parts.append(_rows_table("txn", pa.array(txns, type=CHECKPOINT_SCHEMA.field("txn").type)))
+        parts.append(_rows_table("txn", pa.array(txns, type=schema.field("txn").type), schema))
     domains = [d.to_dict() for d in snapshot.domain_metadata.values()]
     if domains:
         parts.append(_rows_table("domainMetadata",
-                                 pa.array(domains, type=CHECKPOINT_SCHEMA.field("domainMetadata").type)))
+                                 pa.array(domains, type=schema.field("domainMetadata").type), schema))
     files = snapshot.files
+    as_json, as_struct = _struct_stats(snapshot)
     if files.num_rows:
         cols = {log_name: files.column(col).combine_chunks() for log_name, col in _ADD_COLUMNS.items()}
-        parts.append(_rows_table("add", _file_actions_column(
-            CHECKPOINT_SCHEMA.field("add").type, cols, files.num_rows)))
+        if as_struct:
+            cols.update(_add_columns_parsed(snapshot, files))
+        if not as_json:
+            del cols["stats"]
+        parts.append(_rows_table("add", _file_actions_column(schema.field("add").type, cols, files.num_rows),
+                                 schema))
     tomb = snapshot.tombstones
     if tomb.num_rows:
         cols = {log_name: tomb.column(col).combine_chunks() for log_name, col in _REMOVE_COLUMNS.items()}
         cols["extendedFileMetadata"] = pa.array([True] * tomb.num_rows, pa.bool_())
         parts.append(_rows_table("remove", _file_actions_column(
-            CHECKPOINT_SCHEMA.field("remove").type, cols, tomb.num_rows)))
+            schema.field("remove").type, cols, tomb.num_rows), schema))
     return pa.concat_tables(parts)
+
+
+def _checkpoint_schema(snapshot: "Snapshot") -> pa.Schema:
+    """CHECKPOINT_SCHEMA, with `add.stats_parsed` (and `add.partitionValues_parsed` for a partitioned
+    table) when the table asks for struct stats."""
+    if not _struct_stats(snapshot)[1] or not snapshot.files.num_rows:
+        return CHECKPOINT_SCHEMA
+    extra = _add_columns_parsed(snapshot, snapshot.files.slice(0, 0))
+    add = CHECKPOINT_SCHEMA.field("add")
+    add_type = pa.struct(list(add.type) + [pa.field(k, v.type) for k, v in extra.items()])
+    return CHECKPOINT_SCHEMA.set(CHECKPOINT_SCHEMA.get_field_index("add"), pa.field("add", add_type))
 
 
 def write_checkpoint(store: LogStore, snapshot: "Snapshot") -> dict[str, Any]:

@@ -455,3 +455,85 @@ def file_stats(data: pa.Table | pa.RecordBatch | Iterable[pa.RecordBatch], schem
         for batch in data:
             collector.update(batch)
     return collector.to_json()
+
+
+# --------------------------------------------------------------------------- stats as checkpoint structs
+
+_BOUNDED_KINDS = _INT_TYPES | _FLOAT_TYPES | {"date", "timestamp", "timestamp_ntz", "string"}
+
+
+def parsed_stats_type(schema_json: dict[str, Any], partition_columns: Sequence[str] = ()) -> pa.StructType:
+    """The type of a checkpoint's `add.stats_parsed` for a (physical) table schema: bounds in each
+    column's own type for the leaves that have them, a long null count for every leaf."""
+    from .schema import type_to_arrow
+
+    def bounds(struct_type: dict[str, Any]) -> pa.StructType:
+        fields = []
+        for f in struct_type.get("fields", []):
+            t = f["type"]
+            if isinstance(t, dict) and t.get("type") == "struct":
+                nested = bounds(t)
+                if nested.num_fields:
+                    fields.append(pa.field(f["name"], nested))
+            elif isinstance(t, str) and (normalize_type_name(t) in _BOUNDED_KINDS or is_decimal(t)):
+                fields.append(pa.field(f["name"], type_to_arrow(t)))
+        return pa.struct(fields)
+
+    def null_counts(struct_type: dict[str, Any]) -> pa.StructType:
+        return pa.struct([
+            pa.field(f["name"], null_counts(f["type"]) if isinstance(f["type"], dict)
+                     and f["type"].get("type") == "struct" else pa.int64())
+            for f in struct_type.get("fields", [])])
+
+    data = without_columns(schema_json, list(partition_columns))
+    return pa.struct([
+        pa.field("numRecords", pa.int64()), pa.field("minValues", bounds(data)),
+        pa.field("maxValues", bounds(data)), pa.field("nullCount", null_counts(data)),
+        pa.field("tightBounds", pa.bool_()),
+    ])
+
+
+def parsed_stats(texts: Iterable[str | None], struct_type: pa.StructType) -> pa.StructArray:
+    """`add.stats` JSON texts as `stats_parsed` structs (null where a file has no stats). Values that do
+    not fit the column's type are left out: a missing bound only costs skipping."""
+    rows = []
+    for text in texts:
+        try:
+            obj = json.loads(text) if text else None
+        except ValueError:
+            obj = None
+        rows.append(_conform(obj, struct_type) if isinstance(obj, dict) else None)
+    return pa.array(rows, type=struct_type)
+
+
+def _conform(value: Any, t: pa.DataType) -> Any:
+    if value is None:
+        return None
+    if pa.types.is_struct(t):
+        if not isinstance(value, dict):
+            return None
+        return {f.name: _conform(value.get(f.name), f.type) for f in t}
+    try:
+        if pa.types.is_boolean(t):
+            return value if isinstance(value, bool) else None
+        if isinstance(value, bool):
+            return None
+        if pa.types.is_integer(t):
+            return int(value) if isinstance(value, int) else None
+        if pa.types.is_floating(t):
+            return float(value) if isinstance(value, (int, float)) else None
+        if pa.types.is_decimal(t):
+            return Decimal(str(value)).quantize(Decimal(1).scaleb(-t.scale)) if isinstance(value, (int, float)) \
+                else None
+        if pa.types.is_string(t):
+            return value if isinstance(value, str) else None
+        if pa.types.is_date(t):
+            return dt.date.fromisoformat(value[:10])
+        if pa.types.is_timestamp(t):
+            v = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+            if t.tz is not None:
+                return v.replace(tzinfo=dt.timezone.utc) if v.tzinfo is None else v.astimezone(dt.timezone.utc)
+            return v if v.tzinfo is None else v.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    except (TypeError, ValueError, ArithmeticError):
+        return None
+    return None

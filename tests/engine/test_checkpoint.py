@@ -250,3 +250,69 @@ def test_struct_only_stats_are_read_and_survive_our_checkpoint(tmp_path, name):
     for path, theirs in before.items():
         if theirs["max.timestamp"] is not None:
             assert after[path]["max.timestamp"] >= theirs["max.timestamp"]
+
+
+@pytest.mark.parametrize("as_json", ["true", "false"])
+def test_struct_stats_are_written_when_the_table_asks(tmp_path, as_json):
+    """`delta.checkpoint.writeStatsAsStruct=true`: our checkpoint carries `stats_parsed` (each bound in its
+    column's type) and `partitionValues_parsed`; with `writeStatsAsJson=false` only those. delta-rs and
+    we read the same stats back from it."""
+    import datetime as dt
+    from decimal import Decimal
+
+    from deltalog import write_deltalake
+    from deltalog.storage import log_store_for
+
+    uri = str(tmp_path / "t")
+    conf = {"delta.checkpoint.writeStatsAsStruct": "true", "delta.checkpoint.writeStatsAsJson": as_json,
+            "delta.checkpointInterval": "100"}
+    for i in range(3):
+        write_deltalake(uri, pa.table({
+            "integer": pa.array([i, i + 10], pa.int32()),
+            "amount": pa.array([Decimal("1.50") * i, Decimal("-2.25")], pa.decimal128(9, 2)),
+            "day": [dt.date(2024, 1, 1 + i), dt.date(2023, 5, 5)],
+            "at": pa.array([dt.datetime(2024, 1, 1, 12, i, 0, 123456), None], pa.timestamp("us", tz="UTC")),
+            "name": [f"n{i}", "zz"],
+            "nested": [{"x": float(i), "y": "a"}, {"x": -1.0, "y": None}],
+            "p": [f"v{i}", f"v{i}"],
+            "q": pa.array([i, i], pa.int64()),
+        }), mode="append", partition_by=["p", "q"], configuration=conf if i == 0 else None)
+    def delta_rs_adds():
+        actions = pa.table(deltalake.DeltaTable(uri).get_add_actions(flatten=True))
+        return sorted(actions.drop_columns(["modification_time"]).to_pylist(), key=lambda r: r["path"])
+
+    before = delta_rs_adds()
+    assert before[0]["min.at"] is not None and before[0]["null_count.nested.y"] == 1
+    snap = Snapshot.load(uri)
+    json_stats = dict(zip(snap.files.column("path").to_pylist(), snap.files.column("stats").to_pylist()))
+    write_checkpoint(log_store_for(uri), snap)
+
+    adds = pq.read_table(tmp_path / "t" / "_delta_log" / ("%020d.checkpoint.parquet" % snap.version),
+                         columns=["add"]).column("add").combine_chunks()
+    adds = adds.filter(adds.is_valid()).to_pylist()
+    assert len(adds) == 3
+    for a in adds:
+        parsed = a["stats_parsed"]
+        i = int(a["partitionValues_parsed"]["q"])
+        assert a["partitionValues_parsed"] == {"p": f"v{i}", "q": i}
+        assert parsed["numRecords"] == 2
+        assert parsed["minValues"]["integer"] == i and parsed["maxValues"]["integer"] == i + 10
+        assert parsed["minValues"]["amount"] == Decimal("-2.25")
+        assert parsed["maxValues"]["amount"] == max(Decimal("1.50") * i, Decimal("-2.25"))
+        assert parsed["minValues"]["day"] == dt.date(2023, 5, 5)
+        assert parsed["maxValues"]["nested"] == {"x": float(i), "y": "a"}
+        assert parsed["nullCount"]["at"] == 1 and parsed["nullCount"]["nested"] == {"x": 0, "y": 1}
+        # stats keep milliseconds: the min rounds down, the max up
+        assert parsed["minValues"]["at"] == dt.datetime(2024, 1, 1, 12, i, 0, 123000, tzinfo=dt.timezone.utc)
+        assert parsed["maxValues"]["at"] == dt.datetime(2024, 1, 1, 12, i, 0, 124000, tzinfo=dt.timezone.utc)
+        assert (a["stats"] is None) == (as_json == "false")
+        if a["stats"] is not None:
+            assert a["stats"] == json_stats[a["path"]]
+
+    for f in (tmp_path / "t" / "_delta_log").glob("*.json"):
+        f.unlink()  # only the checkpoint remains
+    assert delta_rs_adds() == before
+    again = Snapshot.load(uri)
+    for path, text in zip(again.files.column("path").to_pylist(), again.files.column("stats").to_pylist()):
+        assert json.loads(text) == json.loads(json_stats[path])
+    assert sorted(deltalake.DeltaTable(uri).to_pyarrow_table().column("integer").to_pylist()) == [0, 1, 2, 10, 11, 12]
