@@ -24,6 +24,7 @@ SUPPORTED_READER_FEATURES = frozenset({"timestampNtz", "vacuumProtocolCheck", "c
 SUPPORTED_WRITER_FEATURES = frozenset({
     "appendOnly", "invariants", "timestampNtz", "vacuumProtocolCheck", "checkpointProtection",
     "materializePartitionColumns", "checkConstraints", "domainMetadata", "clustering", "columnMapping",
+    "changeDataFeed",
 })
 
 
@@ -98,10 +99,9 @@ class Protocol:
 
 
 def legacy_features_in_use(metadata: "Metadata", writer_version: int) -> list[str]:
-    """Of the features writer versions 4-6 allow, those the table uses (none of them is written here)."""
+    """Of the features writer versions 4-6 allow, those the table uses that are not written here
+    (change data feed is)."""
     used = []
-    if str(metadata.configuration.get("delta.enableChangeDataFeed", "false")).lower() == "true":
-        used.append("changeDataFeed")
     fields = metadata.schema_json.get("fields", []) if metadata.schema_string else []
     if any("delta.generationExpression" in (f.get("metadata") or {}) for f in fields):
         used.append("generatedColumns")
@@ -255,6 +255,28 @@ class RemoveFile:
 
 
 @dataclass
+class AddCDCFile:
+    """A change data file (`_change_data/…`): the rows a commit changed, each with its `_change_type`.
+    Readers of the change data feed use these instead of the commit's adds and removes."""
+    path: str
+    partition_values: dict[str, str | None] = field(default_factory=dict)
+    size: int = 0
+    data_change: bool = False
+    tags: dict[str, str] | None = None
+
+    KEY = "cdc"
+
+    def to_dict(self) -> dict[str, Any]:
+        return _drop_none({"path": self.path, "partitionValues": self.partition_values, "size": self.size,
+                           "dataChange": self.data_change, "tags": self.tags})
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "AddCDCFile":
+        return cls(d["path"], d.get("partitionValues") or {}, int(d.get("size") or 0),
+                   bool(d.get("dataChange", False)), d.get("tags"))
+
+
+@dataclass
 class SetTransaction:
     app_id: str
     version: int
@@ -334,12 +356,12 @@ class CommitInfo:
         )
 
 
-Action = Protocol | Metadata | AddFile | RemoveFile | SetTransaction | DomainMetadata | CommitInfo
+Action = Protocol | Metadata | AddFile | RemoveFile | AddCDCFile | SetTransaction | DomainMetadata | CommitInfo
 
-_BY_KEY = {c.KEY: c for c in (Protocol, Metadata, AddFile, RemoveFile, SetTransaction, DomainMetadata,
-                              CommitInfo)}
+_BY_KEY = {c.KEY: c for c in (Protocol, Metadata, AddFile, RemoveFile, AddCDCFile, SetTransaction,
+                              DomainMetadata, CommitInfo)}
 # Actions a reader must tolerate but that never enter the table state this engine keeps.
-IGNORED_KEYS = frozenset({"cdc", "checkpointMetadata", "sidecar"})
+IGNORED_KEYS = frozenset({"checkpointMetadata", "sidecar"})
 
 
 def action_to_json(action: Action) -> str:

@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable
 from urllib.parse import unquote
 
 from .actions import (
-    SUPPORTED_WRITER_FEATURES, Action, AddFile, CommitInfo, DomainMetadata, Metadata, Protocol,
+    SUPPORTED_WRITER_FEATURES, Action, AddCDCFile, AddFile, CommitInfo, DomainMetadata, Metadata, Protocol,
     RemoveFile, SetTransaction, commit_to_bytes, now_ms, parse_commit,
 )
 from . import column_mapping
@@ -63,12 +63,12 @@ DEFAULT_ISOLATION_LEVEL = WRITE_SERIALIZABLE
 ISOLATION_LEVEL_KEY = "delta.isolationLevel"
 APPEND_ONLY_KEY = "delta.appendOnly"
 CHECKPOINT_INTERVAL_KEY = "delta.checkpointInterval"
+CHANGE_DATA_FEED_KEY = "delta.enableChangeDataFeed"
 
 MAX_COMMIT_ATTEMPTS = 50
 
 # Table properties that switch on a table feature this engine cannot write.
 _UNSUPPORTED_PROPERTIES = {
-    "delta.enableChangeDataFeed": "changeDataFeed",
     "delta.enableDeletionVectors": "deletionVectors",
     "delta.enableRowTracking": "rowTracking",
     "delta.enableInCommitTimestamps": "inCommitTimestamp",
@@ -161,8 +161,9 @@ def validate_metadata(metadata: Metadata, table: str) -> None:
         if not re.fullmatch(r"\s*[0-9]+\s*", str(value)) or int(value) < 1:
             raise InvalidTableError(
                 f"{table}: {CHECKPOINT_INTERVAL_KEY}={value!r} is not allowed: it must be an integer >= 1.")
-    if APPEND_ONLY_KEY in conf and str(conf[APPEND_ONLY_KEY]).lower() not in ("true", "false"):
-        raise InvalidTableError(f"{table}: {APPEND_ONLY_KEY}={conf[APPEND_ONLY_KEY]!r}: allowed true, false.")
+    for key in (APPEND_ONLY_KEY, CHANGE_DATA_FEED_KEY):
+        if key in conf and str(conf[key]).lower() not in ("true", "false"):
+            raise InvalidTableError(f"{table}: {key}={conf[key]!r} is not allowed: allowed true, false.")
     for key, feature in _UNSUPPORTED_PROPERTIES.items():
         if str(conf.get(key, "false")).lower() == "true":
             raise UnsupportedFeatureError(
@@ -192,6 +193,8 @@ def required_protocol(metadata: Metadata, current: Protocol | None, features: It
         needed.add("checkConstraints")
     if column_mapping.is_mapped(metadata.configuration):
         needed.add("columnMapping")
+    if str(metadata.configuration.get(CHANGE_DATA_FEED_KEY, "false")).lower() == "true":
+        needed.add("changeDataFeed")
     needed |= set(features)
     missing = {f for f in needed if not base.has_writer_feature(f)}
     if not missing:
@@ -225,6 +228,7 @@ class _WinningCommit:
         self.protocol = next((a for a in actions if isinstance(a, Protocol)), None)
         self.metadata = next((a for a in actions if isinstance(a, Metadata)), None)
         self.adds = [a for a in actions if isinstance(a, AddFile)]
+        self.change_files = [a for a in actions if isinstance(a, AddCDCFile)]
         self.removes = [a for a in actions if isinstance(a, RemoveFile)]
         self.txns = [a for a in actions if isinstance(a, SetTransaction)]
         self.domains = [a for a in actions if isinstance(a, DomainMetadata)]
@@ -385,7 +389,7 @@ class Transaction:
                 self.update_protocol(a)
             elif isinstance(a, CommitInfo):
                 raise ValueError(f"{self.table_uri}: commitInfo is built by commit(); pass its fields there")
-            elif isinstance(a, (AddFile, RemoveFile, SetTransaction, DomainMetadata)):
+            elif isinstance(a, (AddFile, RemoveFile, AddCDCFile, SetTransaction, DomainMetadata)):
                 if isinstance(a, SetTransaction):
                     self._read_app_ids.add(a.app_id)
                 self._actions.append(a)
@@ -585,7 +589,7 @@ class Transaction:
         (log-relative paths); absolute paths (files outside the table) are never deleted."""
         from .paths import decode_path, is_absolute_path
 
-        wanted = {_key(f.path if isinstance(f, (AddFile, RemoveFile)) else str(f)) for f in files}
+        wanted = {_key(f.path if isinstance(f, (AddFile, RemoveFile, AddCDCFile)) else str(f)) for f in files}
         if not wanted:
             return []
         try:
@@ -595,7 +599,7 @@ class Transaction:
                         "them for VACUUM", self.table_uri, exc_info=True)
             return []
         for commit in landed:
-            wanted -= {_key(a.path) for a in commit.adds}
+            wanted -= {_key(a.path) for a in (*commit.adds, *commit.change_files)}
         deleted = []
         for rel in sorted(wanted):
             if is_absolute_path(rel):

@@ -1,5 +1,5 @@
 """Table maintenance that needs no Spark, one module each: `vacuum.vacuum`, `restore.restore`,
-`changes.added_files` / `changes.changes_snapshot` (the files added between two versions).
+`clone.clone`. The change data feed (rows changed between versions) is `deltalog.change_data`.
 
 The package does not re-export the functions: `from deltalog.operations import vacuum` is the module.
 """

@@ -11,6 +11,7 @@ files no landed commit names (any left by a killed process are invisible to read
 """
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import time
@@ -37,6 +38,8 @@ from ..skipping import ALWAYS, bind, bind_to, files_matching, parse_sql_predicat
 from ..constraints import check_constraints
 from ..definition import TableDefinition, added_checks, changed_properties, describe_change
 from ..table import DeltaTable, new_metadata
+from .. import change_data
+from .change_data import change_rows, write_change_data
 from .reader import FILE_COLUMN, ROW_INDEX_COLUMN, files_dataframe, local_path_of
 from .writer import write_files
 
@@ -416,6 +419,25 @@ def _remaining_rows(spark: SparkSession, snapshot: Any, files: pa.Table, predica
     return files_dataframe(spark, snapshot, files).filter(~F.coalesce(F.expr(predicate), F.lit(False)))
 
 
+def _deleted_rows_changes(spark: SparkSession, snapshot: Any, removed: pa.Table, predicate: str,
+                          method: str, inserted: Sequence[AddFile] = (), metadata: Metadata | None = None) -> list:
+    """With the change data feed on, a commit that rewrites files records the rows it deleted (the
+    removed files' rows matching `predicate`) and, for replace_where, the rows it inserted (read back
+    from the files it wrote, so a query is never run twice): `cdc` actions, or none."""
+    metadata = metadata or snapshot.metadata
+    if not change_data.is_enabled(metadata.configuration):
+        return []
+    changes = [change_rows(files_dataframe(spark, snapshot, removed).filter(F.coalesce(F.expr(predicate), F.lit(False))),
+                           metadata.schema_json, change_data.DELETE)]
+    if inserted:
+        view = copy.copy(snapshot)
+        view.metadata = metadata
+        files = change_data.files_table([a.to_dict() for a in inserted])
+        changes.append(change_rows(files_dataframe(spark, view, files), metadata.schema_json, change_data.INSERT))
+    return write_change_data(changes, snapshot.table_uri, metadata.partition_columns, metadata.schema_json,
+                             dict(metadata.configuration), method=method)
+
+
 def _delete_plan(spark: SparkSession, txn: Any, predicate: str | None) -> dict[str, Any]:
     """What deleting the rows matching `predicate` takes: files to remove whole, files to rewrite, the
     DataFrame of rows to keep from them, and counts. Records what was read in the transaction."""
@@ -624,9 +646,17 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
     adds = write_files(df, name, parts, schema_json, conf, method=method,
                        store_partition_columns=materialize)
     kept_adds: list[AddFile] = []
+    cdc = []
     if remove is not None and remove.get("keep") is not None:
         kept_adds = write_files(remove["keep"], name, parts, schema_json, conf, method=method,
                                 store_partition_columns=materialize)
+        rewritten = pa.concat_tables([remove["remove"], remove["rewrite"]])
+        try:
+            cdc = _deleted_rows_changes(df.sparkSession, snapshot, rewritten, replace_where, method, adds,
+                                        txn.metadata)
+        except BaseException:
+            txn.discard_uncommitted([*adds, *kept_adds])
+            raise
 
     removes: list[RemoveFile] = []
     removed_files = None
@@ -655,7 +685,7 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
     if mode == "append" and snapshot is not None and not adds and not txn.metadata_changed \
             and txn.protocol == snapshot.protocol:
         return None  # an empty append changes nothing
-    txn.add_actions([*removes, *adds, *kept_adds])
+    txn.add_actions([*removes, *adds, *kept_adds, *cdc])
     metrics = {
         "numFiles": len(adds) + len(kept_adds),
         "numOutputRows": _sum_records(adds) + _sum_records(kept_adds),
@@ -672,7 +702,7 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
     operation = operation or "WRITE"
     if operation_parameters:
         params.update(operation_parameters)
-    return txn.commit_or_discard([*adds, *kept_adds], operation=operation, parameters=params,
+    return txn.commit_or_discard([*adds, *kept_adds, *cdc], operation=operation, parameters=params,
                               metrics=metrics, user_metadata=user_metadata, extra_commit_info=extra_commit_info)
 
 
@@ -697,11 +727,17 @@ def delete(spark: SparkSession, table_uri: str, predicate: str | None = None,
     if removed.num_rows == 0:
         return None
     adds: list[AddFile] = []
+    cdc = []
     if plan["keep"] is not None:
         materialize = bool(txn.protocol and txn.protocol.has_writer_feature("materializePartitionColumns"))
         adds = write_files(plan["keep"], snapshot.table_uri, snapshot.partition_columns, snapshot.schema_json,
                            snapshot.configuration, method=method, store_partition_columns=materialize)
-    txn.add_actions([*_removes(removed), *adds])
+        try:
+            cdc = _deleted_rows_changes(spark, snapshot, removed, predicate, method)
+        except BaseException:
+            txn.discard_uncommitted(adds)
+            raise
+    txn.add_actions([*_removes(removed), *adds, *cdc])
     metrics = {
         "numRemovedFiles": removed.num_rows, "numAddedFiles": len(adds),
         "numRemovedBytes": _bytes(removed), "numAddedBytes": sum(a.size for a in adds),
@@ -710,7 +746,7 @@ def delete(spark: SparkSession, table_uri: str, predicate: str | None = None,
     if plan["deleted"] is not None:
         metrics["numDeletedRows"] = plan["deleted"]
     pred = (predicate or "").strip()
-    return txn.commit_or_discard(adds, operation="DELETE",
+    return txn.commit_or_discard([*adds, *cdc], operation="DELETE",
                               parameters={"predicate": json.dumps([pred] if pred else [])},
                               metrics=metrics, user_metadata=user_metadata, extra_commit_info=extra_commit_info)
 
@@ -962,13 +998,14 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
             changes = acting.select(FILE_COLUMN, ROW_INDEX_COLUMN, _ACTION,
                                     *[c for c in acting.columns if c.startswith((_NEW, _BY_SOURCE_NEW))])
             broadcast_changes = small_source and not by_source  # by-source changes may be many rows
-            j = old.join(F.broadcast(changes) if broadcast_changes else changes, [FILE_COLUMN, ROW_INDEX_COLUMN],
-                         "left")
-            j = j.filter(F.col(_ACTION).isNull() | ~F.col(_ACTION).isin("delete", "by_source_delete"))
-            out_cols = []
+            with_actions = old.join(F.broadcast(changes) if broadcast_changes else changes,
+                                    [FILE_COLUMN, ROW_INDEX_COLUMN], "left")
+            j = with_actions.filter(F.col(_ACTION).isNull() | ~F.col(_ACTION).isin("delete", "by_source_delete"))
+            out_cols, old_cols = [], []
             for i, c in enumerate(target_columns):
                 current = upcast_column(F.col(quote_identifier(c)), stored[c.lower()], target_schema[c].dataType) \
                     if c.lower() in stored else F.lit(None).cast(target_schema[c].dataType)
+                old_cols.append(current.alias(c))
                 value = current
                 if by_source_update and c in by_source_update:
                     value = F.when(F.col(_ACTION) == "by_source_update", F.col(_BY_SOURCE_NEW + str(i))).otherwise(value)
@@ -1009,7 +1046,23 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
         if not touched.num_rows and inserted == 0 and not txn.metadata_changed:
             txn.discard_uncommitted(adds)
             return None
-        txn.add_actions([*_removes(touched), *adds])
+        cdc = []
+        if touched.num_rows and change_data.is_enabled(txn.metadata.configuration):
+            # the rows this merge changed, for the change data feed (copied rows are not changes)
+            updated = with_actions.filter(F.col(_ACTION).isin("update", "by_source_update"))
+            deleted = with_actions.filter(F.col(_ACTION).isin("delete", "by_source_delete"))
+            changed = [change_rows(updated.select(*old_cols), schema_json, change_data.UPDATE_PREIMAGE),
+                       change_rows(updated.select(*out_cols), schema_json, change_data.UPDATE_POSTIMAGE),
+                       change_rows(deleted.select(*old_cols), schema_json, change_data.DELETE)]
+            if n_insert_df is not None:
+                changed.append(change_rows(n_insert_df, schema_json, change_data.INSERT))
+            try:
+                cdc = write_change_data(changed, name, snapshot.partition_columns, txn.metadata.schema_json,
+                                        dict(txn.metadata.configuration), method=method)
+            except BaseException:
+                txn.discard_uncommitted(adds)
+                raise
+        txn.add_actions([*_removes(touched), *adds, *cdc])
         matched_preds = []
         if when_matched_delete_condition is not None:
             matched_preds.append({"actionType": "delete", "predicate": when_matched_delete_condition})
@@ -1045,7 +1098,7 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
             "numTargetFilesScanned": candidates.num_rows,
             "executionTimeMs": int((time.time() - started) * 1000),
         }
-        return txn.commit_or_discard(adds, operation=operation, parameters=params, metrics=metrics,
+        return txn.commit_or_discard([*adds, *cdc], operation=operation, parameters=params, metrics=metrics,
                                   user_metadata=user_metadata, extra_commit_info=extra_commit_info)
     finally:
         source.unpersist()

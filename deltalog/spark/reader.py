@@ -136,7 +136,7 @@ def files_dataframe(spark: SparkSession, snapshot: Any, files: Any, with_file: b
     marked = pc.is_valid(files.column("deletion_vector"))
     df = _files_dataframe(spark, snapshot, files.filter(marked), with_file=True, with_row_index=True)
     deleted = _deleted_rows_dataframe(spark, snapshot, files.filter(marked))
-    local = F.url_decode(F.replace(F.regexp_replace(F.col(FILE_COLUMN), "^file:", ""), F.lit("+"), F.lit("%2B")))
+    local = local_file_expr(F.col(FILE_COLUMN))
     df = df.join(F.broadcast(deleted), (local == F.col(_DV_FILE)) & (F.col(ROW_INDEX_COLUMN) == F.col(_DV_ROW)),
                  "left_anti")
     keep = [c for c in df.columns if (c != FILE_COLUMN or with_file) and (c != ROW_INDEX_COLUMN or with_row_index)]
@@ -148,6 +148,12 @@ def files_dataframe(spark: SparkSession, snapshot: Any, files: Any, with_file: b
 
 
 _DV_FILE, _DV_ROW = "__deltalog_dv_file", "__deltalog_dv_row"
+
+
+def local_file_expr(spark_path: Any) -> Any:
+    """The local path of a Spark file path column (`_metadata.file_path`, a URI), as
+    `os.path.normpath(absolute_file_path(...))` spells it: what to join Python-side file tables on."""
+    return F.url_decode(F.replace(F.regexp_replace(spark_path, "^file:", ""), F.lit("+"), F.lit("%2B")))
 
 
 def _deleted_rows_dataframe(spark: SparkSession, snapshot: Any, files: Any) -> DataFrame:

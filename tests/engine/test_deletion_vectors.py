@@ -159,10 +159,11 @@ def test_writes_and_vacuum_refuse_a_dv_table(tmp_path):
         Snapshot.load(str(table))).num_rows  # the DV really deletes rows
 
 
-def test_added_rows_by_file_refuse_files_with_deletion_vectors():
-    from deltalog.operations.changes import added_files
+def test_changes_by_file_refuse_files_with_deletion_vectors():
+    from deltalog.change_data import commit_changes
+    from deltalog.storage import log_store_for
 
     source = CONFORMANCE / "wild/kernel/table-with-dv-small"
     require(source)
     with pytest.raises(UnsupportedFeatureError, match="deletion vectors"):
-        added_files(str(source), 0)  # version 1 re-adds the file with its DV
+        commit_changes(log_store_for(str(source)), 0)  # version 1 re-adds the file with its DV

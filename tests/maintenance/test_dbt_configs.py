@@ -1,6 +1,6 @@
 """The Delta model configs and maintenance macros through dbt: zorder_by / zorder / cluster_curve /
 skip_optimize, isolation_level, checkpoint_interval, tblproperties; bad values fail the model before
-anything is written; optimize / vacuum / history / restore via run-operation; as_of and added_rows in
+anything is written; optimize / vacuum / history / restore via run-operation; as_of and table_changes in
 models. Tables are read back with delta-rs."""
 import json
 import os
@@ -30,7 +30,7 @@ select id as a from range(50)
 
 INCREMENTAL = """
 {{ config(materialized='incremental', incremental_strategy='append', zorder_by=['a'],
-          checkpoint_interval=3) }}
+          checkpoint_interval=3, change_data_feed=true) }}
 select id as a, cast(id % 5 as bigint) as b from range({{ var('lo', 0) }}, {{ var('hi', 5000) }})
 """
 
@@ -41,7 +41,8 @@ select count(*) as n from {{ as_of(ref('events'), version=var('past_version', 0)
 
 ADDED = """
 {{ config(materialized='table') }}
-select a from {{ added_rows(ref('events'), var('since_version', 0)) }}
+select a, _commit_version from {{ table_changes(ref('events'), var('since_version', 0)) }}
+where _change_type = 'insert'
 """
 
 
@@ -136,16 +137,17 @@ class TestReadingThePast:
     def models(cls):
         return {"events.sql": INCREMENTAL, "past.sql": PAST, "added.sql": ADDED}
 
-    def test_as_of_and_added_rows(self, project, deltalog_warehouse):
+    def test_as_of_and_table_changes(self, project, deltalog_warehouse):
         run_dbt(["run", "--select", "events"])
         e = path(deltalog_warehouse, project, "events")
         v = version(e)
         run_dbt(["run", "--select", "events", "--vars", "{lo: 5000, hi: 5025}"])
-        run_dbt(["run", "--select", "past", "added", "--vars", json.dumps({"past_version": 0, "since_version": v})])
+        run_dbt(["run", "--select", "past", "added", "--vars", json.dumps({"past_version": 0, "since_version": v + 1})])
         past = deltalake.DeltaTable(path(deltalog_warehouse, project, "past")).to_pyarrow_table()
         assert past.column("n").to_pylist() == [5000]
         added = deltalake.DeltaTable(path(deltalog_warehouse, project, "added")).to_pyarrow_table()
         assert sorted(added.column("a").to_pylist()) == list(range(5000, 5025))
+        assert set(added.column("_commit_version").to_pylist()) == {v + 1}  # the OPTIMIZE after it changed no rows
 
 
 BAD = {

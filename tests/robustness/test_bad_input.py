@@ -231,7 +231,7 @@ def test_legacy_writer_3_table_with_a_check_constraint_is_refused_by_the_arrow_w
     assert table_state(uri) == before
 
 
-@pytest.mark.parametrize("prop,feature", [("delta.enableChangeDataFeed", "changeDataFeed"),
+@pytest.mark.parametrize("prop,feature", [("delta.enableRowTracking", "rowTracking"),
                                           ("delta.enableDeletionVectors", "deletionVectors")])
 def test_create_asking_for_an_unsupported_feature_creates_nothing(tmp_path, prop, feature):
     uri = str(tmp_path / "t")

@@ -143,6 +143,18 @@ def as_of_view(spark, table_path: str, schema: str, name: str, version: Optional
     return f"`{view}`"
 
 
+def changes_view(spark, table_path: str, schema: str, name: str, start_version: int,
+                 end_version: Optional[int] = None) -> str:
+    """A temporary view of the table's change data feed from `start_version` to `end_version`;
+    returns its quoted name for SQL."""
+    from deltalog.spark.change_data import changes_dataframe
+
+    df = changes_dataframe(spark, table_path, start_version, end_version)
+    view = snapshot_view_name(schema, name, f"changes_{start_version}_{'latest' if end_version is None else end_version}")
+    df.createOrReplaceTempView(f"`{view}`")
+    return f"`{view}`"
+
+
 def snapshot_view_name(schema: str, name: str, suffix: str) -> str:
     """The temporary view holding one reading of a table (a version, a range of changes)."""
     return "__deltalog_" + re.sub(r"[^A-Za-z0-9_]", "_", f"{schema}__{name}__{suffix}")

@@ -164,21 +164,18 @@ class MaintenanceMixin:
                                  version=_int_arg(relation, "as_of", "version", version, 0), timestamp=timestamp)
 
     @available
-    def deltalog_added_rows(self, relation: Any, start_version: Any, end_version: Any = None) -> str:
-        """A temporary view of the rows added after `start_version` (up to `end_version`, default the
-        latest); returns its name for SQL."""
+    def deltalog_table_changes(self, relation: Any, start_version: Any, end_version: Any = None) -> str:
+        """A temporary view of the rows each commit from `start_version` to `end_version` (default the
+        latest; both included) changed, with `_change_type`, `_commit_version` and `_commit_timestamp`
+        (the change data feed); returns its name for SQL."""
         relation = self._relation(relation)
-        from deltalog.operations.changes import changes_snapshot
-        from deltalog.spark.reader import snapshot_dataframe
+        from dbt.adapters.deltalog.catalog_sql import changes_view
         if start_version is None:
-            raise CompilationError(f"added_rows({relation}): start_version is required.")
-        start = _int_arg(relation, "added_rows", "start_version", start_version, 0)
-        snap = self._engine_call(relation, "changes", changes_snapshot, self.table_uri(relation),
-                                 start, _int_arg(relation, "added_rows", "end_version", end_version, 0))
-        from dbt.adapters.deltalog.catalog_sql import snapshot_view_name
-        name = snapshot_view_name(relation.schema, relation.identifier, f"added_{start}_{snap.version}")
-        snapshot_dataframe(self.spark, snap).createOrReplaceTempView(f"`{name}`")
-        return f"`{name}`"
+            raise CompilationError(f"table_changes({relation}): start_version is required.")
+        start = _int_arg(relation, "table_changes", "start_version", start_version, 0)
+        end = _int_arg(relation, "table_changes", "end_version", end_version, 0)
+        return self._engine_call(relation, "table_changes", changes_view, self.spark, self.table_uri(relation),
+                                 relation.schema, relation.identifier, start, end)
 
     @available
     def deltalog_table_version(self, relation: Any) -> Optional[int]:

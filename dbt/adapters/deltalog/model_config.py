@@ -57,9 +57,10 @@ KNOWN_PROPERTIES: Dict[str, Any] = {
     "delta.minReaderVersion": (lambda v: _is_int(v, 1), "an integer"),
     "delta.minWriterVersion": (lambda v: _is_int(v, 2), "an integer"),
     "delta.columnMapping.mode": (lambda v: v.lower() in COLUMN_MAPPING_MODES, "none, name or id"),
+    "delta.enableChangeDataFeed": (lambda v: v.lower() in _BOOL, "true or false"),
 }
 # Properties that switch on features this engine cannot write (the transaction refuses them too).
-UNSUPPORTED_PROPERTIES = ("delta.enableChangeDataFeed", "delta.enableDeletionVectors", "delta.enableRowTracking",
+UNSUPPORTED_PROPERTIES = ("delta.enableDeletionVectors", "delta.enableRowTracking",
                           "delta.enableInCommitTimestamps", "delta.enableTypeWidening",
                           "delta.enableIcebergCompatV1", "delta.enableIcebergCompatV2")
 _STATS_TYPES = ("byte", "short", "int", "integer", "long", "bigint", "smallint", "tinyint", "float", "double",
@@ -167,6 +168,13 @@ class DeltaConfig:
                 self.fail("column_mapping", mapping, "name, id or none (delta.columnMapping.mode: with name or "
                                                      "id, dropping and renaming columns change only metadata)")
             self._set("column_mapping", "delta.columnMapping.mode", str(mapping).strip().lower())
+
+        feed = _get(config, "change_data_feed")
+        if feed is not None:
+            if not isinstance(feed, bool) and str(feed).strip().lower() not in ("true", "false"):
+                self.fail("change_data_feed", feed, "true or false (delta.enableChangeDataFeed: updates, deletes "
+                                                    "and merges also record the rows they change)")
+            self._set("change_data_feed", "delta.enableChangeDataFeed", "true" if _truthy(feed) else "false")
 
         self.zorder_by = self._column_list(config, "zorder_by", "zorder")[0]
 

@@ -84,11 +84,12 @@
   {%- endif -%}
 {% endmacro %}
 
-{% macro added_rows(relation, start_version, end_version=none) %}
-  {#- The rows added after start_version (up to end_version, default the latest):
-      `select * from {{ added_rows(ref('events'), 12) }}` -#}
+{% macro table_changes(relation, start_version, end_version=none) %}
+  {#- The change data feed: the rows each commit from start_version to end_version (default the latest,
+      both included) inserted, updated or deleted, with _change_type, _commit_version and
+      _commit_timestamp: `select * from {{ table_changes(ref('orders'), 12) }}` -#}
   {%- if execute -%}
-    {{ return(adapter.deltalog_added_rows(relation, start_version, end_version)) }}
+    {{ return(adapter.deltalog_table_changes(relation, start_version, end_version)) }}
   {%- else -%}
     {{ return(relation) }}
   {%- endif -%}

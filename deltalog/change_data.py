@@ -1,0 +1,128 @@
+"""Change data feed (`delta.enableChangeDataFeed`): which rows each commit inserted, updated or deleted.
+
+Write side: a commit that rewrites files (DELETE of some rows of a file, MERGE, replace_where) also
+writes the rows it changed, each with `_change_type` (insert, update_preimage, update_postimage,
+delete), into `_change_data/` files named by `cdc` actions. Commits that only add whole files or
+remove whole files need none: their adds are the inserts and their removes the deletes.
+
+Read side (`commit_changes`): per commit, its `cdc` files when it has any, otherwise its data-changing
+adds (inserts) and removes (deletes), with the commit's version and timestamp.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from .actions import commit_objects
+from .checkpoint import FILES_SCHEMA, STRING_MAP
+from .errors import InvalidTableError, UnsupportedFeatureError, VersionNotFoundError
+from .paths import decode_path
+from .snapshot import Snapshot
+from .storage import LogStore
+
+ENABLE_KEY = "delta.enableChangeDataFeed"
+CHANGE_TYPE_COLUMN = "_change_type"
+COMMIT_VERSION_COLUMN = "_commit_version"
+COMMIT_TIMESTAMP_COLUMN = "_commit_timestamp"
+CHANGE_DATA_DIR = "_change_data"
+INSERT, DELETE = "insert", "delete"
+UPDATE_PREIMAGE, UPDATE_POSTIMAGE = "update_preimage", "update_postimage"
+
+
+def is_enabled(configuration: dict[str, str] | None) -> bool:
+    return str((configuration or {}).get(ENABLE_KEY, "false")).lower() == "true"
+
+
+def with_change_type(schema_json: dict[str, Any]) -> dict[str, Any]:
+    """The schema of change data files: the table's columns plus `_change_type`."""
+    return {**schema_json, "fields": [*schema_json["fields"],
+                                      {"name": CHANGE_TYPE_COLUMN, "type": "string", "nullable": True,
+                                       "metadata": {}}]}
+
+
+@dataclass
+class CommitChanges:
+    """One commit's changed rows, as files: change data files (`cdc`, each row carries its change
+    type), or else whole files inserted (`inserted`) and deleted (`deleted`). Tables in FILES_SCHEMA."""
+    version: int
+    timestamp: int
+    cdc: pa.Table = field(default_factory=FILES_SCHEMA.empty_table)
+    inserted: pa.Table = field(default_factory=FILES_SCHEMA.empty_table)
+    deleted: pa.Table = field(default_factory=FILES_SCHEMA.empty_table)
+
+
+def files_table(actions: list[dict[str, Any]]) -> pa.Table:
+    return pa.Table.from_arrays([
+        pa.array([a["path"] for a in actions], pa.string()),
+        pa.array([list((a.get("partitionValues") or {}).items()) for a in actions], STRING_MAP),
+        pa.array([a.get("size") or 0 for a in actions], pa.int64()),
+        pa.array([a.get("modificationTime") or 0 for a in actions], pa.int64()),
+        pa.array([True] * len(actions), pa.bool_()),
+        pa.array([a.get("stats") for a in actions], pa.string()),
+        pa.array([list(a["tags"].items()) if a.get("tags") else None for a in actions], STRING_MAP),
+        pa.array([a.get("deletionVector") for a in actions], FILES_SCHEMA.field("deletion_vector").type),
+    ], schema=FILES_SCHEMA)
+
+
+def commit_changes(store: LogStore, start_version: int, end_version: int | None = None
+                   ) -> tuple[Snapshot, list[CommitChanges]]:
+    """The snapshot at `end_version` (default: the latest) and the changes of every commit from
+    `start_version` to it, both included. Refuses, naming the version, a range that reaches back past
+    the log's retention, a commit that rewrote rows while the feed was off (its rows could not be told
+    apart from copies), and files whose deletion vectors would make whole-file changes wrong."""
+    root = store.table_uri
+    end_snapshot = Snapshot.load(root, version=end_version, store=store)
+    end = end_snapshot.version
+    start = int(start_version)
+    if start < 0 or start > end:
+        raise InvalidTableError(
+            f"{root}: changes need 0 <= start_version <= end_version (the latest version is "
+            f"{end_snapshot.version}); got {start_version}..{end}.")
+    try:
+        enabled = is_enabled(Snapshot.load(root, version=start - 1, store=store).configuration) if start else False
+    except VersionNotFoundError:
+        enabled = False
+    file_times = {f.version: f.modification_time for f in store.list_from(start) if f.kind == "commit"}
+    out = []
+    for v in range(start, end + 1):
+        name = "%020d.json" % v
+        try:
+            data = store.read(name)
+        except FileNotFoundError:
+            raise VersionNotFoundError(
+                f"{root}: the commit of version {v} is no longer in the log (cleaned up after "
+                f"delta.logRetentionDuration) or does not exist; read changes from a later version.") from None
+        commit = CommitChanges(v, 0)
+        cdc, adds, removes = [], [], []
+        for _, obj in commit_objects(data, f"{root}/_delta_log/{name}"):
+            key, value = next(iter(obj.items()))
+            if key == "commitInfo":
+                commit.timestamp = int(value.get("inCommitTimestamp") or value.get("timestamp") or 0)
+            elif key == "metaData":
+                enabled = is_enabled(value.get("configuration"))
+            elif key == "cdc":
+                cdc.append(value)
+            elif key == "add" and value.get("dataChange", True):
+                adds.append(value)
+            elif key == "remove" and value.get("dataChange", True):
+                removes.append(value)
+        if not commit.timestamp:  # no commitInfo time (as delta-rs reads it): the file's
+            commit.timestamp = file_times.get(v, 0)
+        if cdc:
+            commit.cdc = files_table(cdc)
+        else:
+            marked = [a["path"] for a in adds + removes if a.get("deletionVector")]
+            if marked:
+                raise UnsupportedFeatureError(
+                    f"{root}: version {v} has files with deletion vectors and no change data files (e.g. "
+                    f"{decode_path(marked[0])}); its changed rows cannot be read.")
+            if removes and not enabled:
+                raise UnsupportedFeatureError(
+                    f"{root}: version {v} removed files while the change data feed was off "
+                    f"({ENABLE_KEY} was not true), so the rows it changed are not recorded; read changes "
+                    f"from a version after the feed was switched on.")
+            commit.inserted, commit.deleted = files_table(adds), files_table(removes)
+        out.append(commit)
+    return end_snapshot, out
