@@ -20,7 +20,7 @@ from ..errors import VersionNotFoundError
 from ..paths import absolute_file_path, decode_path
 from ..schema import quote_identifier, schema_string
 from ..storage import log_store_for
-from .reader import FILE_COLUMN, files_dataframe, local_file_expr
+from .reader import FILE_COLUMN, files_dataframe, local_file_expr, snapshot_dataframe
 from .writer import spark_schema, write_files
 
 
@@ -80,11 +80,7 @@ def changes_dataframe(spark: SparkSession, table_uri: str, start_version: int,
         parts.append(rows.select(*columns, CHANGE_TYPE_COLUMN, COMMIT_VERSION_COLUMN,
                                  F.timestamp_millis(F.col("__ms")).alias(COMMIT_TIMESTAMP_COLUMN)))
     if not parts:
-        schema = spark_schema(snapshot.schema_json)
-        empty = StructType([*schema.fields, StructField(CHANGE_TYPE_COLUMN, StringType()),
-                            StructField(COMMIT_VERSION_COLUMN, LongType()),
-                            StructField(COMMIT_TIMESTAMP_COLUMN, TimestampType())])
-        return spark.createDataFrame(spark.sparkContext.emptyRDD(), empty)
+        return no_changes(spark, snapshot)
     out = parts[0]
     for p in parts[1:]:
         out = out.unionByName(p)
@@ -98,3 +94,19 @@ def _check_files_exist(root: str, files: pa.Table, start_version: int) -> None:
         raise VersionNotFoundError(
             f"{root}: {len(missing)} file(s) holding changes since version {start_version} were deleted by "
             f"VACUUM (e.g. {missing[0]}); read changes from a later version.")
+
+
+def no_changes(spark: SparkSession, snapshot: Any) -> DataFrame:
+    """An empty change feed with the columns `changes_dataframe` gives for the snapshot's table."""
+    schema = spark_schema(snapshot.schema_json)
+    empty = StructType([*schema.fields, StructField(CHANGE_TYPE_COLUMN, StringType()),
+                        StructField(COMMIT_VERSION_COLUMN, LongType()),
+                        StructField(COMMIT_TIMESTAMP_COLUMN, TimestampType())])
+    return spark.createDataFrame(spark.sparkContext.emptyRDD(), empty)
+
+
+def snapshot_as_inserts(spark: SparkSession, snapshot: Any) -> DataFrame:
+    """Every row of the snapshot as an insert at its version: where a consumer of changes starts."""
+    return snapshot_dataframe(spark, snapshot).select(
+        "*", F.lit(INSERT).alias(CHANGE_TYPE_COLUMN), F.lit(snapshot.version).cast("long").alias(COMMIT_VERSION_COLUMN),
+        F.timestamp_millis(F.lit(snapshot.timestamp)).alias(COMMIT_TIMESTAMP_COLUMN))

@@ -25,7 +25,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession, functions as F
 from pyspark.sql.types import StructType
 
-from ..actions import AddFile, Metadata, RemoveFile, now_ms
+from ..actions import AddFile, Metadata, RemoveFile, SetTransaction, now_ms
 from ..errors import DeltaError, InvalidTableError, NotATableError, SchemaMismatchError
 from .. import sql
 from ..column_mapping import MODE as MAPPING_MODE, is_mapped, physical_names
@@ -532,7 +532,8 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
                     operation: str | None = None, operation_parameters: dict[str, Any] | None = None,
                     user_metadata: str | None = None, extra_commit_info: dict[str, Any] | None = None,
                     method: str = "native", table_schema: dict[str, Any] | None = None,
-                    definition: TableDefinition | None = None) -> int | None:
+                    definition: TableDefinition | None = None,
+                    app_transactions: dict[str, int] | None = None) -> int | None:
     """Write a DataFrame to a Delta table in one commit (creating the table as version 0 when absent).
 
     mode: 'append' (a blind append), 'overwrite' (remove all live files, add the new ones; history is
@@ -545,6 +546,8 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
     on_schema_change), committed in the same commit as the data: a failed write changes nothing.
     definition: properties, description, comments, NOT NULL columns and CHECK constraints the table
     gets in this same commit (version 0 included); rows the write keeps must satisfy new constraints.
+    app_transactions: {appId: version} recorded in the same commit (`txn` actions): what this write
+    consumed, so that a rerun after a crash neither skips nor repeats it.
     """
     mode = (mode or "append").lower()
     if mode not in MODES:
@@ -683,9 +686,9 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
             if snapshot.partition_columns:
                 txn.read_predicate(lambda pv: True)
     if mode == "append" and snapshot is not None and not adds and not txn.metadata_changed \
-            and txn.protocol == snapshot.protocol:
+            and txn.protocol == snapshot.protocol and not app_transactions:
         return None  # an empty append changes nothing
-    txn.add_actions([*removes, *adds, *kept_adds, *cdc])
+    txn.add_actions([*removes, *adds, *kept_adds, *cdc, *_set_transactions(app_transactions)])
     metrics = {
         "numFiles": len(adds) + len(kept_adds),
         "numOutputRows": _sum_records(adds) + _sum_records(kept_adds),
@@ -793,7 +796,8 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
           method: str = "native", unique_keys: dict[str, str] | None = None,
           unique_keys_where: str | None = None, table_schema: dict[str, Any] | None = None,
           when_not_matched_by_source_delete: bool = False, when_not_matched_by_source_update: Any = None,
-          when_not_matched_by_source_condition: str | None = None) -> int | None:
+          when_not_matched_by_source_condition: str | None = None,
+          app_transactions: dict[str, int] | None = None) -> int | None:
     """MERGE INTO the table USING source ON `on` (SQL with the two aliases), copy-on-write, one commit.
 
     unique_keys: {source column: name to report} of the key columns (dbt's unique_key): they must hold
@@ -808,7 +812,8 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
     `when_not_matched_condition` holds. Target rows no source row matches: deleted
     (`when_not_matched_by_source_delete`) or updated with `when_not_matched_by_source_update` ({target
     column: SQL over the target's columns}) when `when_not_matched_by_source_condition` (default true)
-    holds; such a clause reads every row of the table. Returns the version, or None when nothing changed.
+    holds; such a clause reads every row of the table. Returns the version, or None when nothing changed
+    (and no `app_transactions`, {appId: version}, are to be recorded: see `write_dataframe`).
     """
     table = DeltaTable(table_uri)
     if not table.exists():
@@ -853,7 +858,7 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
     try:
         num_source = source.count()
         if num_source == 0 and not by_source:
-            return None
+            return _record_only(txn, app_transactions, operation, extra_commit_info)
         small_source = _fits_broadcast(source)
         if unique_keys:
             _check_unique_keys(source, unique_keys, unique_keys_where, name)
@@ -1029,7 +1034,7 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
             parts.append(n_insert_df)
 
         if not touched.num_rows and n_insert_df is None and not txn.metadata_changed:
-            return None
+            return _record_only(txn, app_transactions, operation, extra_commit_info)
         out = parts[0]
         for p in parts[1:]:
             out = out.unionByName(p)
@@ -1045,7 +1050,7 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
         inserted = written - copied - n_updated - n_by_source_updated
         if not touched.num_rows and inserted == 0 and not txn.metadata_changed:
             txn.discard_uncommitted(adds)
-            return None
+            return _record_only(txn, app_transactions, operation, extra_commit_info)
         cdc = []
         if touched.num_rows and change_data.is_enabled(txn.metadata.configuration):
             # the rows this merge changed, for the change data feed (copied rows are not changes)
@@ -1062,7 +1067,7 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
             except BaseException:
                 txn.discard_uncommitted(adds)
                 raise
-        txn.add_actions([*_removes(touched), *adds, *cdc])
+        txn.add_actions([*_removes(touched), *adds, *cdc, *_set_transactions(app_transactions)])
         matched_preds = []
         if when_matched_delete_condition is not None:
             matched_preds.append({"actionType": "delete", "predicate": when_matched_delete_condition})
@@ -1104,6 +1109,20 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
         source.unpersist()
         if matched_rows is not None:
             matched_rows.unpersist()
+
+
+def _set_transactions(app_transactions: dict[str, int] | None) -> list[SetTransaction]:
+    return [SetTransaction(app, int(v), now_ms()) for app, v in (app_transactions or {}).items()]
+
+
+def _record_only(txn: Any, app_transactions: dict[str, int] | None, operation: str,
+                 extra_commit_info: dict[str, Any] | None) -> int | None:
+    """A write that changed no rows still records what it consumed, when asked to: the next run must
+    not read it again. Otherwise nothing is committed (None)."""
+    if not app_transactions:
+        return None
+    txn.add_actions(_set_transactions(app_transactions))
+    return txn.commit(operation=operation, extra_commit_info=extra_commit_info)
 
 
 def _fits_broadcast(df: DataFrame) -> bool:

@@ -437,6 +437,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
             schema_mode="overwrite" if existed else None,
             operation=operation,
             extra_commit_info=self._commit_info(model),
+            app_transactions=self.take_app_transactions(relation, self._snapshot(relation) if existed else None),
             definition=definition,
         )
 
@@ -591,6 +592,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         if not evolve:  # with schema evolution the merge itself grows the table (below)
             df, table_schema = self._apply_schema_change(relation, df, on_schema_change, model)
         commit_info = self._commit_info(model)
+        txns = self.take_app_transactions(relation)  # what changes_since_last_run read, recorded with the data
         predicates = _as_list(_get(config, "incremental_predicates") or _get(config, "predicates"))
 
         self._check_unique_key(model, df)
@@ -598,11 +600,12 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
             strategy = "append"  # no key: nothing can match, every row is new
         if strategy == "append":
             version = operations.write_dataframe(df, uri, mode="append", operation="WRITE",
-                                                 extra_commit_info=commit_info, table_schema=table_schema)
+                                                 extra_commit_info=commit_info, table_schema=table_schema,
+                                                 app_transactions=txns)
         elif strategy == "insert_overwrite":
             version = operations.write_dataframe(
                 df, uri, mode="overwrite", overwrite_partitions=bool(self._partition_columns(relation)),
-                operation="WRITE", extra_commit_info=commit_info, table_schema=table_schema,
+                operation="WRITE", extra_commit_info=commit_info, table_schema=table_schema, app_transactions=txns,
             )
         elif strategy in ("replace_where", "microbatch"):
             if strategy == "microbatch":
@@ -619,7 +622,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
                 )
             version = operations.write_dataframe(
                 df, uri, mode="overwrite", replace_where=" and ".join(f"({p})" for p in predicates),
-                operation="WRITE", extra_commit_info=commit_info, table_schema=table_schema,
+                operation="WRITE", extra_commit_info=commit_info, table_schema=table_schema, app_transactions=txns,
             )
         elif strategy == "merge":
             if evolve:
@@ -629,14 +632,14 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
                 table_schema = evolved if evolved != current else table_schema
             version = operations.merge(
                 self.spark, uri, df, **self._merge_args(relation, df, unique_key, predicates, config, model),
-                extra_commit_info=commit_info, table_schema=table_schema,
+                extra_commit_info=commit_info, table_schema=table_schema, app_transactions=txns,
             )
         else:  # delete+insert
             if not unique_key:
                 raise CompilationError(
                     f"Model {_get(model, 'unique_id')}: incremental_strategy 'delete+insert' needs a `unique_key`"
                 )
-            version = self._delete_insert(uri, df, unique_key, predicates, commit_info, table_schema)
+            version = self._delete_insert(uri, df, unique_key, predicates, commit_info, table_schema, txns)
         return self._refreshed(relation, strategy.upper(), version)
 
     @staticmethod
@@ -726,7 +729,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
                       "only with not_matched_by_source_action: delete or update")
         return args
 
-    def _delete_insert(self, uri, df, unique_key, predicates, commit_info, table_schema=None):
+    def _delete_insert(self, uri, df, unique_key, predicates, commit_info, table_schema=None, app_transactions=None):
         """delete+insert as ONE merge commit: the source's distinct keys delete the target rows
         they match (and `incremental_predicates`, written against the target, allow); every source
         row, tagged apart so it never matches, is inserted. Source columns get a prefix so the
@@ -755,7 +758,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
             when_not_matched_condition=f"DBT_INTERNAL_SOURCE.{tag} = 'insert'",
             unique_keys={prefix + k: k for k in unique_key},
             unique_keys_where=f"{tag} = 'insert'",
-            extra_commit_info=commit_info, table_schema=table_schema,
+            extra_commit_info=commit_info, table_schema=table_schema, app_transactions=app_transactions,
         )
 
     def _apply_schema_change(self, relation, df, on_schema_change: str, model: Any):

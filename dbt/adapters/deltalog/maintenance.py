@@ -15,6 +15,9 @@ from dbt_common.exceptions import CompilationError, DbtRuntimeError
 
 from dbt.adapters.deltalog.model_config import DeltaConfig, _int_arg, _truthy
 
+# appId of the `txn` a model's table records for each upstream it reads with changes_since_last_run
+CHANGES_APP_PREFIX = "dbt-deltalog changes of "
+
 class MaintenanceMixin:
     """Delta configs and maintenance for `DeltalogAdapter` (which provides `spark`, `table_uri`,
     `warehouse`)."""
@@ -176,6 +179,62 @@ class MaintenanceMixin:
         end = _int_arg(relation, "table_changes", "end_version", end_version, 0)
         return self._engine_call(relation, "table_changes", changes_view, self.spark, self.table_uri(relation),
                                  relation.schema, relation.identifier, start, end)
+
+    @available
+    def deltalog_changes_since_last_run(self, relation: Any, this: Any, incremental: Any) -> str:
+        """A temporary view of the changes to `relation` (an upstream Delta table) that the model
+        building `this` has not consumed yet: every version after the one its table records for this
+        upstream (a `txn` action) up to the upstream's version now. The model's commit records that
+        version in the same commit as its output, so a run that fails or is killed before committing is
+        simply read again by the next one. A first build (not `incremental`) reads every row as an
+        insert. Returns the view's name for SQL."""
+        from deltalog.snapshot import Snapshot
+        from deltalog.spark.change_data import changes_dataframe, no_changes, snapshot_as_inserts
+
+        upstream, target = self._relation(relation), self._relation(this)
+        upstream_snap = Snapshot.load(self.table_uri(upstream))
+        app_id = CHANGES_APP_PREFIX + upstream_snap.metadata.id
+        last = None
+        if _truthy(incremental):
+            last = Snapshot.load(self.table_uri(target)).app_transactions.get(app_id)
+            if last is None or last < 0:  # -1: the table was rebuilt without reading the changes
+                raise CompilationError(
+                    f"{target} reads changes_since_last_run({upstream}), but its table records no version of "
+                    f"{upstream} read before (a table built before the model used it, or an upstream table that "
+                    f"was replaced). Run the model once with --full-refresh: it then reads every row of "
+                    f"{upstream} and records the version. Nothing was written.")
+        if last is None:
+            df = snapshot_as_inserts(self.spark, upstream_snap)
+        elif last >= upstream_snap.version:
+            df = no_changes(self.spark, upstream_snap)
+        else:
+            df = self._engine_call(upstream, "changes_since_last_run", changes_dataframe, self.spark,
+                                   self.table_uri(upstream), last + 1, upstream_snap.version)
+        self.pending_app_transactions(target)[app_id] = upstream_snap.version
+        from dbt.adapters.deltalog.catalog_sql import snapshot_view_name
+        view = snapshot_view_name(upstream.schema, upstream.identifier,
+                                  f"for_{target.schema}_{target.identifier}_{upstream_snap.version}")
+        df.createOrReplaceTempView(f"`{view}`")
+        return f"`{view}`"
+
+    def pending_app_transactions(self, relation: Any) -> Dict[str, int]:
+        """{appId: version} the next commit to `relation`'s table records (`txn`): what the model
+        building it read through changes_since_last_run."""
+        if not hasattr(self, "_pending_app_transactions"):
+            self._pending_app_transactions: Dict[tuple, Dict[str, int]] = {}
+        return self._pending_app_transactions.setdefault((relation.schema, relation.identifier), {})
+
+    def take_app_transactions(self, relation: Any, replaced: Any = None) -> Dict[str, int]:
+        """The pending {appId: version} of `relation`, taken. When the commit replaces the table
+        (`replaced`: its snapshot before), the upstreams it no longer reads the changes of are marked
+        -1 (a txn cannot be removed): its next incremental run must not resume from them."""
+        txns = dict(self.pending_app_transactions(relation))
+        self._pending_app_transactions.pop((relation.schema, relation.identifier), None)
+        if replaced is not None:
+            for app, version in replaced.app_transactions.items():
+                if app.startswith(CHANGES_APP_PREFIX) and app not in txns and version >= 0:
+                    txns[app] = -1
+        return txns
 
     @available
     def deltalog_table_version(self, relation: Any) -> Optional[int]:

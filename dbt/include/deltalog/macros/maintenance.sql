@@ -101,3 +101,15 @@
     {{ return(adapter.deltalog_table_version(relation)) }}
   {%- endif -%}
 {% endmacro %}
+
+{% macro changes_since_last_run(relation) %}
+  {#- In an incremental model: the changes to `relation` (a Delta table with change_data_feed) since the
+      version this model last consumed, recorded with its output in one commit (exactly once, across
+      crashes and reruns). A first build or --full-refresh reads every row as an insert:
+      `select * from {{ changes_since_last_run(ref('orders')) }} where _change_type != 'update_preimage'` -#}
+  {%- if execute -%}
+    {{ return(adapter.deltalog_changes_since_last_run(relation, this, is_incremental())) }}
+  {%- else -%}
+    {{ return(relation) }}
+  {%- endif -%}
+{% endmacro %}
