@@ -35,7 +35,7 @@ SEEDS = ["customers", "customer_updates", "products", "orders", "order_items", "
 VIEWS = ["stg_customers", "stg_products", "stg_orders", "stg_order_items", "stg_payments"]
 TABLES = ["fct_orders", "dim_customers", "dim_products", "product_sales"]
 INCREMENTALS = ["orders_merge", "customers_merge", "order_events", "sales_daily", "customer_revenue",
-                "payments_daily", "orders_microbatch"]
+                "payments_daily", "orders_microbatch", "order_status_changes"]
 SNAPSHOTS = ["orders_snapshot", "customers_snapshot"]
 SCHEMA_OF = {**{s: "shop_raw" for s in SEEDS}, **{t: "shop" for t in TABLES + INCREMENTALS},
              **{s: "shop_snapshots" for s in SNAPSHOTS}}
@@ -346,6 +346,23 @@ def test_merge_on_composite_key_updates_only_listed_columns(shop, oracle):
     before = frame(shop, "orders_merge", shop.first.versions["orders_merge"]).set_index("order_id")
     assert len(before) == 360
     assert (before.loc[sorted(changed), "status"] != got.loc[sorted(changed), "status"]).all()
+
+
+def test_changes_of_the_merge_are_consumed_once(shop, oracle):
+    """order_status_changes: the first build reads orders_merge whole; the second appends exactly the
+    rows its merge inserted or updated, as delta-rs's change data feed reads them."""
+    first, second = shop.first.versions["orders_merge"], shop.second.versions["orders_merge"]
+    got = frame(shop, "order_status_changes")
+    initial = got[got["orders_version"] == first]
+    assert sorted(initial["order_id"]) == sorted(frame(shop, "orders_merge", first)["order_id"])
+    feed = pa.table(delta(shop, "orders_merge").load_cdf(starting_version=first + 1,
+                                                         ending_version=second).read_all()).to_pandas()
+    feed = feed[feed["_change_type"].isin(["insert", "update_postimage"])]
+    later = got[got["orders_version"] > first]
+    assert sorted(zip(later["order_id"], later["status"], later["change_type"], later["orders_version"])) == \
+        sorted(zip(feed["order_id"], feed["status"], feed["_change_type"], feed["_commit_version"]))
+    changed, new = oracle.changed_order_ids(2), oracle.new_order_ids(2)
+    assert sorted(later["order_id"]) == sorted(changed | new)
 
 
 def test_merge_exclude_columns_keeps_first_load_bookkeeping(shop, oracle):
