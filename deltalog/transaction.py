@@ -64,6 +64,9 @@ ISOLATION_LEVEL_KEY = "delta.isolationLevel"
 APPEND_ONLY_KEY = "delta.appendOnly"
 CHECKPOINT_INTERVAL_KEY = "delta.checkpointInterval"
 CHANGE_DATA_FEED_KEY = "delta.enableChangeDataFeed"
+IN_COMMIT_TIMESTAMPS_KEY = "delta.enableInCommitTimestamps"
+_ICT_ENABLEMENT_VERSION = "delta.inCommitTimestampEnablementVersion"
+_ICT_ENABLEMENT_TIMESTAMP = "delta.inCommitTimestampEnablementTimestamp"
 
 MAX_COMMIT_ATTEMPTS = 50
 
@@ -71,7 +74,6 @@ MAX_COMMIT_ATTEMPTS = 50
 _UNSUPPORTED_PROPERTIES = {
     "delta.enableDeletionVectors": "deletionVectors",
     "delta.enableRowTracking": "rowTracking",
-    "delta.enableInCommitTimestamps": "inCommitTimestamp",
     "delta.enableTypeWidening": "typeWidening",
     "delta.enableIcebergCompatV1": "icebergCompatV1",
     "delta.enableIcebergCompatV2": "icebergCompatV2",
@@ -161,7 +163,7 @@ def validate_metadata(metadata: Metadata, table: str) -> None:
         if not re.fullmatch(r"\s*[0-9]+\s*", str(value)) or int(value) < 1:
             raise InvalidTableError(
                 f"{table}: {CHECKPOINT_INTERVAL_KEY}={value!r} is not allowed: it must be an integer >= 1.")
-    for key in (APPEND_ONLY_KEY, CHANGE_DATA_FEED_KEY):
+    for key in (APPEND_ONLY_KEY, CHANGE_DATA_FEED_KEY, IN_COMMIT_TIMESTAMPS_KEY):
         if key in conf and str(conf[key]).lower() not in ("true", "false"):
             raise InvalidTableError(f"{table}: {key}={conf[key]!r} is not allowed: allowed true, false.")
     for key, feature in _UNSUPPORTED_PROPERTIES.items():
@@ -195,6 +197,8 @@ def required_protocol(metadata: Metadata, current: Protocol | None, features: It
         needed.add("columnMapping")
     if str(metadata.configuration.get(CHANGE_DATA_FEED_KEY, "false")).lower() == "true":
         needed.add("changeDataFeed")
+    if _in_commit_timestamps(metadata.configuration):
+        needed.add("inCommitTimestamp")
     needed |= set(features)
     missing = {f for f in needed if not base.has_writer_feature(f)}
     if not missing:
@@ -210,6 +214,10 @@ def required_protocol(metadata: Metadata, current: Protocol | None, features: It
         reader_features = sorted(set(base.reader_features or []) | reader_needed)
         return Protocol(3, 7, reader_features, sorted(writer))
     return Protocol(max(base.min_reader_version, 1), 7, None, sorted(writer))
+
+
+def _in_commit_timestamps(configuration: dict[str, str] | None) -> bool:
+    return str((configuration or {}).get(IN_COMMIT_TIMESTAMPS_KEY, "false")).lower() == "true"
 
 
 def _json_param(value: Any) -> str:
@@ -235,6 +243,9 @@ class _WinningCommit:
         # An absent flag means "not blind", as delta-spark reads it.
         self.is_blind_append = bool(self.commit_info and self.commit_info.is_blind_append)
         self.timestamp = (self.commit_info.timestamp if self.commit_info else None) or now_ms()
+        # the time readers give this version: its in-commit timestamp when it has one
+        ict = self.commit_info.extra.get("inCommitTimestamp") if self.commit_info else None
+        self.read_timestamp = ict if isinstance(ict, int) else self.timestamp
 
 
 class Transaction:
@@ -539,6 +550,7 @@ class Transaction:
             if _refused_because is not None:
                 raise CommitsRefusedError(f"{self.table_uri}: nothing was committed: {_refused_because}")
             commit_info.timestamp = max(now_ms(), commit_info.timestamp or 0)
+            actions = self._with_in_commit_timestamp(commit_info, actions, version, winners)
             data = commit_to_bytes([commit_info, *actions])
             try:
                 self.store.write_if_absent(commit_file_name(version), data)
@@ -553,8 +565,35 @@ class Transaction:
         self.committed_version = version
         log.debug("%s: committed version %d (%s) after %d attempt(s)", self.table_uri, version,
                   operation, self.attempts)
-        self._after_commit(version, [commit_info, *actions], winners, commit_info.timestamp, txn_id)
+        self._after_commit(version, [commit_info, *actions], winners,
+                           commit_info.extra.get("inCommitTimestamp", commit_info.timestamp), txn_id)
         return version
+
+    def _with_in_commit_timestamp(self, commit_info: CommitInfo, actions: list[Action], version: int,
+                                  winners: list[_WinningCommit]) -> list[Action]:
+        """With `delta.enableInCommitTimestamps`, the commit's time is written into it (commitInfo, its
+        first action): later than the previous version's, whatever the clocks say. A commit that
+        switches it on records from which version (and time) the log has them. Redone per attempt, as
+        the version may change."""
+        md = self.metadata
+        if md is None or not _in_commit_timestamps(md.configuration):
+            commit_info.extra.pop("inCommitTimestamp", None)
+            return actions
+        previous = winners[-1].read_timestamp if winners else (
+            self.snapshot.timestamp if self.snapshot is not None else None)
+        ict = max(commit_info.timestamp, (previous + 1) if previous is not None else 0)
+        commit_info.extra["inCommitTimestamp"] = ict
+        was_on = self.snapshot is not None and _in_commit_timestamps(self.snapshot.configuration) \
+            and not any(w.metadata is not None and not _in_commit_timestamps(w.metadata.configuration) for w in winners)
+        if was_on or version == 0:
+            return actions
+        out = []
+        for a in actions:
+            if isinstance(a, Metadata):
+                a = replace(a, configuration={**a.configuration, _ICT_ENABLEMENT_VERSION: str(version),
+                                              _ICT_ENABLEMENT_TIMESTAMP: str(ict)})
+            out.append(a)
+        return out
 
     def _check_table_still_there(self) -> None:
         """The table this transaction read must still hold the version it read: a commit into a table

@@ -58,10 +58,11 @@ KNOWN_PROPERTIES: Dict[str, Any] = {
     "delta.minWriterVersion": (lambda v: _is_int(v, 2), "an integer"),
     "delta.columnMapping.mode": (lambda v: v.lower() in COLUMN_MAPPING_MODES, "none, name or id"),
     "delta.enableChangeDataFeed": (lambda v: v.lower() in _BOOL, "true or false"),
+    "delta.enableInCommitTimestamps": (lambda v: v.lower() in _BOOL, "true or false"),
 }
 # Properties that switch on features this engine cannot write (the transaction refuses them too).
 UNSUPPORTED_PROPERTIES = ("delta.enableDeletionVectors", "delta.enableRowTracking",
-                          "delta.enableInCommitTimestamps", "delta.enableTypeWidening",
+                          "delta.enableTypeWidening",
                           "delta.enableIcebergCompatV1", "delta.enableIcebergCompatV2")
 _STATS_TYPES = ("byte", "short", "int", "integer", "long", "bigint", "smallint", "tinyint", "float", "double",
                 "decimal", "string", "date", "timestamp", "timestamp_ntz", "varchar", "char")
