@@ -98,6 +98,8 @@ def type_to_arrow(delta_type: Any, where: str = "column") -> pa.DataType:
         name = normalize_type_name(delta_type)
         if name in _PRIMITIVE_TO_ARROW:
             return _PRIMITIVE_TO_ARROW[name]
+        if name == "void":
+            return pa.null()  # Spark's type of a column only ever NULL; files do not store it
         if name.startswith("decimal"):
             return pa.decimal128(*decimal_precision_scale(name))
         raise UnsupportedFeatureError(

@@ -41,7 +41,6 @@ REFUSED = {
     "duckdb/variant/basic": "variantType",
     "kernel_x/unshredded-variant/unshredded-variant": "variantType-preview",
     "kernel/table-with-geo": "geospatial",
-    "kernel/void-column": "type 'void' is not supported",
     "kernel_uc/catalog_managed_0": "catalogManaged",
     "deltars_err/table_c": "missing version 12",
     "deltars_err/table_d": "catalogOwned",
