@@ -16,6 +16,7 @@ import time
 
 
 from ..actions import commit_objects
+from ..change_data import CHANGE_DATA_DIR
 from ..errors import CorruptLogError, InvalidTableError, UnsupportedFeatureError
 from ..paths import decode_path, is_absolute_path
 from ..snapshot import Snapshot, tombstone_retention_ms
@@ -68,11 +69,16 @@ def _candidates(root: str):
     for dirpath, dirs, names in os.walk(root):
         rel_dir = os.path.relpath(dirpath, root)
         rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/")
-        in_staging = rel_dir == STAGING_DIR or rel_dir.startswith(STAGING_DIR + "/")
+        parts = rel_dir.split("/")
+        # a killed writer's staging folder, at the root or under the change data folder
+        in_staging = parts[0] == STAGING_DIR or parts[:2] == [CHANGE_DATA_DIR, STAGING_DIR]
         if rel_dir == "":
             yield from _log_temp_files(os.path.join(root, LOG_DIR))
+        # change data files are in no version's file list: like removed files, they go once older
+        # than the retention (reading the changes of such old versions is then refused by name)
         dirs[:] = [d for d in dirs
-                   if (rel_dir == "" and d == STAGING_DIR) or in_staging
+                   if (rel_dir == "" and d in (STAGING_DIR, CHANGE_DATA_DIR))
+                   or (rel_dir == CHANGE_DATA_DIR and d == STAGING_DIR) or in_staging
                    or not d.startswith(("_", ".")) or _is_partition_folder(d)]
         if rel_dir == "" and LOG_DIR in dirs:
             dirs.remove(LOG_DIR)

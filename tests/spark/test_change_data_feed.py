@@ -100,6 +100,24 @@ def test_column_mapped_change_data_files(spark, tmp_path, method):
     assert _changes(spark, uri, 2) == [("update_postimage", 2, 21), ("update_preimage", 2, 20)]
 
 
+def test_vacuum_removes_change_data_past_the_retention(spark, tmp_path):
+    from deltalog.errors import VersionNotFoundError
+    from deltalog.operations.vacuum import vacuum
+
+    uri = str(tmp_path / "t")
+    ops.write_dataframe(spark.sql("select id, id * 10 as v from range(4)"), uri, configuration=CDF)
+    ops.delete(spark, uri, "id = 1")
+    cdc = _commit(uri, 1)["cdc"][0]["path"]
+    assert vacuum(uri, retain_hours=1, dry_run=True, force=True) == []  # still young
+    doomed = vacuum(uri, retain_hours=0, dry_run=True, force=True)
+    assert cdc in doomed
+    vacuum(uri, retain_hours=0, force=True)
+    assert not os.path.exists(os.path.join(uri, cdc))
+    with pytest.raises(VersionNotFoundError, match="VACUUM"):
+        changes_dataframe(spark, uri, 1)
+    assert sorted(r["id"] for r in deltalake.DeltaTable(uri).to_pyarrow_table().to_pylist()) == [0, 2, 3]
+
+
 def test_a_rewrite_made_while_the_feed_was_off_is_refused_by_version(spark, tmp_path):
     uri = str(tmp_path / "t")
     ops.write_dataframe(spark.sql("select id, id as v from range(4)"), uri)
