@@ -390,13 +390,21 @@ def commit_objects(data: bytes, source: str) -> Iterator[tuple[int, Any]]:
     """(line number, JSON value) of each action in a commit file: one per line as the protocol writes
     them, or, read leniently as delta-rs does, values spread over several lines (pretty-printed)."""
     text = data.decode("utf-8")
+    try:  # the usual shape, one action per line: parsed line by line
+        objects = [(i, json.loads(line)) for i, line in enumerate(text.split("\n"), 1) if line.strip()]
+    except ValueError:
+        objects = None
+    if objects is not None:
+        yield from objects
+        return
     decoder = json.JSONDecoder()
-    at = 0
+    at, lineno, counted = 0, 1, 0
     while True:
         start = _NOT_BLANK.search(text, at)
         if start is None:
             return
-        lineno = text.count("\n", 0, start.start()) + 1
+        lineno += text.count("\n", counted, start.start())  # from the last value on: linear overall
+        counted = start.start()
         try:
             obj, at = decoder.raw_decode(text, start.start())
         except ValueError as e:
