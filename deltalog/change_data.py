@@ -16,10 +16,10 @@ from typing import Any
 import pyarrow as pa
 
 from .actions import commit_objects
-from .checkpoint import FILES_SCHEMA, STRING_MAP
+from .checkpoint import FILES_SCHEMA
 from .errors import InvalidTableError, UnsupportedFeatureError, VersionNotFoundError
 from .paths import decode_path
-from .snapshot import Snapshot
+from .snapshot import Snapshot, files_table
 from .storage import LogStore
 
 ENABLE_KEY = "delta.enableChangeDataFeed"
@@ -53,17 +53,11 @@ class CommitChanges:
     deleted: pa.Table = field(default_factory=FILES_SCHEMA.empty_table)
 
 
-def files_table(actions: list[dict[str, Any]]) -> pa.Table:
-    return pa.Table.from_arrays([
-        pa.array([a["path"] for a in actions], pa.string()),
-        pa.array([list((a.get("partitionValues") or {}).items()) for a in actions], STRING_MAP),
-        pa.array([a.get("size") or 0 for a in actions], pa.int64()),
-        pa.array([a.get("modificationTime") or 0 for a in actions], pa.int64()),
-        pa.array([True] * len(actions), pa.bool_()),
-        pa.array([a.get("stats") for a in actions], pa.string()),
-        pa.array([list(a["tags"].items()) if a.get("tags") else None for a in actions], STRING_MAP),
-        pa.array([a.get("deletionVector") for a in actions], FILES_SCHEMA.field("deletion_vector").type),
-    ], schema=FILES_SCHEMA)
+def _enabled_at(store: LogStore, version: int) -> bool:
+    try:
+        return is_enabled(Snapshot.load(store.table_uri, version=version, store=store).configuration)
+    except VersionNotFoundError:
+        return False
 
 
 def commit_changes(store: LogStore, start_version: int, end_version: int | None = None
@@ -80,10 +74,7 @@ def commit_changes(store: LogStore, start_version: int, end_version: int | None 
         raise InvalidTableError(
             f"{root}: changes need 0 <= start_version <= end_version (the latest version is "
             f"{end_snapshot.version}); got {start_version}..{end}.")
-    try:
-        enabled = is_enabled(Snapshot.load(root, version=start - 1, store=store).configuration) if start else False
-    except VersionNotFoundError:
-        enabled = False
+    enabled: bool | None = False if start == 0 else None  # None: as at start-1, looked up if needed
     file_times = {f.version: f.modification_time for f in store.list_from(start) if f.kind == "commit"}
     out = []
     for v in range(start, end + 1):
@@ -118,6 +109,8 @@ def commit_changes(store: LogStore, start_version: int, end_version: int | None 
                 raise UnsupportedFeatureError(
                     f"{root}: version {v} has files with deletion vectors and no change data files (e.g. "
                     f"{decode_path(marked[0])}); its changed rows cannot be read.")
+            if removes and enabled is None:
+                enabled = _enabled_at(store, start - 1)
             if removes and not enabled:
                 raise UnsupportedFeatureError(
                     f"{root}: version {v} removed files while the change data feed was off "

@@ -82,7 +82,8 @@ def decode_paths(paths: pa.Array | pa.ChunkedArray) -> pa.Array:
 
 # ---------------------------------------------------------------------------------- file actions
 
-def _adds_table(adds: list[dict[str, Any]]) -> pa.Table:
+def files_table(adds: list[dict[str, Any]]) -> pa.Table:
+    """File actions (add, remove or cdc dicts as the log spells them) in the snapshot's FILES_SCHEMA."""
     if not adds:
         return cp.FILES_SCHEMA.empty_table()
     return pa.Table.from_arrays([
@@ -125,7 +126,7 @@ def reconcile(base_files: pa.Table, base_tombstones: pa.Table,
     """Apply later file actions (with their log-order sequence numbers) to a reconciled state."""
     if not adds and not removes:
         return base_files, base_tombstones
-    new_adds, new_removes = _adds_table(adds), _removes_table(removes)
+    new_adds, new_removes = files_table(adds), _removes_table(removes)
     # A file is its path together with its deletion vector: an update of a file's DV removes
     # (path, old DV) and adds (path, new DV) in one commit.
     add_keys = file_keys(decode_paths(new_adds.column("path")), new_adds.column("deletion_vector"))

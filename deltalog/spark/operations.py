@@ -37,6 +37,7 @@ from ..schema import (
 from ..skipping import ALWAYS, bind, bind_to, files_matching, parse_sql_predicate
 from ..constraints import check_constraints
 from ..definition import TableDefinition, added_checks, changed_properties, describe_change
+from ..snapshot import files_table
 from ..table import DeltaTable, new_metadata
 from .. import change_data
 from .change_data import change_rows, write_change_data
@@ -432,7 +433,7 @@ def _deleted_rows_changes(spark: SparkSession, snapshot: Any, removed: pa.Table,
     if inserted:
         view = copy.copy(snapshot)
         view.metadata = metadata
-        files = change_data.files_table([a.to_dict() for a in inserted])
+        files = files_table([a.to_dict() for a in inserted])
         changes.append(change_rows(files_dataframe(spark, view, files), metadata.schema_json, change_data.INSERT))
     return write_change_data(changes, snapshot.table_uri, metadata.partition_columns, metadata.schema_json,
                              dict(metadata.configuration), method=method)
