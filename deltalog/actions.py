@@ -20,11 +20,12 @@ from .errors import CorruptLogError
 # Features this engine implements. Anything else in a table's protocol makes it refuse the table.
 SUPPORTED_READER_FEATURES = frozenset({"timestampNtz", "vacuumProtocolCheck", "checkpointProtection",
                                        "deletionVectors", "columnMapping", "v2Checkpoint",
-                                       "typeWidening", "typeWidening-preview"})
+                                       "typeWidening", "typeWidening-preview",
+                                       "variantType", "variantType-preview"})
 SUPPORTED_WRITER_FEATURES = frozenset({
     "appendOnly", "invariants", "timestampNtz", "vacuumProtocolCheck", "checkpointProtection",
     "materializePartitionColumns", "checkConstraints", "domainMetadata", "clustering", "columnMapping",
-    "changeDataFeed", "inCommitTimestamp",
+    "changeDataFeed", "inCommitTimestamp", "variantType",
 })
 
 

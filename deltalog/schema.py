@@ -38,6 +38,11 @@ _ALIASES = {"int": "integer", "bigint": "long", "smallint": "short", "tinyint": 
 _DECIMAL_RE = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
 NUMERIC_TYPES = frozenset({"long", "integer", "short", "byte", "float", "double"})
 PRIMITIVE_TYPES = frozenset(_PRIMITIVE_TO_ARROW)
+# A variant (features `variantType`, `variantType-preview`) is stored as a group of two binaries: the
+# metadata (its dictionary of field names) and the encoded value. Readers give it as that struct, as
+# delta-rs does; Spark 4 reads it as its own VARIANT type.
+VARIANT_ARROW_TYPE = pa.struct([pa.field("metadata", pa.binary(), nullable=False),
+                                pa.field("value", pa.binary(), nullable=False)])
 
 
 def struct(fields: list[dict[str, Any]]) -> dict[str, Any]:
@@ -60,6 +65,17 @@ def nullable_type(t: Any) -> Any:
         if kind == "map":
             return {**t, "valueType": nullable_type(t["valueType"]), "valueContainsNull": True}
     return t
+
+
+def uses_type(schema: Any, type_name: str) -> bool:
+    """Whether a Spark StructType JSON uses a primitive type anywhere (nested types included)."""
+    if isinstance(schema, str):
+        return schema == type_name
+    if isinstance(schema, dict):
+        return any(uses_type(v, type_name) for k, v in schema.items() if k != "metadata")
+    if isinstance(schema, list):
+        return any(uses_type(v, type_name) for v in schema)
+    return False
 
 
 def is_decimal(delta_type: Any) -> bool:
@@ -100,12 +116,14 @@ def type_to_arrow(delta_type: Any, where: str = "column") -> pa.DataType:
             return _PRIMITIVE_TO_ARROW[name]
         if name == "void":
             return pa.null()  # Spark's type of a column only ever NULL; files do not store it
+        if name == "variant":
+            return VARIANT_ARROW_TYPE
         if name.startswith("decimal"):
             return pa.decimal128(*decimal_precision_scale(name))
         raise UnsupportedFeatureError(
             f"{where}: type '{delta_type}' is not supported. Supported: string, long, integer, short, "
             f"byte, float, double, decimal(p,s), boolean, binary, date, timestamp, timestamp_ntz, "
-            f"struct, array, map.")
+            f"variant, struct, array, map.")
     if not isinstance(delta_type, dict) or "type" not in delta_type:
         raise InvalidTableError(f"{where}: malformed type {delta_type!r} in the schema.")
     kind = delta_type["type"]

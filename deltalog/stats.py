@@ -72,17 +72,21 @@ def indexed_columns(schema_json: dict[str, Any], partition_columns: Sequence[str
         def selected(path: tuple[str, ...]) -> bool:
             low = tuple(p.lower() for p in path)
             return any(low[:len(w)] == w for w in wanted)
-        return [(p, t) for p, t in leaves if selected(p)]
-    raw = configuration.get("delta.dataSkippingNumIndexedCols", str(DEFAULT_NUM_INDEXED_COLS))
-    try:
-        n = int(raw)
-    except ValueError:
-        raise InvalidTableError(
-            f"delta.dataSkippingNumIndexedCols is '{raw}'; it must be an integer (-1 for all columns).") from None
-    if n < -1:
-        raise InvalidTableError(
-            f"delta.dataSkippingNumIndexedCols is {n}; it must be -1 (all columns) or at least 0.")
-    return leaves if n == -1 else leaves[:n]
+        leaves = [(p, t) for p, t in leaves if selected(p)]
+        n = -1
+    else:
+        raw = configuration.get("delta.dataSkippingNumIndexedCols", str(DEFAULT_NUM_INDEXED_COLS))
+        try:
+            n = int(raw)
+        except ValueError:
+            raise InvalidTableError(
+                f"delta.dataSkippingNumIndexedCols is '{raw}'; it must be an integer (-1 for all columns).") from None
+        if n < -1:
+            raise InvalidTableError(
+                f"delta.dataSkippingNumIndexedCols is {n}; it must be -1 (all columns) or at least 0.")
+    leaves = leaves if n == -1 else leaves[:n]
+    # A variant is two binaries whose nulls do not tell whether the variant is null: no stats at all.
+    return [(p, t) for p, t in leaves if t != "variant"]
 
 
 def _string_prefix_length(configuration: dict[str, str] | None) -> int:

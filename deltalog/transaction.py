@@ -32,7 +32,7 @@ from .errors import (
     UnsupportedFeatureError,
 )
 from .storage import LogStore, log_store_for
-from .schema import schema_string
+from .schema import schema_string, uses_type
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ _UNSUPPORTED_PROPERTIES = {
 }
 _FEATURE_PREFIX = "delta.feature."
 # Writer features that also need the reader to know them (reader version 3).
-_READER_WRITER_FEATURES = frozenset({"timestampNtz", "vacuumProtocolCheck", "columnMapping"})
+_READER_WRITER_FEATURES = frozenset({"timestampNtz", "vacuumProtocolCheck", "columnMapping", "variantType"})
 # What writer version 2 implies, listed explicitly once a table moves to writer version 7.
 _LEGACY_WRITER_2_FEATURES = ("appendOnly", "invariants")
 
@@ -111,17 +111,6 @@ def _predicate_matches(predicate: Any, partition_values: dict[str, str | None]) 
     if hasattr(predicate, "matches_partition"):
         return bool(predicate.matches_partition(partition_values))
     return bool(predicate(partition_values))
-
-
-def _schema_uses_type(schema: Any, type_name: str) -> bool:
-    """Whether a Spark StructType JSON uses a primitive type anywhere (nested types included)."""
-    if isinstance(schema, str):
-        return schema == type_name
-    if isinstance(schema, dict):
-        return any(_schema_uses_type(v, type_name) for k, v in schema.items() if k != "metadata")
-    if isinstance(schema, list):
-        return any(_schema_uses_type(v, type_name) for v in schema)
-    return False
 
 
 def validate_isolation_level(level: str, table: str) -> str:
@@ -188,8 +177,10 @@ def required_protocol(metadata: Metadata, current: Protocol | None, features: It
     (and reader 3 for reader-writer features) as soon as a table feature such as timestampNtz is used."""
     base = current or Protocol(1, 2)
     needed = set()
-    if _schema_uses_type(metadata.schema_json, "timestamp_ntz"):
+    if uses_type(metadata.schema_json, "timestamp_ntz"):
         needed.add("timestampNtz")
+    if uses_type(metadata.schema_json, "variant"):
+        needed.add("variantType")
     needed |= {k[len(_FEATURE_PREFIX):] for k in metadata.configuration if k.startswith(_FEATURE_PREFIX)}
     if any(k.startswith(CONSTRAINT_PREFIX) for k in metadata.configuration):
         needed.add("checkConstraints")

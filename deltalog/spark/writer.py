@@ -37,7 +37,7 @@ from ..paths import (
     decode_path, encode_path, new_data_file_path, parse_partition_folder, parse_partition_value, partition_folder,
     serialize_partition_value,
 )
-from ..schema import partition_column_types, without_columns
+from ..schema import partition_column_types, uses_type, without_columns
 from ..stats import StatsCollector
 from ..storage import table_path_from_uri
 
@@ -165,6 +165,10 @@ def write_files(df: DataFrame, table_uri: str, partition_columns: Sequence[str],
         df = enforce_constraints(df, schema_json, configuration or {}, root)
     if method not in ("native", "arrow"):
         raise ValueError(f"unknown write method {method!r}; use 'native' or 'arrow'")
+    if uses_type(schema_json, "variant"):
+        # Spark 4 shreds variants by default, which needs the variantShredding feature that delta-rs
+        # and most readers refuse; the plain (metadata, value) encoding is what every reader takes.
+        df.sparkSession.conf.set("spark.sql.variant.writeShredding.enabled", "false")
     if is_mapped(configuration):
         df, schema_json, partition_columns = _physical_columns(df, schema_json, partition_columns, configuration)
     # Spark counts the rows as they go into the writer; the files handed back must hold exactly those.

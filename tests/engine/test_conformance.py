@@ -55,8 +55,6 @@ EXPECTED_ERRORS: dict[str, tuple[type[DeltaError], str]] = {
     "no-delta-log-folder": (NotATableError, "no _delta_log"),
     "log-store-listFrom": (NotATableError, "no _delta_log"),
     "log-store-read": (NotATableError, "no _delta_log"),
-    # Reader features this engine does not implement.
-    "spark-variant-checkpoint": (UnsupportedFeatureError, "variantType"),
 }
 
 

@@ -168,7 +168,8 @@ def test_pretty_printed_commit_reads_leniently(log_writer):
 
 @pytest.mark.parametrize("protocol, feature", [
     (Protocol(3, 7, ["geospatial"], ["geospatial"]), "geospatial"),
-    (Protocol(3, 7, ["variantType"], ["variantType"]), "variantType"),
+    (Protocol(3, 7, ["variantShredding-preview", "variantType"], ["variantShredding-preview", "variantType"]),
+     "variantShredding-preview"),
     (Protocol(4, 7), "minReaderVersion=4"),
 ])
 def test_unsupported_reader_features_refused(log_writer, protocol, feature):
@@ -179,7 +180,7 @@ def test_unsupported_reader_features_refused(log_writer, protocol, feature):
 
 
 @pytest.mark.parametrize("feature", ["timestampNtz", "deletionVectors", "columnMapping", "v2Checkpoint",
-                                     "typeWidening"])
+                                     "typeWidening", "variantType", "variantType-preview"])
 def test_supported_reader_features_accepted(log_writer, feature):
     log_writer.create(protocol=Protocol(3, 7, [feature], [feature]))
     assert Snapshot.load(str(log_writer.path)).version == 0

@@ -90,8 +90,14 @@ def test_null_type_is_refused_with_column_name():
 
 
 def test_unknown_type_refused():
-    with pytest.raises(UnsupportedFeatureError, match="v.*variant"):
-        to_arrow_schema({"type": "struct", "fields": [{"name": "v", "type": "variant", "nullable": True}]})
+    with pytest.raises(UnsupportedFeatureError, match="g.*geometry"):
+        to_arrow_schema({"type": "struct", "fields": [{"name": "g", "type": "geometry(OGC:CRS84)", "nullable": True}]})
+
+
+def test_variant_is_its_two_binaries():
+    schema = to_arrow_schema({"type": "struct", "fields": [{"name": "v", "type": "variant", "nullable": True}]})
+    assert schema.field("v").type == pa.struct([pa.field("metadata", pa.binary(), nullable=False),
+                                                pa.field("value", pa.binary(), nullable=False)])
 
 
 def test_column_names_unique_ignoring_case():

@@ -34,12 +34,7 @@ CASES = _cases()
 # Refused, with words the error must contain: features not implemented yet, and broken logs.
 REFUSED = {
     "deltars/simple_table_features": "minReaderVersion=5",
-    "deltars/spark-shredded-variant-preview-delta": "variant",
-    "deltars/spark-variant-checkpoint": "variantType-preview",
-    "deltars/spark-variant-stable-feature-checkpoint": "variantType",
-    "duckdb/unshredded-variant": "variantType-preview",
-    "duckdb/variant/basic": "variantType",
-    "kernel_x/unshredded-variant/unshredded-variant": "variantType-preview",
+    "deltars/spark-shredded-variant-preview-delta": "variantShredding-preview",  # delta-rs refuses it too
     "kernel/table-with-geo": "geospatial",
     "kernel_uc/catalog_managed_0": "catalogManaged",
     "deltars_err/table_c": "missing version 12",
