@@ -15,6 +15,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
+import orjson
+
 from .errors import CorruptLogError
 
 # Features this engine implements. Anything else in a table's protocol makes it refuse the table.
@@ -390,14 +392,14 @@ _NOT_BLANK = re.compile(r"\S")
 def commit_objects(data: bytes, source: str) -> Iterator[tuple[int, Any]]:
     """(line number, JSON value) of each action in a commit file: one per line as the protocol writes
     them, or, read leniently as delta-rs does, values spread over several lines (pretty-printed)."""
-    text = data.decode("utf-8")
-    try:  # the usual shape, one action per line: parsed line by line
-        objects = [(i, json.loads(line)) for i, line in enumerate(text.split("\n"), 1) if line.strip()]
-    except ValueError:
+    try:  # the usual shape, one action per line: parsed line by line (orjson: 4x the stdlib's speed)
+        objects = [(i, orjson.loads(line)) for i, line in enumerate(data.split(b"\n"), 1) if line.strip()]
+    except ValueError:  # also what orjson refuses and the stdlib takes: NaN, integers over 64 bits
         objects = None
     if objects is not None:
         yield from objects
         return
+    text = data.decode("utf-8")
     decoder = json.JSONDecoder()
     at, lineno, counted = 0, 1, 0
     while True:

@@ -331,3 +331,16 @@ def test_version_held_only_by_checkpoint(log_writer):
     assert again.version == 2 and paths(again) == ["a", "b"] and again.timestamp > 0
     with pytest.raises(VersionNotFoundError):
         Snapshot.load(str(log_writer.path), version=1)
+
+
+def test_values_only_the_lenient_parser_takes_still_read(log_writer):
+    """Python's json module writes a float NaN as a bare NaN (seen in commitInfo metrics), and a
+    30-digit integer is valid JSON: the fast parser refuses both, so the stdlib's reads such a commit."""
+    log_writer.create()
+    line = ('{"add":{"path":"a.parquet","partitionValues":{},"size":1,"modificationTime":1,"dataChange":true,'
+            '"stats":"{}","tags":{"big":"1"}},"extra":123456789012345678901234567890}\n'
+            '{"commitInfo":{"operation":"WRITE","operationMetrics":{"ratio":NaN}}}\n'
+            '{"add":{"path":"b.parquet","partitionValues":{},"size":2,"modificationTime":1,"dataChange":true}}\n')
+    (log_writer.log / ("%020d.json" % 1)).write_text(line)
+    snap = Snapshot.load(str(log_writer.path))
+    assert sorted(snap.files.column("path").to_pylist()) == ["a.parquet", "b.parquet"]
