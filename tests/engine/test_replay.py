@@ -1,5 +1,4 @@
 """Log replay: reconciliation rules, errors on broken logs, time travel, `Snapshot.apply`."""
-import os
 from datetime import datetime, timezone
 
 import deltalake
@@ -8,7 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.engine.conftest import SCHEMA, add, remove
-from deltalog.actions import (AddFile, CommitInfo, DomainMetadata, Metadata, Protocol,
+from deltalog.actions import (CommitInfo, DomainMetadata, Metadata, Protocol,
                               SetTransaction, now_ms)
 from deltalog.errors import (CorruptLogError, NotATableError, UnsupportedFeatureError,
                              VersionNotFoundError)
