@@ -91,6 +91,26 @@ def physical_path(schema_json: dict[str, Any], path: tuple[str, ...] | list[str]
     return tuple(out)
 
 
+def physical_stats_configuration(schema_json: dict[str, Any], configuration: dict[str, str]) -> dict[str, str]:
+    """The configuration to collect stats over the physical schema with: `delta.dataSkippingStatsColumns`
+    names logical columns (matched ignoring case), the files and their stats physical ones."""
+    from .stats import STATS_COLUMNS_KEY, parse_stats_columns
+
+    listed = configuration.get(STATS_COLUMNS_KEY)
+    if not listed or not is_mapped(configuration):
+        return configuration
+    physical = []
+    for path in parse_stats_columns(listed):
+        out, fields = [], schema_json.get("fields", [])
+        for name in path:
+            f = next((f for f in fields if f["name"].lower() == name.lower()), None)
+            out.append(physical_name(f) if f is not None else name)
+            t = f["type"] if f is not None else None
+            fields = t.get("fields", []) if isinstance(t, dict) and t.get("type") == "struct" else []
+        physical.append(".".join("`" + p.replace("`", "``") + "`" for p in out))
+    return {**configuration, STATS_COLUMNS_KEY: ",".join(physical)}
+
+
 def physical_names(schema_json: dict[str, Any], configuration: dict[str, str] | None) -> dict[str, str]:
     """Top-level logical name -> the name files, stats and partition values use for it."""
     mapped = is_mapped(configuration)

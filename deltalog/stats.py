@@ -28,6 +28,7 @@ from .schema import is_decimal, leaf_columns, normalize_type_name, without_colum
 
 DEFAULT_NUM_INDEXED_COLS = 32
 DEFAULT_STRING_PREFIX_LENGTH = 32
+STATS_COLUMNS_KEY = "delta.dataSkippingStatsColumns"
 _EPOCH_DATE = dt.date(1970, 1, 1)
 _EPOCH = dt.datetime(1970, 1, 1)
 
@@ -36,7 +37,7 @@ _FLOAT_TYPES = frozenset({"float", "double"})
 _UNIT_TO_MICROS = {"s": 1_000_000, "ms": 1_000, "us": 1, "ns": None}
 
 
-def _parse_stats_columns(text: str) -> list[tuple[str, ...]]:
+def parse_stats_columns(text: str) -> list[tuple[str, ...]]:
     """"a, b.c, `x.y`.z" -> [('a',), ('b','c'), ('x.y','z')]."""
     out: list[tuple[str, ...]] = []
     for item in _split_outside_backquotes(text, ","):
@@ -65,9 +66,9 @@ def indexed_columns(schema_json: dict[str, Any], partition_columns: Sequence[str
     """The (path, delta type) of the leaf columns that get statistics, in schema order."""
     configuration = configuration or {}
     leaves = list(leaf_columns(without_columns(schema_json, list(partition_columns))))
-    listed = configuration.get("delta.dataSkippingStatsColumns")
+    listed = configuration.get(STATS_COLUMNS_KEY)
     if listed:
-        wanted = [tuple(p.lower() for p in path) for path in _parse_stats_columns(listed)]
+        wanted = [tuple(p.lower() for p in path) for path in parse_stats_columns(listed)]
 
         def selected(path: tuple[str, ...]) -> bool:
             low = tuple(p.lower() for p in path)

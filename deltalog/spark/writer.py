@@ -30,7 +30,8 @@ from pyspark.sql import DataFrame, Observation, functions as F
 from pyspark.sql.types import StructType
 
 from ..actions import AddFile
-from ..column_mapping import is_mapped, mode_of, physical_names, physical_schema, with_arrow_field_ids
+from ..column_mapping import (is_mapped, mode_of, physical_names, physical_schema, physical_stats_configuration,
+                              with_arrow_field_ids)
 from ..constraints import table_constraints
 from ..errors import IncompleteWriteError, InvalidTableError, SchemaMismatchError
 from ..paths import (
@@ -170,6 +171,7 @@ def write_files(df: DataFrame, table_uri: str, partition_columns: Sequence[str],
         # and most readers refuse; the plain (metadata, value) encoding is what every reader takes.
         df.sparkSession.conf.set("spark.sql.variant.writeShredding.enabled", "false")
     if is_mapped(configuration):
+        configuration = physical_stats_configuration(schema_json, configuration)
         df, schema_json, partition_columns = _physical_columns(df, schema_json, partition_columns, configuration)
     # Spark counts the rows as they go into the writer; the files handed back must hold exactly those.
     written = Observation(f"deltalog_write_{uuid.uuid4().hex}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import deltalake
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -78,6 +79,26 @@ def test_mapped_table_round_trip(spark, tmp_path, mode, method):
     assert len(rows) == 28 and (5, "2", (55, "m")) in rows and (100, "1", (100, "y")) in rows
     for v in range(snap.version + 1):
         assert len(_delta_rs(uri, v)) == len(read_table(Snapshot.load(uri, version=v)).to_pylist())
+
+
+@pytest.mark.parametrize("method", ["native", "arrow"])
+def test_listed_stats_columns_are_logical_names(spark, tmp_path, method):
+    """delta.dataSkippingStatsColumns names logical columns; the files' stats then hold exactly those,
+    under their physical names, and skipping and delta-rs use them."""
+    uri = str(tmp_path / "t")
+    df = spark.sql("select id as a, id * 2 as B, named_struct('x', id, 'y', 'k') as s from range(5)").coalesce(1)
+    ops.write_dataframe(df, uri, method=method, configuration={
+        MODE: "name", "delta.dataSkippingStatsColumns": "B, s.x"})
+    snap = Snapshot.load(uri)
+    fields = {f["name"]: f for f in snap.schema_json["fields"]}
+    nested = {f["name"]: physical_name(f) for f in fields["s"]["type"]["fields"]}
+    stats = json.loads(snap.add_files()[0].stats)
+    assert stats["minValues"] == {physical_name(fields["B"]): 0, physical_name(fields["s"]): {nested["x"]: 0}}
+    assert stats["maxValues"] == {physical_name(fields["B"]): 8, physical_name(fields["s"]): {nested["x"]: 4}}
+    assert files_matching(snap, "B > 8").num_rows == 0 and files_matching(snap, "a > 8").num_rows == 1
+    theirs = pa.table(deltalake.DeltaTable(uri).get_add_actions(flatten=True))
+    assert theirs.column(f"max.{physical_name(fields['B'])}").to_pylist() == [8]
+    assert not any(physical_name(fields["a"]) in c for c in theirs.column_names)
 
 
 def _drop_and_readd(spark, uri, configuration=None):
