@@ -27,7 +27,7 @@ SUPPORTED_READER_FEATURES = frozenset({"timestampNtz", "vacuumProtocolCheck", "c
 SUPPORTED_WRITER_FEATURES = frozenset({
     "appendOnly", "invariants", "timestampNtz", "vacuumProtocolCheck", "checkpointProtection",
     "materializePartitionColumns", "checkConstraints", "domainMetadata", "clustering", "columnMapping",
-    "changeDataFeed", "inCommitTimestamp", "variantType",
+    "changeDataFeed", "inCommitTimestamp", "variantType", "deletionVectors",
 })
 
 

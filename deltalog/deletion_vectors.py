@@ -12,6 +12,10 @@ RoaringBitmapArray: a magic number (1681511377, little-endian int32) followed by
 in the portable format, which pyroaring's BitMap64 reads as it is.
 
 A file's identity in log replay is its path together with its DV (`file_key`).
+
+Writing (merge-on-read DML): `write_deletion_vectors` puts the bitmaps of one commit into one new
+`deletion_vector_<uuid>.bin` at the table root and returns their `u` descriptors; `mark_rows` turns the
+rows a DML deletes from some files into the `remove` + `add` pairs that carry the old and new DV.
 """
 from __future__ import annotations
 
@@ -47,6 +51,20 @@ def z85_decode(text: str) -> bytes:
             raise ValueError(f"Z85 group {text[i:i + 5]!r} is out of range")
         out += value.to_bytes(4, "big")
     return bytes(out)
+
+
+def z85_encode(data: bytes) -> str:
+    if len(data) % 4:
+        raise ValueError(f"Z85 encodes multiples of 4 bytes, got {len(data)}")
+    out = []
+    for i in range(0, len(data), 4):
+        value = int.from_bytes(data[i:i + 4], "big")
+        chunk = []
+        for _ in range(5):
+            value, digit = divmod(value, 85)
+            chunk.append(_Z85[digit])
+        out.append("".join(reversed(chunk)))
+    return "".join(out)
 
 
 def unique_id(dv: dict[str, Any]) -> str:
@@ -142,3 +160,90 @@ def keep_mask(num_rows: int, deleted: np.ndarray) -> pa.Array:
     keep = np.ones(num_rows, dtype=bool)
     keep[deleted[deleted < num_rows]] = False
     return pa.array(keep)
+
+
+ENABLE_KEY = "delta.enableDeletionVectors"
+
+
+def is_enabled(configuration: dict[str, str] | None) -> bool:
+    """Whether DML on the table marks rows deleted instead of rewriting files."""
+    return str((configuration or {}).get(ENABLE_KEY, "false")).lower() == "true"
+
+
+def serialize_bitmap(bitmap: Any) -> bytes:
+    """A BitMap64 as Delta's RoaringBitmapArray: the magic number, then the portable 64-bit format."""
+    bitmap.run_optimize()
+    return struct.pack("<i", MAGIC) + bitmap.serialize()
+
+
+def dv_file_path(dv: dict[str, Any] | None) -> str | None:
+    """The table-relative path of the file a DV lives in (None: inline, absolute or no DV)."""
+    return relative_path(dv) if dv and dv.get("storageType") == "u" else None
+
+
+def write_deletion_vectors(store: Any, bitmaps: list[Any]) -> tuple[str, list[dict[str, Any]]]:
+    """Write the bitmaps into one new DV file; (its relative path, one `u` descriptor per bitmap)."""
+    file_id = uuid.uuid4()
+    relative = f"deletion_vector_{file_id}.bin"
+    encoded_id = z85_encode(file_id.bytes)
+    body = bytearray(b"\x01")  # format version
+    descriptors = []
+    for bitmap in bitmaps:
+        data = serialize_bitmap(bitmap)
+        descriptors.append({"storageType": "u", "pathOrInlineDv": encoded_id, "offset": len(body),
+                            "sizeInBytes": len(data), "cardinality": len(bitmap)})
+        body += struct.pack(">i", len(data)) + data + struct.pack(">I", zlib.crc32(data))
+    handle = store.open_data_file(relative)
+    try:
+        handle.write(bytes(body))
+    finally:
+        store.close_data_file(handle, relative)
+    return relative, descriptors
+
+
+class MarkedRows:
+    """The actions that mark rows of some files deleted: for each file a `remove` of it as it was (with
+    its old DV) and an `add` of the same path with the union DV, or only the `remove` when no row is
+    left. `dv_file` is the new DV file (to delete should the commit fail)."""
+
+    def __init__(self) -> None:
+        self.removes: list[Any] = []
+        self.adds: list[Any] = []
+        self.dv_file: str | None = None
+        self.rows = 0            # rows newly marked deleted
+        self.files_emptied = 0   # files whose every row is now deleted
+
+
+def mark_rows(store: Any, marked: list[tuple[Any, Any]], timestamp: int) -> MarkedRows:
+    """`marked`: (AddFile, row indexes to delete) pairs. Rows already deleted count once."""
+    import dataclasses
+    import json
+
+    from pyroaring import BitMap64
+
+    from .paths import absolute_file_path
+
+    out = MarkedRows()
+    pending: list[tuple[Any, Any, dict[str, Any]]] = []
+    for add, rows in marked:
+        old = read_deletion_vector(store, add.deletion_vector) if add.deletion_vector else BitMap64()
+        new = old | BitMap64(np.asarray(rows, dtype=np.uint64))
+        if len(new) == len(old):
+            continue
+        stats = json.loads(add.stats) if add.stats else {}
+        if stats.get("numRecords") is None:  # the protocol requires it beside a DV: read the footer
+            import pyarrow.parquet as pq
+            stats["numRecords"] = pq.ParquetFile(absolute_file_path(store.table_uri, add.path)).metadata.num_rows
+        out.rows += len(new) - len(old)
+        out.removes.append(add.remove(deletion_timestamp=timestamp))
+        if len(new) >= int(stats["numRecords"]):
+            out.files_emptied += 1
+            continue
+        stats["tightBounds"] = False  # bounds may now be those of deleted rows: still valid as wide bounds
+        pending.append((add, new, stats))
+    if pending:
+        out.dv_file, descriptors = write_deletion_vectors(store, [bitmap for _, bitmap, _ in pending])
+        for (add, _, stats), dv in zip(pending, descriptors):
+            out.adds.append(dataclasses.replace(
+                add, stats=json.dumps(stats, separators=(",", ":")), deletion_vector=dv, data_change=True))
+    return out

@@ -33,6 +33,7 @@ from .errors import (
 )
 from .storage import LogStore, log_store_for
 from .schema import schema_string, uses_type
+from . import deletion_vectors
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,6 @@ MAX_COMMIT_ATTEMPTS = 50
 
 # Table properties that switch on a table feature this engine cannot write.
 _UNSUPPORTED_PROPERTIES = {
-    "delta.enableDeletionVectors": "deletionVectors",
     "delta.enableRowTracking": "rowTracking",
     "delta.enableTypeWidening": "typeWidening",
     "delta.enableIcebergCompatV1": "icebergCompatV1",
@@ -80,7 +80,8 @@ _UNSUPPORTED_PROPERTIES = {
 }
 _FEATURE_PREFIX = "delta.feature."
 # Writer features that also need the reader to know them (reader version 3).
-_READER_WRITER_FEATURES = frozenset({"timestampNtz", "vacuumProtocolCheck", "columnMapping", "variantType"})
+_READER_WRITER_FEATURES = frozenset({"timestampNtz", "vacuumProtocolCheck", "columnMapping", "variantType",
+                                     "deletionVectors"})
 # What writer version 2 implies, listed explicitly once a table moves to writer version 7.
 _LEGACY_WRITER_2_FEATURES = ("appendOnly", "invariants")
 
@@ -188,6 +189,8 @@ def required_protocol(metadata: Metadata, current: Protocol | None, features: It
         needed.add("columnMapping")
     if str(metadata.configuration.get(CHANGE_DATA_FEED_KEY, "false")).lower() == "true":
         needed.add("changeDataFeed")
+    if deletion_vectors.is_enabled(metadata.configuration):
+        needed.add("deletionVectors")
     if _in_commit_timestamps(metadata.configuration):
         needed.add("inCommitTimestamp")
     needed |= set(features)
@@ -463,10 +466,11 @@ class Transaction:
             conf = {k: v for k, v in md.configuration.items() if not k.startswith(_FEATURE_PREFIX)}
             out.append(replace(md, configuration=conf) if conf != md.configuration else md)
 
-        seen: set[str] = set()
+        seen: set[tuple[str, str]] = set()
         for a in self._actions:
             if isinstance(a, (AddFile, RemoveFile)):
-                k = _key(a.path)
+                # a logical file is its path and its DV: a file's DV changes as remove(old) + add(new)
+                k = (_key(a.path), deletion_vectors.unique_id(a.deletion_vector) if a.deletion_vector else "")
                 if k in seen:
                     raise InvalidTableError(
                         f"{table}: this commit holds two actions for the file {a.path!r}; one commit may "
@@ -617,6 +621,7 @@ class Transaction:
         commit landed and before `commit()` returned; those files then belong to the table. When the log
         cannot be read, nothing is deleted (VACUUM removes true orphans later). Returns what was deleted
         (log-relative paths); absolute paths (files outside the table) are never deleted."""
+        from .deletion_vectors import dv_file_path
         from .paths import decode_path, is_absolute_path
 
         wanted = {_key(f.path if isinstance(f, (AddFile, RemoveFile, AddCDCFile)) else str(f)) for f in files}
@@ -630,6 +635,7 @@ class Transaction:
             return []
         for commit in landed:
             wanted -= {_key(a.path) for a in (*commit.adds, *commit.change_files)}
+            wanted -= {_key(dv_file_path(a.deletion_vector) or "") for a in commit.adds}
         deleted = []
         for rel in sorted(wanted):
             if is_absolute_path(rel):

@@ -39,7 +39,7 @@ from ..constraints import check_constraints
 from ..definition import TableDefinition, added_checks, changed_properties, describe_change
 from ..snapshot import files_table
 from ..table import DeltaTable, new_metadata
-from .. import change_data
+from .. import change_data, deletion_vectors
 from .change_data import change_rows, write_change_data
 from .reader import FILE_COLUMN, ROW_INDEX_COLUMN, files_dataframe, local_path_of
 from .writer import write_files
@@ -315,15 +315,16 @@ def _sum_records(adds: Sequence[AddFile]) -> int:
 
 
 def _records(files: pa.Table) -> int | None:
-    """Total numRecords over some of the snapshot's files (None when a file lacks stats)."""
+    """Total live rows of some of the snapshot's files: numRecords less what their deletion vectors
+    delete (None when a file lacks stats)."""
     total = 0
-    for s in files.column("stats").to_pylist():
+    for s, dv in zip(files.column("stats").to_pylist(), files.column("deletion_vector").to_pylist()):
         if not s:
             return None
         n = json.loads(s).get("numRecords")
         if n is None:
             return None
-        total += int(n)
+        total += int(n) - int((dv or {}).get("cardinality") or 0)
     return total
 
 
@@ -415,6 +416,40 @@ def _split_files_by_predicate(spark: SparkSession, snapshot: Any, candidates: pa
     return _take(candidates, whole), _take(candidates, partial), matched
 
 
+def _marks_enabled(txn: Any) -> bool:
+    """Whether this transaction's DML marks rows in deletion vectors instead of rewriting files."""
+    return deletion_vectors.is_enabled(txn.metadata.configuration)
+
+
+def _rows_by_file(snapshot: Any, files: pa.Table, hits: DataFrame) -> list[tuple[AddFile, Any]]:
+    """(the file's add, its row indexes) for `hits`, rows of `files` with FILE_COLUMN and
+    ROW_INDEX_COLUMN; collected to the driver as Arrow (a DV holds row numbers, not rows)."""
+    import numpy as np
+
+    table = hits.select(FILE_COLUMN, ROW_INDEX_COLUMN).toArrow()
+    if table.num_rows == 0:
+        return []
+    grouped = table.group_by(FILE_COLUMN).aggregate([(ROW_INDEX_COLUMN, "list")])
+    index = _file_index(snapshot, files)
+    adds = _add_files_of(files)
+    out = []
+    for path, rows in zip(grouped.column(FILE_COLUMN).to_pylist(), grouped.column(f"{ROW_INDEX_COLUMN}_list")):
+        i = index.get(local_path_of(path))
+        if i is None:
+            raise DeltaError(f"{snapshot.table_uri}: Spark read a file the snapshot does not list: {path}")
+        out.append((adds[i], np.asarray(rows.values, dtype=np.uint64)))
+    return out
+
+
+def _mark_matching_rows(spark: SparkSession, snapshot: Any, files: pa.Table,
+                        predicate: str) -> deletion_vectors.MarkedRows:
+    """Merge-on-read DELETE of the rows of `files` matching `predicate`: their row numbers go into
+    deletion vectors (one new DV file); no data file is rewritten."""
+    df = files_dataframe(spark, snapshot, files, with_file=True, with_row_index=True)
+    hits = df.filter(F.coalesce(F.expr(predicate), F.lit(False)))
+    return deletion_vectors.mark_rows(snapshot.store, _rows_by_file(snapshot, files, hits), now_ms())
+
+
 def _remaining_rows(spark: SparkSession, snapshot: Any, files: pa.Table, predicate: str) -> DataFrame:
     """The rows of `files` that do NOT satisfy `predicate` (null counts as not satisfied)."""
     return files_dataframe(spark, snapshot, files).filter(~F.coalesce(F.expr(predicate), F.lit(False)))
@@ -459,6 +494,13 @@ def _delete_plan(spark: SparkSession, txn: Any, predicate: str | None) -> dict[s
         whole = _take(candidates, by_partition)
         return {"remove": whole, "rewrite": candidates.slice(0, 0), "keep": None, "deleted": _records(whole),
                 "whole_table": False}
+    if _marks_enabled(txn):
+        marked = _mark_matching_rows(spark, snapshot, candidates, text)
+        touched = {a.path for a in marked.removes}
+        hit = pc.is_in(candidates.column("path"), pa.array(sorted(touched), pa.string()))
+        return {"remove": candidates.slice(0, 0), "rewrite": candidates.slice(0, 0), "keep": None,
+                "deleted": marked.rows, "whole_table": False, "marked": marked,
+                "marked_files": candidates.filter(hit)}
     whole, partial, matched = _split_files_by_predicate(spark, snapshot, candidates, text)
     keep = _remaining_rows(spark, snapshot, partial, text) if partial.num_rows else None
     return {"remove": whole, "rewrite": partial, "keep": keep, "deleted": matched, "whole_table": False}
@@ -727,6 +769,10 @@ def delete(spark: SparkSession, table_uri: str, predicate: str | None = None,
     started = time.time()
     plan = _delete_plan(spark, txn, predicate)
     snapshot = txn.snapshot
+    marked = plan.get("marked")
+    if marked is not None:
+        return _commit_marked_delete(spark, txn, plan, predicate, method, started, user_metadata,
+                                     extra_commit_info)
     removed = pa.concat_tables([plan["remove"], plan["rewrite"]]) if plan["rewrite"].num_rows else plan["remove"]
     if removed.num_rows == 0:
         return None
@@ -753,6 +799,34 @@ def delete(spark: SparkSession, table_uri: str, predicate: str | None = None,
     return txn.commit_or_discard([*adds, *cdc], operation="DELETE",
                               parameters={"predicate": json.dumps([pred] if pred else [])},
                               metrics=metrics, user_metadata=user_metadata, extra_commit_info=extra_commit_info)
+
+
+def _commit_marked_delete(spark: SparkSession, txn: Any, plan: dict[str, Any], predicate: str | None, method: str,
+                          started: float, user_metadata: str | None,
+                          extra_commit_info: dict[str, Any] | None) -> int | None:
+    """The commit of a merge-on-read DELETE: each touched file is removed as it was and added again
+    with its new deletion vector (or only removed when no row is left)."""
+    marked: deletion_vectors.MarkedRows = plan["marked"]
+    if not marked.removes:
+        return None
+    snapshot = txn.snapshot
+    written = [marked.dv_file] if marked.dv_file else []
+    try:
+        cdc = _deleted_rows_changes(spark, snapshot, plan["marked_files"], predicate, method)
+    except BaseException:
+        txn.discard_uncommitted(written)
+        raise
+    txn.add_actions([*marked.removes, *marked.adds, *cdc])
+    metrics = {
+        "numRemovedFiles": marked.files_emptied, "numAddedFiles": 0, "numCopiedRows": 0,
+        "numDeletionVectorsAdded": len(marked.adds), "numDeletionVectorsRemoved":
+            sum(1 for r in marked.removes if r.deletion_vector), "numDeletedRows": marked.rows,
+        "executionTimeMs": int((time.time() - started) * 1000),
+    }
+    pred = (predicate or "").strip()
+    return txn.commit_or_discard([*written, *cdc], operation="DELETE",
+                                 parameters={"predicate": json.dumps([pred] if pred else [])},
+                                 metrics=metrics, user_metadata=user_metadata, extra_commit_info=extra_commit_info)
 
 
 # ---------------------------------------------------------------------------------------------------

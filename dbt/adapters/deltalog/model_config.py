@@ -59,9 +59,10 @@ KNOWN_PROPERTIES: Dict[str, Any] = {
     "delta.columnMapping.mode": (lambda v: v.lower() in COLUMN_MAPPING_MODES, "none, name or id"),
     "delta.enableChangeDataFeed": (lambda v: v.lower() in _BOOL, "true or false"),
     "delta.enableInCommitTimestamps": (lambda v: v.lower() in _BOOL, "true or false"),
+    "delta.enableDeletionVectors": (lambda v: v.lower() in _BOOL, "true or false"),
 }
 # Properties that switch on features this engine cannot write (the transaction refuses them too).
-UNSUPPORTED_PROPERTIES = ("delta.enableDeletionVectors", "delta.enableRowTracking",
+UNSUPPORTED_PROPERTIES = ("delta.enableRowTracking",
                           "delta.enableTypeWidening",
                           "delta.enableIcebergCompatV1", "delta.enableIcebergCompatV2")
 _STATS_TYPES = ("byte", "short", "int", "integer", "long", "bigint", "smallint", "tinyint", "float", "double",
@@ -176,6 +177,14 @@ class DeltaConfig:
                 self.fail("change_data_feed", feed, "true or false (delta.enableChangeDataFeed: updates, deletes "
                                                     "and merges also record the rows they change)")
             self._set("change_data_feed", "delta.enableChangeDataFeed", "true" if _truthy(feed) else "false")
+
+        dvs = _get(config, "deletion_vectors")
+        if dvs is not None:
+            if not isinstance(dvs, bool) and str(dvs).strip().lower() not in ("true", "false"):
+                self.fail("deletion_vectors", dvs, "true or false (delta.enableDeletionVectors: deletes, merges "
+                                                   "and delete+insert mark changed rows instead of rewriting "
+                                                   "their files)")
+            self._set("deletion_vectors", "delta.enableDeletionVectors", "true" if _truthy(dvs) else "false")
 
         self.zorder_by = self._column_list(config, "zorder_by", "zorder")[0]
 
