@@ -693,6 +693,15 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
                        store_partition_columns=materialize)
     kept_adds: list[AddFile] = []
     cdc = []
+    marked = remove.get("marked") if remove is not None else None
+    written_dv = [marked.dv_file] if marked is not None and marked.dv_file else []
+    if marked is not None:
+        try:
+            cdc = _deleted_rows_changes(df.sparkSession, snapshot, remove["marked_files"], replace_where, method,
+                                        adds, txn.metadata)
+        except BaseException:
+            txn.discard_uncommitted([*adds, *written_dv])
+            raise
     if remove is not None and remove.get("keep") is not None:
         kept_adds = write_files(remove["keep"], name, parts, schema_json, conf, method=method,
                                 store_partition_columns=materialize)
@@ -720,6 +729,10 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
             if remove["rewrite"].num_rows else remove["remove"]
     if removed_files is not None:
         removes = _removes(removed_files)
+    dv_adds = []
+    if marked is not None:  # merge-on-read: the replaced rows are marked in deletion vectors
+        removes += marked.removes
+        dv_adds = marked.adds
 
     if mode == "append" and snapshot is not None:
         read = _target_files_read(df, snapshot)
@@ -731,15 +744,17 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
     if mode == "append" and snapshot is not None and not adds and not txn.metadata_changed \
             and txn.protocol == snapshot.protocol and not app_transactions:
         return None  # an empty append changes nothing
-    txn.add_actions([*removes, *adds, *kept_adds, *cdc, *_set_transactions(app_transactions)])
+    txn.add_actions([*removes, *adds, *kept_adds, *dv_adds, *cdc, *_set_transactions(app_transactions)])
     metrics = {
         "numFiles": len(adds) + len(kept_adds),
         "numOutputRows": _sum_records(adds) + _sum_records(kept_adds),
         "numOutputBytes": sum(a.size for a in adds) + sum(a.size for a in kept_adds),
     }
     if removes:
-        metrics["numRemovedFiles"] = len(removes)
-        metrics["numRemovedBytes"] = _bytes(removed_files)
+        metrics["numRemovedFiles"] = len(removes) - len(dv_adds)
+        metrics["numRemovedBytes"] = _bytes(removed_files) if removed_files is not None else 0
+    if dv_adds:
+        metrics["numDeletionVectorsAdded"] = len(dv_adds)
     if remove is not None and remove.get("keep") is not None:
         metrics["numCopiedRows"] = _sum_records(kept_adds)
     if remove is not None and remove.get("deleted") is not None:
@@ -748,7 +763,7 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
     operation = operation or "WRITE"
     if operation_parameters:
         params.update(operation_parameters)
-    return txn.commit_or_discard([*adds, *kept_adds, *cdc], operation=operation, parameters=params,
+    return txn.commit_or_discard([*adds, *kept_adds, *written_dv, *cdc], operation=operation, parameters=params,
                               metrics=metrics, user_metadata=user_metadata, extra_commit_info=extra_commit_info)
 
 
@@ -1073,13 +1088,17 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
         # 3. New content: the touched files' rows (updated, deleted or copied) plus the inserts. The
         # changes are few next to the touched rows: broadcast them rather than shuffle every row.
         parts: list[DataFrame] = []
+        # merge-on-read: the changed rows are marked in deletion vectors and only their new versions
+        # are written; copy-on-write rewrites every row of the touched files
+        marking = _marks_enabled(txn)
+        marked = None
         if touched.num_rows:
             old = files_dataframe(spark, snapshot, touched, with_file=True, with_row_index=True)
             changes = acting.select(FILE_COLUMN, ROW_INDEX_COLUMN, _ACTION,
                                     *[c for c in acting.columns if c.startswith((_NEW, _BY_SOURCE_NEW))])
             broadcast_changes = small_source and not by_source  # by-source changes may be many rows
             with_actions = old.join(F.broadcast(changes) if broadcast_changes else changes,
-                                    [FILE_COLUMN, ROW_INDEX_COLUMN], "left")
+                                    [FILE_COLUMN, ROW_INDEX_COLUMN], "inner" if marking else "left")
             j = with_actions.filter(F.col(_ACTION).isNull() | ~F.col(_ACTION).isin("delete", "by_source_delete"))
             out_cols, old_cols = [], []
             for i, c in enumerate(target_columns):
@@ -1118,14 +1137,25 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
         adds = write_files(out, name, snapshot.partition_columns, txn.metadata.schema_json,
                            dict(txn.metadata.configuration), method=method, store_partition_columns=materialize)
         written = _sum_records(adds)
-        touched_rows = _records(touched) if touched.num_rows else 0
+        if marking and touched.num_rows:
+            try:
+                marked = deletion_vectors.mark_rows(snapshot.store, _rows_by_file(snapshot, touched, acting), now_ms())
+            except BaseException:
+                txn.discard_uncommitted(adds)
+                raise
+            touched_rows = n_updated + n_deleted + n_by_source_updated + n_by_source_deleted
+        else:
+            touched_rows = _records(touched) if touched.num_rows else 0
         if touched_rows is None:
             touched_rows = files_dataframe(spark, snapshot, touched).count()
         copied = touched_rows - n_updated - n_deleted - n_by_source_updated - n_by_source_deleted
+        written_dv = [marked.dv_file] if marked is not None and marked.dv_file else []
         inserted = written - copied - n_updated - n_by_source_updated
         if not touched.num_rows and inserted == 0 and not txn.metadata_changed:
             txn.discard_uncommitted(adds)
             return _record_only(txn, app_transactions, operation, extra_commit_info)
+        adds_committed = adds if marked is None else [*adds, *marked.adds]
+        removes = _removes(touched) if marked is None else marked.removes
         cdc = []
         if touched.num_rows and change_data.is_enabled(txn.metadata.configuration):
             # the rows this merge changed, for the change data feed (copied rows are not changes)
@@ -1140,9 +1170,9 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
                 cdc = write_change_data(changed, name, snapshot.partition_columns, txn.metadata.schema_json,
                                         dict(txn.metadata.configuration), method=method)
             except BaseException:
-                txn.discard_uncommitted(adds)
+                txn.discard_uncommitted([*adds, *written_dv])
                 raise
-        txn.add_actions([*_removes(touched), *adds, *cdc, *_set_transactions(app_transactions)])
+        txn.add_actions([*removes, *adds_committed, *cdc, *_set_transactions(app_transactions)])
         matched_preds = []
         if when_matched_delete_condition is not None:
             matched_preds.append({"actionType": "delete", "predicate": when_matched_delete_condition})
@@ -1173,12 +1203,16 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
             "numTargetRowsMatchedDeleted": n_deleted,
             "numTargetRowsNotMatchedBySourceUpdated": n_by_source_updated,
             "numTargetRowsNotMatchedBySourceDeleted": n_by_source_deleted, "numTargetRowsCopied": copied,
-            "numOutputRows": written, "numTargetFilesAdded": len(adds), "numTargetFilesRemoved": touched.num_rows,
-            "numTargetBytesAdded": sum(a.size for a in adds), "numTargetBytesRemoved": _bytes(touched),
+            "numOutputRows": written, "numTargetFilesAdded": len(adds),
+            "numTargetFilesRemoved": touched.num_rows if marked is None else marked.files_emptied,
+            "numTargetBytesAdded": sum(a.size for a in adds),
+            "numTargetBytesRemoved": _bytes(touched) if marked is None else 0,
             "numTargetFilesScanned": candidates.num_rows,
             "executionTimeMs": int((time.time() - started) * 1000),
         }
-        return txn.commit_or_discard([*adds, *cdc], operation=operation, parameters=params, metrics=metrics,
+        if marked is not None:
+            metrics["numTargetDeletionVectorsAdded"] = len(marked.adds)
+        return txn.commit_or_discard([*adds, *written_dv, *cdc], operation=operation, parameters=params, metrics=metrics,
                                   user_metadata=user_metadata, extra_commit_info=extra_commit_info)
     finally:
         source.unpersist()
