@@ -1,6 +1,7 @@
 """VACUUM: delete data files that no retained version of the table needs.
 
-Kept: the live files, and every file removed less than the retention ago (time travel to versions in
+Kept: the live files and their deletion vector files, and every file (and DV file) removed less than
+the retention ago (time travel to versions in
 the retention window still reads them). Deleted: other files under the table older than the cutoff —
 expired tombstones and orphans of failed writers. Names starting with `_` or `.` are not the table's
 data (the log, checkpoints, Hadoop side files) and are left alone, except partition folders
@@ -17,6 +18,7 @@ import time
 
 from ..actions import commit_objects
 from ..change_data import CHANGE_DATA_DIR
+from ..deletion_vectors import dv_file_path
 from ..errors import CorruptLogError, InvalidTableError, UnsupportedFeatureError
 from ..paths import decode_path, is_absolute_path
 from ..snapshot import Snapshot, tombstone_retention_ms
@@ -57,6 +59,9 @@ def _removed_since(snapshot: Snapshot, cutoff_ms: int) -> set[str]:
             r = obj.get("remove") if isinstance(obj, dict) else None
             if r and (r.get("deletionTimestamp") or 0) > cutoff_ms:
                 out.add(decode_path(r["path"]))
+                dv_file = dv_file_path(r.get("deletionVector"))
+                if dv_file:  # versions in the retention read the file with the rows its DV deleted
+                    out.add(dv_file)
     return out
 
 
@@ -163,6 +168,7 @@ def vacuum(table_uri: str, retain_hours: float | None = None, dry_run: bool = Fa
     now = int(time.time() * 1000)
     cutoff = now - retention
     keep = {decode_path(p) for p in snapshot.files.column("path").to_pylist()}
+    keep |= {p for p in map(dv_file_path, snapshot.files.column("deletion_vector").to_pylist()) if p}
     keep |= _removed_since(snapshot, cutoff)
     keep = {p for p in keep if not is_absolute_path(p)}
     doomed: list[tuple[str, str, int]] = []

@@ -1,0 +1,152 @@
+"""Merge-on-read with deletion vectors (`delta.enableDeletionVectors`): DELETE, MERGE and replace_where
+mark rows in DV files instead of rewriting data files; delta-rs reads every version as we do; VACUUM
+keeps the DV files any retained version needs; a failed commit leaves the data files alone."""
+from __future__ import annotations
+
+import glob
+import json
+import os
+
+import deltalake
+import pyarrow as pa
+import pytest
+from deltalake import QueryBuilder
+
+from deltalog.deletion_vectors import read_deletion_vector, write_deletion_vectors, z85_decode, z85_encode
+from deltalog.operations.vacuum import vacuum
+from deltalog.scan import read_table
+from deltalog.snapshot import Snapshot
+from deltalog.spark import operations as ops
+from deltalog.transaction import Transaction
+
+pytestmark = pytest.mark.spark
+DVS = {"delta.enableDeletionVectors": "true"}
+
+
+def _ids(table) -> list[int]:
+    return sorted(table.column("id").to_pylist())
+
+
+def _delta_rs_ids(uri, version=None) -> list[int]:
+    dt = deltalake.DeltaTable(uri, version=version)
+    return _ids(pa.table(QueryBuilder().register("t", dt).execute("select id from t").read_all()))
+
+
+def _agree_at_every_version(uri) -> None:
+    for v in range(Snapshot.load(uri).version + 1):
+        assert _ids(read_table(Snapshot.load(uri, version=v))) == _delta_rs_ids(uri, v), f"version {v}"
+
+
+def _table(spark, uri, rows=1000, files=4):
+    ops.write_dataframe(spark.range(rows).selectExpr("id", "id % 7 AS k", "'a' AS s").repartition(files), uri,
+                        configuration=DVS)
+    return {a.path for a in Snapshot.load(uri).add_files()}
+
+
+def test_dv_file_round_trip(tmp_path):
+    from pyroaring import BitMap64
+
+    data = os.urandom(16)
+    assert z85_decode(z85_encode(data)) == data
+    snap_dir = tmp_path / "t"
+    snap_dir.mkdir()
+    store = Transaction(str(snap_dir)).store
+    bitmaps = [BitMap64([1, 5, 9]), BitMap64(range(0, 100_000, 3)), BitMap64([1 << 33])]
+    relative, dvs = write_deletion_vectors(store, bitmaps)
+    assert os.path.exists(snap_dir / relative)
+    assert [read_deletion_vector(store, dv) for dv in dvs] == bitmaps
+    assert [dv["cardinality"] for dv in dvs] == [3, 33_334, 1]
+
+
+def test_delete_marks_rows_and_keeps_the_data_files(spark, tmp_path):
+    uri = str(tmp_path / "t")
+    original = _table(spark, uri)
+    ops.delete(spark, uri, "k = 3")
+    ops.delete(spark, uri, "id < 10 OR id = 500")  # 500 % 7 == 3: counted once
+    snap = Snapshot.load(uri)
+    assert "deletionVectors" in snap.protocol.reader_features
+    assert {a.path for a in snap.add_files()} == original  # no data file rewritten
+    assert all(a.deletion_vector and json.loads(a.stats)["tightBounds"] is False for a in snap.add_files())
+    expected = [i for i in range(1000) if i % 7 != 3 and i >= 10]
+    assert _ids(read_table(snap)) == expected
+    _agree_at_every_version(uri)
+    history = deltalake.DeltaTable(uri).history()
+    assert history[0]["operationMetrics"]["numDeletedRows"] == "9"
+    before = {a.path: a.deletion_vector for a in Snapshot.load(uri, version=1).add_files()}
+    changed = [a for a in snap.add_files() if a.deletion_vector != before[a.path]]
+    assert history[0]["operationMetrics"]["numDeletionVectorsAdded"] == str(len(changed)) != "0"
+
+    ops.delete(spark, uri, "id >= 0")  # every row: the files go
+    assert Snapshot.load(uri).num_files == 0 and _delta_rs_ids(uri) == []
+
+
+def test_merge_marks_matched_rows_and_writes_only_new_versions(spark, tmp_path):
+    uri = str(tmp_path / "t")
+    original = _table(spark, uri)
+    source = spark.sql("SELECT id, 100L AS k, 'b' AS s FROM range(0, 2000, 50)")
+    ops.merge(spark, uri, source, on="t.id = s.id", source_alias="s", target_alias="t",
+              when_matched_update="*", when_not_matched_insert="*")
+    snap = Snapshot.load(uri)
+    assert original <= {a.path for a in snap.add_files()}
+    metrics = deltalake.DeltaTable(uri).history()[0]["operationMetrics"]
+    assert metrics["numTargetRowsCopied"] == "0" and metrics["numOutputRows"] == "40"
+    assert metrics["numTargetRowsUpdated"] == "20" and metrics["numTargetRowsInserted"] == "20"
+    ops.merge(spark, uri, spark.sql("SELECT id FROM range(0, 1000, 100)"), on="t.id = s.id",
+              source_alias="s", target_alias="t", when_matched_delete_condition="true")
+    rows = {r["id"]: (r["k"], r["s"]) for r in read_table(Snapshot.load(uri)).to_pylist()}
+    expected = {i: (i % 7, "a") for i in range(1000)}
+    expected.update({i: (100, "b") for i in range(0, 2000, 50)})
+    for i in range(0, 1000, 100):
+        del expected[i]
+    assert rows == expected
+    _agree_at_every_version(uri)
+
+
+def test_replace_where_marks_the_replaced_rows(spark, tmp_path):
+    uri = str(tmp_path / "t")
+    original = _table(spark, uri)
+    ops.write_dataframe(spark.sql("SELECT id, 0L AS k, 'r' AS s FROM range(0, 1000, 7)"), uri, mode="overwrite",
+                        replace_where="k = 0")
+    snap = Snapshot.load(uri)
+    assert original <= {a.path for a in snap.add_files()}
+    rows = {r["id"]: r["s"] for r in read_table(snap).to_pylist()}
+    assert len(rows) == 1000 and all(rows[i] == ("r" if i % 7 == 0 else "a") for i in range(1000))
+    _agree_at_every_version(uri)
+
+
+def test_vacuum_keeps_the_dv_files_versions_need(spark, tmp_path):
+    uri = str(tmp_path / "t")
+    _table(spark, uri)
+    ops.delete(spark, uri, "k = 3")
+    first = set(glob.glob(os.path.join(uri, "deletion_vector_*.bin")))
+    ops.delete(spark, uri, "k = 4")  # the union DVs go into a second DV file
+    orphan = os.path.join(uri, "deletion_vector_00000000-0000-0000-0000-000000000000.bin")
+    open(orphan, "wb").write(b"\x01")
+    old = 0  # every file older than any cutoff
+    for path in glob.glob(os.path.join(uri, "*.bin")):
+        os.utime(path, (old, old))
+
+    # the default retention keeps the first DV file: version 1 (in the window) reads it
+    deleted = vacuum(uri)
+    assert deleted == [os.path.basename(orphan)]
+    assert first <= set(glob.glob(os.path.join(uri, "deletion_vector_*.bin")))
+    _agree_at_every_version(uri)
+    # with no retention only the live DV file stays, and the table still reads
+    deleted = vacuum(uri, retain_hours=0, force=True)
+    assert {os.path.basename(p) for p in first} == set(deleted)
+    assert _ids(read_table(Snapshot.load(uri))) == _delta_rs_ids(uri) == [i for i in range(1000) if i % 7 not in (3, 4)]
+
+
+def test_a_failed_commit_discards_the_dv_file_and_never_a_data_file(spark, tmp_path, monkeypatch):
+    uri = str(tmp_path / "t")
+    original = _table(spark, uri)
+
+    def refuse(self, **kwargs):
+        raise RuntimeError("the store went away")
+
+    monkeypatch.setattr(Transaction, "commit", refuse)
+    with pytest.raises(RuntimeError, match="went away"):
+        ops.delete(spark, uri, "k = 3")
+    assert glob.glob(os.path.join(uri, "*.bin")) == []
+    assert all(os.path.exists(os.path.join(uri, p)) for p in original)
+    assert Snapshot.load(uri).version == 0 and len(_delta_rs_ids(uri)) == 1000
