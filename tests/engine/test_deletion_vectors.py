@@ -10,6 +10,7 @@ import struct
 import uuid
 import zlib
 
+import deltalake
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -143,20 +144,21 @@ def test_dv_table_reads_as_delta_rs_reads_it(case):
     assert canonical(ours.select(theirs.column_names).cast(theirs.schema)) == canonical(theirs)
 
 
-def test_writes_and_vacuum_refuse_a_dv_table(tmp_path):
+def test_a_dv_table_of_another_writer_is_appended_to_and_vacuumed(tmp_path):
     source = CONFORMANCE / "wild/kernel/table-with-dv-small"
     require(source)
     table = tmp_path / "t"
     shutil.copytree(source, table)
-    before = sorted(os.listdir(table))
-    with pytest.raises(UnsupportedFeatureError, match="deletionVectors"):
-        write_deltalake(str(table), read_table(Snapshot.load(str(table))), mode="append")
-    with pytest.raises(UnsupportedFeatureError, match="VACUUM needs writer feature"):
-        vacuum(str(table), retain_hours=0, force=True)
-    assert sorted(os.listdir(table)) == before  # the DV file is still there
-    assert Snapshot.load(str(table)).version == 1
-    assert pq.read_table(next(str(p) for p in table.glob("*.parquet"))).num_rows > read_table(
-        Snapshot.load(str(table))).num_rows  # the DV really deletes rows
+    before = read_table(Snapshot.load(str(table)))
+    dv_files = sorted(p.name for p in table.glob("*.bin"))
+    assert dv_files
+    assert pq.read_table(next(str(p) for p in table.glob("*.parquet"))).num_rows > before.num_rows  # really deletes
+    write_deltalake(str(table), before, mode="append")
+    vacuum(str(table), retain_hours=0, force=True)
+    assert sorted(p.name for p in table.glob("*.bin")) == dv_files  # the live file's DV is kept
+    after = read_table(Snapshot.load(str(table)))
+    assert after.num_rows == 2 * before.num_rows
+    assert deltalake.DeltaTable(str(table)).version() == 2
 
 
 def test_changes_by_file_refuse_files_with_deletion_vectors():

@@ -280,8 +280,8 @@ def test_unsupported_writer_feature_refused(tmp_path):
 
 def test_unsupported_table_property_refused(tmp_path):
     uri = str(tmp_path / "t")
-    with pytest.raises(UnsupportedFeatureError, match="deletionVectors"):
-        write_deltalake(uri, small([1]), configuration={"delta.enableDeletionVectors": "true"})
+    with pytest.raises(UnsupportedFeatureError, match="rowTracking"):
+        write_deltalake(uri, small([1]), configuration={"delta.enableRowTracking": "true"})
     assert not DeltaTable(uri).exists()
 
 

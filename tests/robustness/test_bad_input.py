@@ -192,8 +192,8 @@ def _table_with_protocol(tmp_path, protocol: Protocol) -> str:
 
 
 def test_table_needing_an_unsupported_reader_feature(tmp_path):
-    uri = _table_with_protocol(tmp_path, Protocol(3, 7, ["variantType"], ["variantType"]))
-    e = assert_refused(uri, UnsupportedFeatureError, uri, "variantType")
+    uri = _table_with_protocol(tmp_path, Protocol(3, 7, ["geospatial"], ["geospatial"]))
+    e = assert_refused(uri, UnsupportedFeatureError, uri, "geospatial")
     assert "Supported reader features" in str(e)
 
 
@@ -232,7 +232,7 @@ def test_legacy_writer_3_table_with_a_check_constraint_is_refused_by_the_arrow_w
 
 
 @pytest.mark.parametrize("prop,feature", [("delta.enableRowTracking", "rowTracking"),
-                                          ("delta.enableDeletionVectors", "deletionVectors")])
+                                          ("delta.enableIcebergCompatV1", "icebergCompatV1")])
 def test_create_asking_for_an_unsupported_feature_creates_nothing(tmp_path, prop, feature):
     uri = str(tmp_path / "t")
     with pytest.raises(UnsupportedFeatureError) as err:
