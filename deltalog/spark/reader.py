@@ -136,9 +136,11 @@ def files_dataframe(spark: SparkSession, snapshot: Any, files: Any, with_file: b
     marked = pc.is_valid(files.column("deletion_vector"))
     df = _files_dataframe(spark, snapshot, files.filter(marked), with_file=True, with_row_index=True)
     deleted = _deleted_rows_dataframe(spark, snapshot, files.filter(marked))
-    local = local_file_expr(F.col(FILE_COLUMN))
-    df = df.join(F.broadcast(deleted), (local == F.col(_DV_FILE)) & (F.col(ROW_INDEX_COLUMN) == F.col(_DV_ROW)),
-                 "left_anti")
+    # Decoding Spark's spelling of every row's file path costs twice the scan: the hash key is the row
+    # index alone, and the path is compared only for the rows whose index some DV holds (wrapped in
+    # coalesce so that Spark does not make it a second key).
+    same_file = F.coalesce(local_file_expr(F.col(FILE_COLUMN)) == F.col(_DV_FILE), F.lit(False))
+    df = df.join(F.broadcast(deleted), (F.col(ROW_INDEX_COLUMN) == F.col(_DV_ROW)) & same_file, "left_anti")
     keep = [c for c in df.columns if (c != FILE_COLUMN or with_file) and (c != ROW_INDEX_COLUMN or with_row_index)]
     df = df.select(*[F.col(quote_identifier(c)) for c in keep])
     unmarked = files.filter(pc.invert(marked))
