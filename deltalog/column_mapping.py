@@ -79,10 +79,12 @@ def physical_schema(schema_json: dict[str, Any], mode: str) -> dict[str, Any]:
 
 
 def physical_path(schema_json: dict[str, Any], path: tuple[str, ...] | list[str]) -> tuple[str, ...]:
-    """The physical names of a path of logical struct field names (as stats keys nest them)."""
+    """The physical names of a path of logical struct field names (as stats keys nest them); names
+    match ignoring case, as Delta's column names do."""
     out, fields = [], schema_json.get("fields", [])
     for name in path:
-        f = next((f for f in fields if f["name"] == name), None)
+        f = next((f for f in fields if f["name"] == name), None) \
+            or next((f for f in fields if f["name"].lower() == name.lower()), None)
         if f is None:
             return tuple(out) + tuple(path[len(out):])
         out.append(physical_name(f))
@@ -99,15 +101,8 @@ def physical_stats_configuration(schema_json: dict[str, Any], configuration: dic
     listed = configuration.get(STATS_COLUMNS_KEY)
     if not listed or not is_mapped(configuration):
         return configuration
-    physical = []
-    for path in parse_stats_columns(listed):
-        out, fields = [], schema_json.get("fields", [])
-        for name in path:
-            f = next((f for f in fields if f["name"].lower() == name.lower()), None)
-            out.append(physical_name(f) if f is not None else name)
-            t = f["type"] if f is not None else None
-            fields = t.get("fields", []) if isinstance(t, dict) and t.get("type") == "struct" else []
-        physical.append(".".join("`" + p.replace("`", "``") + "`" for p in out))
+    physical = [".".join("`" + p.replace("`", "``") + "`" for p in physical_path(schema_json, path))
+                for path in parse_stats_columns(listed)]
     return {**configuration, STATS_COLUMNS_KEY: ",".join(physical)}
 
 

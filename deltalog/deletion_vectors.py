@@ -19,6 +19,8 @@ rows a DML deletes from some files into the `remove` + `add` pairs that carry th
 """
 from __future__ import annotations
 
+import dataclasses
+import json
 import struct
 import uuid
 import zlib
@@ -216,9 +218,6 @@ class MarkedRows:
 
 def mark_rows(store: Any, marked: list[tuple[Any, Any]], timestamp: int) -> MarkedRows:
     """`marked`: (AddFile, row indexes to delete) pairs. Rows already deleted count once."""
-    import dataclasses
-    import json
-
     from pyroaring import BitMap64
 
     from .paths import absolute_file_path
