@@ -9,6 +9,9 @@
   with a branch-free search, keys strings straight from their bytes and computes curve keys
   (zorder.py uses them when `runs_jar_classes`; other sessions get the same numbers from plain Spark
   expressions).
+- Deletion vectors in JVM code: `io.deltalog.dv.DeletedRows` tells a scanned row (file, row index)
+  deleted by looking its file up once per run of rows (reader.py, when `has_jar_class`; otherwise an
+  anti-join on the row index).
 - Large generated methods are JIT-compiled. The JVM leaves methods over 8,000 bytes of bytecode
   interpreted; a query with many projections (the Hilbert curve's ~40 bit steps) is generated as one
   such method and ran 7x slower for it.
@@ -18,6 +21,7 @@ executors get the jar through `spark.jars`; whether they load it is checked once
 """
 from __future__ import annotations
 
+import hashlib
 import os
 
 JAR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jars", "deltalog-spark.jar")
@@ -70,3 +74,39 @@ def runs_jar_classes(spark) -> bool:
         return cached
     except Exception:  # no JVM behind this session
         return False
+
+
+def has_jar_class(spark, class_name: str) -> bool:
+    """Whether every task of `spark` can load the jar's `io.deltalog.<class_name>` (a Spark server started
+    by an older install of this package may run an older jar)."""
+    if not runs_jar_classes(spark):
+        return False
+    try:
+        from py4j.java_gateway import JavaClass
+
+        found = spark.sparkContext._jvm.io.deltalog
+        for part in class_name.split("."):
+            found = getattr(found, part)
+        return isinstance(found, JavaClass)
+    except Exception:
+        return False
+
+
+def register_jar_function(spark, class_name: str, *args, returns: str = "IntegerType",
+                          deterministic: bool = True) -> str:
+    """Registers the jar's UDF `io.deltalog.<class_name>`, built from `args`, as a session function
+    returning the Spark type `returns` names. It is named after its arguments, so registering the same
+    one again replaces it with itself. A function registered not `deterministic` (its class must offer
+    `nondeterministic()`) stays where the query puts it: the optimizer does not push it below a join."""
+    digest = hashlib.sha1(repr((class_name, deterministic, *[bytes(a) if isinstance(a, bytearray) else a
+                                                             for a in args])).encode()).hexdigest()[:20]
+    name = f"__deltalog_{class_name.replace('.', '_').lower()}_{digest}"
+    jvm = spark.sparkContext._jvm
+    found = jvm.io.deltalog
+    for part in class_name.split("."):
+        found = getattr(found, part)
+    if deterministic:
+        spark._jsparkSession.udf().register(name, found(*args), getattr(jvm.org.apache.spark.sql.types.DataTypes, returns))
+    else:  # the class builds its function itself: Py4J would pick the untyped Scala overload of udf()
+        spark._jsparkSession.udf().register(name, found(*args).nondeterministic())
+    return name

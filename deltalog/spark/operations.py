@@ -22,7 +22,7 @@ from typing import Any, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession, functions as F
+from pyspark.sql import Column, DataFrame, SparkSession, functions as F
 from pyspark.sql.types import StructType
 
 from ..actions import AddFile, Metadata, RemoveFile, SetTransaction, now_ms
@@ -41,7 +41,9 @@ from ..snapshot import files_table
 from ..table import DeltaTable, new_metadata
 from .. import change_data, deletion_vectors
 from .change_data import change_rows, write_change_data
-from .reader import FILE_COLUMN, ROW_INDEX_COLUMN, files_dataframe, local_path_of
+from .reader import (
+    FILE_COLUMN, ROW_INDEX_COLUMN, deleted_rows_column, files_dataframe, has_deletion_vectors, local_path_of,
+)
 from .writer import write_files
 
 MODES = ("append", "overwrite", "error", "errorifexists", "ignore")
@@ -51,6 +53,7 @@ _SPARK_MODE = {"append": "Append", "overwrite": "Overwrite", "error": "ErrorIfEx
 _ACTION = "__deltalog_action"
 _NEW = "__deltalog_new_"
 _SOURCE_ID = "__deltalog_source_id"
+_OLD = "__deltalog_old_"  # a matched target row's value, carried from the matching join (merge-on-read)
 _BY_SOURCE_NEW = "__deltalog_by_source_value_"  # not a prefix of _NEW's names, nor _NEW of its
 # A merge source whose cached size is under this is broadcast to the join with the target's rows.
 log = logging.getLogger(__name__)
@@ -421,12 +424,11 @@ def _marks_enabled(txn: Any) -> bool:
     return deletion_vectors.is_enabled(txn.metadata.configuration)
 
 
-def _rows_by_file(snapshot: Any, files: pa.Table, hits: DataFrame) -> list[tuple[AddFile, Any]]:
-    """(the file's add, its row indexes) for `hits`, rows of `files` with FILE_COLUMN and
-    ROW_INDEX_COLUMN; collected to the driver as Arrow (a DV holds row numbers, not rows)."""
+def _rows_by_file(snapshot: Any, files: pa.Table, table: pa.Table) -> list[tuple[AddFile, Any]]:
+    """(the file's add, its row indexes) for the rows of `files` that `table` (FILE_COLUMN,
+    ROW_INDEX_COLUMN; collected to the driver, as a DV holds row numbers, not rows) names."""
     import numpy as np
 
-    table = hits.select(FILE_COLUMN, ROW_INDEX_COLUMN).toArrow()
     if table.num_rows == 0:
         return []
     grouped = table.group_by(FILE_COLUMN).aggregate([(ROW_INDEX_COLUMN, "list")])
@@ -447,7 +449,24 @@ def _mark_matching_rows(spark: SparkSession, snapshot: Any, files: pa.Table,
     deletion vectors (one new DV file); no data file is rewritten."""
     df = files_dataframe(spark, snapshot, files, with_file=True, with_row_index=True)
     hits = df.filter(F.coalesce(F.expr(predicate), F.lit(False)))
-    return deletion_vectors.mark_rows(snapshot.store, _rows_by_file(snapshot, files, hits), now_ms())
+    table = hits.select(FILE_COLUMN, ROW_INDEX_COLUMN).toArrow()
+    return deletion_vectors.mark_rows(snapshot.store, _rows_by_file(snapshot, files, table), now_ms())
+
+
+def _actions_per_file(hits: pa.Table) -> list[dict[str, Any]]:
+    """Per file of `hits` (FILE_COLUMN, ROW_INDEX_COLUMN, _ACTION, on the driver): the most actions one
+    row got (`max_n`) and the rows updated (`u`), deleted (`d`), updated and deleted by a not matched by
+    source clause (`bu`, `bd`), as the Spark aggregation of the copy-on-write path gives them."""
+    per_row = hits.group_by([FILE_COLUMN, ROW_INDEX_COLUMN]).aggregate([([], "count_all")])
+    most = per_row.group_by(FILE_COLUMN).aggregate([("count_all", "max")])
+    out = {f: {FILE_COLUMN: f, "max_n": n, "u": 0, "d": 0, "bu": 0, "bd": 0}
+           for f, n in zip(most.column(FILE_COLUMN).to_pylist(), most.column("count_all_max").to_pylist())}
+    counts = hits.group_by([FILE_COLUMN, _ACTION]).aggregate([([], "count_all")])
+    names = {"update": "u", "delete": "d", "by_source_update": "bu", "by_source_delete": "bd"}
+    for f, action, n in zip(*(counts.column(c).to_pylist() for c in (FILE_COLUMN, _ACTION, "count_all"))):
+        if action in names:
+            out[f][names[action]] += n
+    return list(out.values())
 
 
 def _remaining_rows(spark: SparkSession, snapshot: Any, files: pa.Table, predicate: str) -> DataFrame:
@@ -873,6 +892,14 @@ def _assignments(spec: Any, target_columns: list[str], source_columns: list[str]
     return out
 
 
+def _stored_value(column: str, stored: Any, wanted: Any) -> Column:
+    """A target column's value as the table's (possibly evolved) type `wanted`: null for a column the
+    files do not hold yet (`stored` None), upcast for one whose type this commit widens."""
+    if stored is None:
+        return F.lit(None).cast(wanted)
+    return upcast_column(F.col(column), stored, wanted)
+
+
 class MergeDuplicateSourceError(InvalidTableError):
     """Several source rows matched one target row (Delta's DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE)."""
 
@@ -939,6 +966,12 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
     by_source = when_not_matched_by_source_delete or by_source_update is not None
     # the target rows of matched pairs are needed by row (file, row index) for either kind of clause
     by_row = has_matched or by_source
+    # Merge-on-read marks the changed rows and writes only their new versions: those (and the change
+    # feed's pre-images) are built from target values carried through the matching join, so the touched
+    # files are not scanned a second time. Rows no source row matches come from a scan of their own.
+    marking = _marks_enabled(txn)
+    carry = marking and not by_source
+    feed = change_data.is_enabled(txn.metadata.configuration)
 
     # The source is read several times (bounds, join, inserts): compute it once, as delta-spark does.
     # Each row gets an id (stable: it is computed once, into the cache) so the inserts are the source
@@ -946,37 +979,36 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
     source = source_df.withColumn(_SOURCE_ID, F.monotonically_increasing_id()).persist(StorageLevel.MEMORY_AND_DISK)
     matched_rows = None
     try:
-        num_source = source.count()
+        # 1. Candidate files: min/max of the source's equi-join keys (in the job that counts and caches
+        # the source), and target-only conjuncts.
+        keys = [(s, t) for s, t in sql.equi_keys(on, source_alias, target_alias)
+                if find_field(schema_json, t) is not None and s.lower() in {c.lower() for c in source.columns}]
+        aggs = [F.count(F.lit(1)).alias("n")]
+        src_types = {f.name.lower(): f.dataType.typeName() for f in source.schema.fields}
+        for i, (s, _) in enumerate(keys):
+            c = F.col(quote_identifier(s))
+            if src_types[s.lower()] == "timestamp":
+                # as epoch micros: Python would read a collected timestamp in its own time zone
+                aggs += [F.unix_micros(F.min(c)).alias(f"mn{i}"), F.unix_micros(F.max(c)).alias(f"mx{i}")]
+            else:
+                aggs += [F.min(c).alias(f"mn{i}"), F.max(c).alias(f"mx{i}")]
+        bounds = source.agg(*aggs).collect()[0]
+        num_source = bounds["n"]
         if num_source == 0 and not by_source:
             return _record_only(txn, app_transactions, operation, extra_commit_info)
         small_source = _fits_broadcast(source)
         if unique_keys:
             _check_unique_keys(source, unique_keys, unique_keys_where, name)
-
-        # 1. Candidate files: min/max of the source's equi-join keys, and target-only conjuncts.
-        keys = [(s, t) for s, t in sql.equi_keys(on, source_alias, target_alias)
-                if find_field(schema_json, t) is not None and s.lower() in {c.lower() for c in source.columns}]
         exprs = []
-        if keys:
-            aggs = []
-            src_types = {f.name.lower(): f.dataType.typeName() for f in source.schema.fields}
-            for i, (s, _) in enumerate(keys):
-                c = F.col(quote_identifier(s))
-                if src_types[s.lower()] == "timestamp":
-                    # as epoch micros: Python would read a collected timestamp in its own time zone
-                    aggs += [F.unix_micros(F.min(c)).alias(f"mn{i}"), F.unix_micros(F.max(c)).alias(f"mx{i}")]
-                else:
-                    aggs += [F.min(c).alias(f"mn{i}"), F.max(c).alias(f"mx{i}")]
-            bounds = source.agg(*aggs).collect()[0]
-            for i, (s, t) in enumerate(keys):
-                lo, hi = bounds[f"mn{i}"], bounds[f"mx{i}"]
-                if src_types[s.lower()] == "timestamp" and lo is not None:
-                    lo, hi = _utc_from_micros(lo), _utc_from_micros(hi)
-                if lo is None:  # every source key is null: equality matches nothing
-                    exprs.append("false")
-                else:
-                    exprs.append(f"{quote_identifier(t)} >= {_sql_literal(lo)} and "
-                                 f"{quote_identifier(t)} <= {_sql_literal(hi)}")
+        for i, (s, t) in enumerate(keys):
+            lo, hi = bounds[f"mn{i}"], bounds[f"mx{i}"]
+            if src_types[s.lower()] == "timestamp" and lo is not None:
+                lo, hi = _utc_from_micros(lo), _utc_from_micros(hi)
+            if lo is None:  # every source key is null: equality matches nothing
+                exprs.append("false")
+            else:
+                exprs.append(f"{quote_identifier(t)} >= {_sql_literal(lo)} and "
+                             f"{quote_identifier(t)} <= {_sql_literal(hi)}")
         exprs += [f"({c})" for c in sql.only_alias_conjuncts(on, target_alias, source_alias)]
         prune_text = " and ".join(f"({e})" for e in exprs)
         prune_expr = parse_sql_predicate(prune_text) if prune_text else ALWAYS
@@ -997,9 +1029,15 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
         n_updated = n_deleted = 0
         src = source.alias(source_alias)
         if candidates.num_rows and (by_row or insert is not None):
-            target = files_dataframe(spark, snapshot, candidates, with_file=by_row,
-                                     with_row_index=by_row).alias(target_alias)
+            # Rows deleted by DVs are filtered out after the join, on the few rows it keeps (a file's
+            # path and row index are then at hand anyway), rather than on every row scanned.
+            late = deleted_rows_column(spark, snapshot, candidates, deterministic=False) \
+                if by_row and has_deletion_vectors(candidates) else None
+            target = files_dataframe(spark, snapshot, candidates, with_file=by_row, with_row_index=by_row,
+                                     with_deleted=late is not None).alias(target_alias)
             joined = target.join(F.broadcast(src) if small_source else src, F.expr(on), "inner")
+            if late is not None:
+                joined = joined.filter(~late)
             if by_row:
                 delete_cond = F.coalesce(F.expr(when_matched_delete_condition), F.lit(False)) \
                     if when_matched_delete_condition else F.lit(False)
@@ -1012,6 +1050,10 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
                             for i, (s, _) in enumerate(keys)]
                 new_values += [F.lit(None).cast(target_schema[c].dataType).alias(_BY_SOURCE_NEW + str(i))
                                for i, c in enumerate(target_columns) if by_source_update and c in by_source_update]
+                if carry:
+                    new_values += [_stored_value(f"{T}.{quote_identifier(c)}", stored.get(c.lower()),
+                                                 target_schema[c].dataType).alias(_OLD + str(i))
+                                   for i, c in enumerate(target_columns) if feed or not (update and c in update)]
                 matched_rows = joined.select(F.col(f"{T}.{FILE_COLUMN}").alias(FILE_COLUMN),
                                              F.col(f"{T}.{ROW_INDEX_COLUMN}").alias(ROW_INDEX_COLUMN),
                                              action.alias(_ACTION), *new_values, *key_cols,
@@ -1049,7 +1091,12 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
             else:
                 acting = by_source_rows
             candidates = snapshot.files  # the files touched are looked up among all of them
-        if acting is not None:
+        hit_rows = None
+        if acting is not None and marking:
+            # merge-on-read needs the changed rows' positions on the driver anyway (for the DVs)
+            hit_rows = acting.select(FILE_COLUMN, ROW_INDEX_COLUMN, _ACTION).toArrow()
+            per_file = _actions_per_file(hit_rows)
+        elif acting is not None:
             per_file = (acting.groupBy(FILE_COLUMN, ROW_INDEX_COLUMN)
                         .agg(F.count(F.lit(1)).alias("n"), F.max(_ACTION).alias("a"))
                         .groupBy(FILE_COLUMN)
@@ -1059,6 +1106,7 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
                              F.sum(F.when(F.col("a") == "by_source_update", 1).otherwise(0)).alias("bu"),
                              F.sum(F.when(F.col("a") == "by_source_delete", 1).otherwise(0)).alias("bd"))
                         .collect())
+        if acting is not None:
             dup = [r for r in per_file if r["max_n"] > 1]
             if dup:
                 sample = (acting.filter(F.col(FILE_COLUMN) == dup[0][FILE_COLUMN])
@@ -1090,9 +1138,15 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
         parts: list[DataFrame] = []
         # merge-on-read: the changed rows are marked in deletion vectors and only their new versions
         # are written; copy-on-write rewrites every row of the touched files
-        marking = _marks_enabled(txn)
         marked = None
-        if touched.num_rows:
+        if touched.num_rows and carry:
+            updated = acting.filter(F.col(_ACTION) == "update")
+            deleted = acting.filter(F.col(_ACTION) == "delete")
+            old_cols = [F.col(_OLD + str(i)).alias(c) for i, c in enumerate(target_columns)] if feed else []
+            out_cols = [F.col((_NEW if update and c in update else _OLD) + str(i)).alias(c)
+                        for i, c in enumerate(target_columns)]
+            parts.append(updated.select(*out_cols))
+        elif touched.num_rows:
             old = files_dataframe(spark, snapshot, touched, with_file=True, with_row_index=True)
             changes = acting.select(FILE_COLUMN, ROW_INDEX_COLUMN, _ACTION,
                                     *[c for c in acting.columns if c.startswith((_NEW, _BY_SOURCE_NEW))])
@@ -1102,8 +1156,7 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
             j = with_actions.filter(F.col(_ACTION).isNull() | ~F.col(_ACTION).isin("delete", "by_source_delete"))
             out_cols, old_cols = [], []
             for i, c in enumerate(target_columns):
-                current = upcast_column(F.col(quote_identifier(c)), stored[c.lower()], target_schema[c].dataType) \
-                    if c.lower() in stored else F.lit(None).cast(target_schema[c].dataType)
+                current = _stored_value(quote_identifier(c), stored.get(c.lower()), target_schema[c].dataType)
                 old_cols.append(current.alias(c))
                 value = current
                 if by_source_update and c in by_source_update:
@@ -1112,6 +1165,8 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
                     value = F.when(F.col(_ACTION) == "update", F.col(_NEW + str(i))).otherwise(value)
                 out_cols.append(value.alias(c))
             parts.append(j.select(*out_cols))
+            updated = with_actions.filter(F.col(_ACTION).isin("update", "by_source_update"))
+            deleted = with_actions.filter(F.col(_ACTION).isin("delete", "by_source_delete"))
         n_insert_df = None
         if insert is not None:
             if matched_rows is not None:
@@ -1139,7 +1194,7 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
         written = _sum_records(adds)
         if marking and touched.num_rows:
             try:
-                marked = deletion_vectors.mark_rows(snapshot.store, _rows_by_file(snapshot, touched, acting), now_ms())
+                marked = deletion_vectors.mark_rows(snapshot.store, _rows_by_file(snapshot, touched, hit_rows), now_ms())
             except BaseException:
                 txn.discard_uncommitted(adds)
                 raise
@@ -1157,10 +1212,8 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
         adds_committed = adds if marked is None else [*adds, *marked.adds]
         removes = _removes(touched) if marked is None else marked.removes
         cdc = []
-        if touched.num_rows and change_data.is_enabled(txn.metadata.configuration):
+        if touched.num_rows and feed:
             # the rows this merge changed, for the change data feed (copied rows are not changes)
-            updated = with_actions.filter(F.col(_ACTION).isin("update", "by_source_update"))
-            deleted = with_actions.filter(F.col(_ACTION).isin("delete", "by_source_delete"))
             changed = [change_rows(updated.select(*old_cols), schema_json, change_data.UPDATE_PREIMAGE),
                        change_rows(updated.select(*out_cols), schema_json, change_data.UPDATE_POSTIMAGE),
                        change_rows(deleted.select(*old_cols), schema_json, change_data.DELETE)]
@@ -1237,7 +1290,8 @@ def _record_only(txn: Any, app_transactions: dict[str, int] | None, operation: s
 def _fits_broadcast(df: DataFrame) -> bool:
     """Whether a (cached, counted) DataFrame is small enough to broadcast, by Spark's size estimate."""
     try:
-        size = int(df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes().toString())
+        # a Scala BigInt, which Py4J hands over as a Python int
+        size = int(str(df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
     except Exception:  # no estimate: let Spark choose the join
         return False
     return size <= _BROADCAST_SOURCE_BYTES

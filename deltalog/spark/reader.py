@@ -19,6 +19,7 @@ from ..paths import (
     absolute_file_path, decode_path, is_absolute_path, parse_partition_folder, parse_partition_value,
 )
 from ..schema import nullable_type, partition_column_types, quote_identifier, without_columns
+from .embedded import has_jar_class, register_jar_function
 from .writer import spark_schema
 
 # Spark lists the given files with a distributed job above this many paths, which is slow to plan.
@@ -124,23 +125,28 @@ def has_deletion_vectors(files: Any) -> bool:
 
 
 def files_dataframe(spark: SparkSession, snapshot: Any, files: Any, with_file: bool = False,
-                    with_row_index: bool = False) -> DataFrame:
+                    with_row_index: bool = False, with_deleted: bool = False) -> DataFrame:
     """The rows of some of the snapshot's live files (`files`: rows of `snapshot.files`), with the table's
     columns, plus optionally the file each row comes from (`FILE_COLUMN`, as Spark spells the path: see
     `local_path_of`) and its row position in that file (`ROW_INDEX_COLUMN`). Rows that the files'
-    deletion vectors delete are left out."""
-    if not has_deletion_vectors(files):
+    deletion vectors delete are left out, unless `with_deleted` (the caller filters them later with
+    `deleted_rows_column`)."""
+    if with_deleted or not has_deletion_vectors(files):
         return _files_dataframe(spark, snapshot, files, with_file, with_row_index)
     # Files with a DV are read with their row indexes (the native scan's `_metadata.row_index`) and
     # anti-joined with the deleted (file, row) pairs; files without one are read as they are.
     marked = pc.is_valid(files.column("deletion_vector"))
     df = _files_dataframe(spark, snapshot, files.filter(marked), with_file=True, with_row_index=True)
-    deleted = _deleted_rows_dataframe(spark, snapshot, files.filter(marked))
-    # Decoding Spark's spelling of every row's file path costs twice the scan: the hash key is the row
-    # index alone, and the path is compared only for the rows whose index some DV holds (wrapped in
-    # coalesce so that Spark does not make it a second key).
-    same_file = F.coalesce(local_file_expr(F.col(FILE_COLUMN)) == F.col(_DV_FILE), F.lit(False))
-    df = df.join(F.broadcast(deleted), (F.col(ROW_INDEX_COLUMN) == F.col(_DV_ROW)) & same_file, "left_anti")
+    is_deleted = deleted_rows_column(spark, snapshot, files.filter(marked))
+    if is_deleted is not None:
+        df = df.filter(~is_deleted)
+    else:
+        deleted = _deleted_rows_dataframe(spark, snapshot, files.filter(marked))
+        # Decoding Spark's spelling of every row's file path costs twice the scan: the hash key is the
+        # row index alone, and the path is compared only for the rows whose index some DV holds
+        # (wrapped in coalesce so that Spark does not make it a second key).
+        same_file = F.coalesce(local_file_expr(F.col(FILE_COLUMN)) == F.col(_DV_FILE), F.lit(False))
+        df = df.join(F.broadcast(deleted), (F.col(ROW_INDEX_COLUMN) == F.col(_DV_ROW)) & same_file, "left_anti")
     keep = [c for c in df.columns if (c != FILE_COLUMN or with_file) and (c != ROW_INDEX_COLUMN or with_row_index)]
     df = df.select(*[F.col(quote_identifier(c)) for c in keep])
     unmarked = files.filter(pc.invert(marked))
@@ -156,6 +162,35 @@ def local_file_expr(spark_path: Any) -> Any:
     """The local path of a Spark file path column (`_metadata.file_path`, a URI), as
     `os.path.normpath(absolute_file_path(...))` spells it: what to join Python-side file tables on."""
     return F.url_decode(F.replace(F.regexp_replace(spark_path, "^file:", ""), F.lit("+"), F.lit("%2B")))
+
+
+def deleted_rows_column(spark: SparkSession, snapshot: Any, files: Any, deterministic: bool = True) -> Any:
+    """A boolean column, true for the rows of `files` their deletion vectors delete, computed by the
+    jar's `DeletedRows` from FILE_COLUMN and ROW_INDEX_COLUMN; None where tasks cannot load the jar or
+    a DV holds a row index past 32 bits (the anti-join of `_deleted_rows_dataframe` serves them). Not
+    `deterministic`, it is evaluated where the query puts it: after a join that keeps few rows, say."""
+    import struct
+
+    import numpy as np
+    from pyroaring import BitMap
+
+    from ..deletion_vectors import read_deletion_vector
+
+    if not has_jar_class(spark, "dv.DeletedRows"):
+        return None
+    parts = []
+    for log_path, dv in zip(files.column("path").to_pylist(), files.column("deletion_vector").to_pylist()):
+        if not dv:
+            continue
+        rows = read_deletion_vector(snapshot.store, dv)
+        if len(rows) and rows.max() > 0xFFFFFFFF:
+            return None
+        key = os.path.normpath(absolute_file_path(snapshot.table_uri, log_path)).encode("utf-8")
+        bitmap = BitMap(np.asarray(rows.to_array(), dtype=np.uint32)).serialize()
+        parts += [struct.pack(">i", len(key)), key, struct.pack(">i", len(bitmap)), bitmap]
+    name = register_jar_function(spark, "dv.DeletedRows", bytearray(b"".join(parts)), returns="BooleanType",
+                                 deterministic=deterministic)
+    return F.call_function(name, F.col(FILE_COLUMN), F.col(ROW_INDEX_COLUMN))
 
 
 def _deleted_rows_dataframe(spark: SparkSession, snapshot: Any, files: Any) -> DataFrame:

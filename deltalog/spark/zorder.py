@@ -21,7 +21,6 @@ small class the JIT compiles once per JVM where the projections generate a large
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import struct
 from typing import Sequence
@@ -35,7 +34,7 @@ from pyspark.sql.types import (
     StringType, TimestampNTZType, TimestampType,
 )
 
-from .embedded import runs_jar_classes
+from .embedded import register_jar_function, runs_jar_classes
 
 DEFAULT_NUM_RANGES = 1000
 DEFAULT_SAMPLE_ROWS = 100_000
@@ -193,28 +192,15 @@ class RangeModel:
         cuts = _packed_doubles(self.splits[column][1:-1])  # the splits without their -inf and +inf
         if isinstance(df.schema[column].dataType, StringType):
             prefix = (self.prefixes.get(column) or "").encode("utf-8")
-            name = _jar_function(df.sparkSession, "StringRangeId", bytearray(prefix), cuts, self.bits)
+            name = register_jar_function(df.sparkSession, "cluster.StringRangeId", bytearray(prefix), cuts, self.bits)
             return F.call_function(name, F.col(_q(column)).cast("binary"))
-        name = _jar_function(df.sparkSession, "RangeId", cuts, self.bits)
+        name = register_jar_function(df.sparkSession, "cluster.RangeId", cuts, self.bits)
         return F.call_function(name, order_key(df, column))
 
 
 def _packed_doubles(values: Sequence[float]) -> bytearray:
     """Big-endian doubles: how cut points reach the JVM classes in one call."""
     return bytearray(struct.pack(f">{len(values)}d", *values))
-
-
-def _jar_function(spark, class_name: str, *args, returns: str = "IntegerType") -> str:
-    """Registers an `io.deltalog.cluster` UDF built from `args` as a session function (returning int,
-    or the Spark type `returns` names), named after its arguments (so registering the same one again
-    replaces it with itself)."""
-    digest = hashlib.sha1(repr((class_name, *[bytes(a) if isinstance(a, bytearray) else a for a in args]))
-                          .encode()).hexdigest()[:20]
-    name = f"{_INTERNAL}{class_name.lower()}_{digest}"
-    jvm = spark.sparkContext._jvm
-    udf = getattr(jvm.io.deltalog.cluster, class_name)(*args)
-    spark._jsparkSession.udf().register(name, udf, getattr(jvm.org.apache.spark.sql.types.DataTypes, returns))
-    return name
 
 
 def fit_ranges(df: DataFrame, columns: Sequence[str], num_ranges: int = DEFAULT_NUM_RANGES,
@@ -451,7 +437,7 @@ def _with_file_ids(model: RangeModel, frame: DataFrame, curve: str, num_files: i
     if not cuts:
         return keyed.withColumn(fid, F.lit(offset).cast("int")), keys
     if runs_jar_classes(frame.sparkSession):
-        rank = F.call_function(_jar_function(frame.sparkSession, "Rank", _packed_doubles(cuts)), pkey)
+        rank = F.call_function(register_jar_function(frame.sparkSession, "cluster.Rank", _packed_doubles(cuts)), pkey)
         return keyed.withColumn(fid, (rank + F.lit(offset)).cast("int")), keys
     from pyspark.ml.feature import Bucketizer
     pk = f"{_INTERNAL}pkey"
@@ -509,7 +495,7 @@ def _curve(model: RangeModel, df: DataFrame, curve: str) -> tuple[DataFrame, lis
         packed = F.lit(0).cast("long")
         for i, c in enumerate(id_names):
             packed = packed.bitwiseOR(F.shiftleft(F.col(c).cast("long"), bits * (n - 1 - i)))
-        name = _jar_function(df.sparkSession, "CurveKey", curve == "hilbert", n, bits, returns="LongType")
+        name = register_jar_function(df.sparkSession, "cluster.CurveKey", curve == "hilbert", n, bits, returns="LongType")
         key = f"{_INTERNAL}z0"
         return out.select(*[F.col(_q(c)) for c in df.columns], F.call_function(name, packed).alias(key)), [key]
     if curve == "hilbert":

@@ -102,6 +102,42 @@ def test_merge_marks_matched_rows_and_writes_only_new_versions(spark, tmp_path):
     _agree_at_every_version(uri)
 
 
+def test_merge_on_read_keeps_the_columns_an_update_leaves_and_records_the_change_feed(spark, tmp_path):
+    """The new version of a marked row takes the columns the update does not set from the old row (read
+    in the matching join, not by a second scan); a column the merge adds is null for old rows; the
+    change feed gets the pre- and post-images and the deletes, as delta-rs reads them."""
+    from deltalog.spark.change_data import changes_dataframe
+
+    uri = str(tmp_path / "t")
+    ops.write_dataframe(spark.range(100).selectExpr("id", "id % 7 AS k", "concat('s', id) AS s").repartition(2),
+                        uri, configuration={**DVS, "delta.enableChangeDataFeed": "true"})
+    source = spark.sql("SELECT id, 100L AS k, 'x' AS s, id * 10 AS extra FROM range(0, 120, 10)")
+    schema = Snapshot.load(uri).schema_json
+    wider = {**schema, "fields": [*schema["fields"], {"name": "extra", "type": "long", "nullable": True,
+                                                      "metadata": {}}]}
+    ops.merge(spark, uri, source, on="t.id = s.id", source_alias="s", target_alias="t",
+              when_matched_update={"k": "s.k", "extra": "s.extra"}, when_matched_delete_condition="s.id = 50",
+              when_not_matched_insert="*", table_schema=wider)
+    rows = {r["id"]: (r["k"], r["s"], r["extra"]) for r in read_table(Snapshot.load(uri)).to_pylist()}
+    expected = {i: (i % 7, f"s{i}", None) for i in range(100)}
+    expected.update({i: (100, f"s{i}", i * 10) for i in range(0, 100, 10)})
+    expected.update({i: (100, "x", i * 10) for i in (100, 110)})
+    del expected[50]
+    assert rows == expected
+    assert deltalake.DeltaTable(uri).history()[0]["operationMetrics"]["numTargetRowsCopied"] == "0"
+    _agree_at_every_version(uri)
+    changes = sorted((r["_change_type"], r["id"], r["k"], r["s"], r["extra"])
+                     for r in changes_dataframe(spark, uri, 1, 1).collect())
+    expected_changes = sorted(
+        [("update_preimage", i, i % 7, f"s{i}", None) for i in range(0, 100, 10) if i != 50]
+        + [("update_postimage", i, 100, f"s{i}", i * 10) for i in range(0, 100, 10) if i != 50]
+        + [("delete", 50, 50 % 7, "s50", None)] + [("insert", i, 100, "x", i * 10) for i in (100, 110)])
+    assert changes == expected_changes
+    theirs = pa.table(deltalake.DeltaTable(uri).load_cdf(starting_version=1, ending_version=1).read_all())
+    assert sorted((r["_change_type"], r["id"], r["k"], r["s"], r["extra"]) for r in theirs.to_pylist()) \
+        == expected_changes
+
+
 def test_replace_where_marks_the_replaced_rows(spark, tmp_path):
     uri = str(tmp_path / "t")
     original = _table(spark, uri)

@@ -1,5 +1,6 @@
-"""Deletion vectors in the Spark reader: the native Parquet scan's row indexes, anti-joined with the
-deleted rows, give exactly the rows delta-rs reads, for every DV table other writers produced."""
+"""Deletion vectors in the Spark reader: the native Parquet scan's row indexes, filtered by the jar's
+`DeletedRows` (or, where tasks cannot load the jar, anti-joined with the deleted rows), give exactly
+the rows delta-rs reads, for every DV table other writers produced."""
 from __future__ import annotations
 
 import datetime as dt
@@ -24,9 +25,17 @@ def _loadable(case: str):
         return None  # refused for another feature (tests/engine/test_deletion_vectors.py checks which)
 
 
+@pytest.mark.parametrize("rows_filter", ["jar", "anti_join"])
 @pytest.mark.parametrize("case", DV_TABLES)
-def test_spark_reads_dv_tables_as_delta_rs_does(spark, case):
+def test_spark_reads_dv_tables_as_delta_rs_does(spark, case, rows_filter, monkeypatch):
     import deltalake
+
+    from deltalog.spark import reader
+
+    if rows_filter == "anti_join":
+        monkeypatch.setattr(reader, "has_jar_class", lambda *a: False)
+    else:
+        assert reader.has_jar_class(spark, "dv.DeletedRows")
 
     require(CONFORMANCE / case)
     snap = _loadable(case)

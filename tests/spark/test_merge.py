@@ -188,3 +188,17 @@ def test_merge_into_delta_rs_table_with_timestamp_key(spark, tmp_path):
     assert rows[dt.datetime(2024, 2, 1, tzinfo=utc)]["p"] == "c"
     m = deltalake.DeltaTable(uri).history(1)[0]["operationMetrics"]
     assert int(m["numTargetFilesRemoved"]) == 1  # only the file holding 03:00 is rewritten
+
+
+def test_a_small_cached_source_is_broadcast_to_the_matching_join(spark):
+    """Spark's size estimate comes through Py4J as a Python int (a Scala BigInt); reading it wrong made
+    every source look too big, so a 15 MB source was sort-merge joined with a 10M-row target."""
+    from pyspark import StorageLevel
+
+    source = spark.range(100_000).selectExpr("id", "sha2(cast(id as string), 256) AS token")
+    source = source.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        source.count()
+        assert operations._fits_broadcast(source)
+    finally:
+        source.unpersist()
