@@ -1,5 +1,7 @@
 """OPTIMIZE: bin-packing compaction of small files, or clustering (ZORDER BY / Hilbert) of the files
-of the selected partitions. One commit whose adds and removes all carry dataChange=false.
+of the selected partitions. One commit whose adds and removes all carry dataChange=false. Files with
+many rows deleted by deletion vectors are rewritten without them; REORG ... APPLY (PURGE) (`purge`)
+rewrites every file with deleted rows.
 
 Clustered files carry tags (`ZCUBE_ZORDER_BY`, `ZCUBE_ZORDER_CURVE`, `ZCUBE_ID`), as Databricks names
 them, so a re-run knows which files are already clustered on the same columns: with nothing new it
@@ -44,6 +46,9 @@ MAX_CUBES = 8
 # Up to this many touched partitions are laid out one by one (no file straddles two partitions);
 # beyond, one range partitioning over (partition columns, curve key) serves them all.
 MAX_SEPARATE_PARTITIONS = 64
+# A file whose deletion vector deletes more than this share of its rows is rewritten by OPTIMIZE
+# whatever its size (Delta's spark.databricks.delta.optimize.maxDeletedRowsRatio).
+MAX_DELETED_ROWS_RATIO = 0.05
 _STATS_TYPES = ("byte", "short", "integer", "long", "float", "double", "string", "date", "timestamp",
                 "timestamp_ntz")
 
@@ -163,7 +168,8 @@ def _size_metrics(sizes: list[int], prefix: str = "") -> dict[str, Any]:
 
 
 def _num_records(files: pa.Table) -> int | None:
-    """Rows in the files from their stats (None when a file has none: then Spark counts)."""
+    """Live rows in the files from their stats, less the rows their DVs delete (None when a file has
+    no row count: then Spark counts)."""
     total = 0
     for text in files.column("stats").to_pylist():
         if not text:
@@ -172,17 +178,35 @@ def _num_records(files: pa.Table) -> int | None:
         if n is None:
             return None
         total += int(n)
-    return total
+    return total - sum(_deleted_rows(files))
 
 
-def _bins(files: pa.Table, min_file_size: int, max_file_size: int) -> list[list[int]]:
-    """Row indexes of `files` grouped per partition into bins of small files up to max_file_size;
-    single-file bins dropped (rewriting one file alone gains nothing)."""
+def _deleted_rows(files: pa.Table) -> list[int]:
+    """Per file, the rows its deletion vector deletes (0 without one)."""
+    return [int(dv["cardinality"]) if dv else 0 for dv in files.column("deletion_vector").to_pylist()]
+
+
+def _over_deleted(files: pa.Table, max_ratio: float) -> list[bool]:
+    """Per file, whether its DV deletes more than `max_ratio` of its rows (a file without a row count
+    counts as over when its DV deletes any)."""
+    out = []
+    for deleted, text in zip(_deleted_rows(files), files.column("stats").to_pylist()):
+        n = json.loads(text).get("numRecords") if text else None
+        out.append(deleted > 0 and (not n or deleted > max_ratio * int(n)))
+    return out
+
+
+def _bins(files: pa.Table, min_file_size: int, max_file_size: int,
+          max_deleted_ratio: float = MAX_DELETED_ROWS_RATIO) -> list[list[int]]:
+    """Row indexes of `files` grouped per partition into bins up to max_file_size of the small files
+    and of the files with more than `max_deleted_ratio` of their rows deleted; a bin of one file is
+    dropped (rewriting it alone gains nothing) unless that file has such deleted rows to purge."""
     sizes = files.column("size").to_pylist()
     pvs = files.column("partition_values").to_pylist()
+    purge = _over_deleted(files, max_deleted_ratio)
     by_partition: dict[tuple, list[int]] = {}
     for i, (size, pv) in enumerate(zip(sizes, pvs)):
-        if size < min_file_size:
+        if size < min_file_size or purge[i]:
             by_partition.setdefault(_partition_key(pv), []).append(i)
     out: list[list[int]] = []
     for rows in by_partition.values():
@@ -197,23 +221,26 @@ def _bins(files: pa.Table, min_file_size: int, max_file_size: int) -> list[list[
             current_size += sizes[i]
         if current:
             out.append(current)
-    return [b for b in out if len(b) > 1]
+    return [b for b in out if len(b) > 1 or purge[b[0]]]
 
 
 def _cluster_plan(files: pa.Table, columns: list[str], curve: str, max_file_size: int,
-                  incremental_ratio: float = INCREMENTAL_RATIO) -> list[tuple[list[int], int]]:
+                  incremental_ratio: float = INCREMENTAL_RATIO,
+                  max_deleted_ratio: float = MAX_DELETED_ROWS_RATIO) -> list[tuple[list[int], int]]:
     """Per touched partition: (rows of `files` to rewrite, number of output files). A partition is
-    touched when it holds files not clustered on these columns with this curve."""
+    touched when it holds files not clustered on these columns with this curve, or clustered files
+    with more than `max_deleted_ratio` of their rows deleted."""
     want = json.dumps(columns)
     tags = files.column("tags").to_pylist() if "tags" in files.column_names else [None] * files.num_rows
     sizes = files.column("size").to_pylist()
     pvs = files.column("partition_values").to_pylist()
+    purge = _over_deleted(files, max_deleted_ratio)
     groups: dict[tuple, dict[str, Any]] = {}
     for i, (t, size, pv) in enumerate(zip(tags, sizes, pvs)):
         t = dict(t or [])
         g = groups.setdefault(_partition_key(pv), {"new": [], "old": [], "cubes": set(), "new_bytes": 0,
                                                    "old_bytes": 0})
-        if t.get(TAG_ZORDER_BY) == want and t.get(TAG_CURVE, "zorder") == curve:
+        if t.get(TAG_ZORDER_BY) == want and t.get(TAG_CURVE, "zorder") == curve and not purge[i]:
             g["old"].append(i)
             g["old_bytes"] += size
             g["cubes"].add(t.get(TAG_CUBE_ID))
@@ -234,9 +261,15 @@ def _cluster_plan(files: pa.Table, columns: list[str], curve: str, max_file_size
 def optimize(spark: SparkSession, table_uri: str, zorder_by: Any = None, where: Any = None,
              curve: str = "zorder", min_file_size: int | None = None, max_file_size: int | None = None,
              target_files: int | None = None, num_ranges: int = zorder.DEFAULT_NUM_RANGES,
-             incremental_ratio: float = INCREMENTAL_RATIO) -> int | None:
-    """OPTIMIZE the table: compaction without `zorder_by`, clustering with it. Returns the committed
-    version, or None when there was nothing to do (no commit)."""
+             incremental_ratio: float = INCREMENTAL_RATIO, max_deleted_rows_ratio: float = MAX_DELETED_ROWS_RATIO,
+             purge: bool = False) -> int | None:
+    """OPTIMIZE the table: compaction without `zorder_by`, clustering with it. Files whose deletion
+    vectors delete more than `max_deleted_rows_ratio` of their rows are rewritten without those rows.
+    `purge` (REORG TABLE ... APPLY (PURGE)) rewrites every file with deleted rows and nothing else.
+    Returns the committed version, or None when there was nothing to do (no commit)."""
+    if purge and zorder_by:
+        raise InvalidTableError(f"{table_uri}: purging deletion vectors rewrites the files that have them as "
+                                f"they are; it does not cluster (run OPTIMIZE ZORDER BY separately).")
     if curve not in zorder.CURVES:
         raise InvalidTableError(f"{table_uri}: unknown clustering curve {curve!r}; allowed: "
                                 f"{', '.join(zorder.CURVES)}.")
@@ -250,19 +283,21 @@ def optimize(spark: SparkSession, table_uri: str, zorder_by: Any = None, where: 
         raise InvalidTableError(f"{table}: the table is liquid clustered by {liquid}; OPTIMIZE clusters on those "
                                 f"columns: run it without ZORDER BY (change them with the model's "
                                 f"liquid_clustered_by, or clustering.set_clustering).")
-    if liquid:
+    if liquid and not purge:
         zorder_by, curve = liquid, CLUSTERING_CURVE
     columns = validate_zorder_columns(snapshot, zorder_by)
     max_size = _max_file_size(snapshot, max_file_size)
     if max_size <= 0:
         raise InvalidTableError(f"{table}: max_file_size must be positive, got {max_size}.")
     min_size = max_size if min_file_size is None else int(min_file_size)
+    if purge:  # no file is small enough to join a bin for its size alone; any deleted row counts
+        min_size, max_deleted_rows_ratio = 0, 0.0
     candidates, expr = _select_files(snapshot, where)
     if candidates.num_rows == 0:
         return None
 
     if columns:
-        plan = _cluster_plan(candidates, columns, curve, max_size, incremental_ratio)
+        plan = _cluster_plan(candidates, columns, curve, max_size, incremental_ratio, max_deleted_rows_ratio)
         if not plan:
             return None
         touched = len(plan)
@@ -282,7 +317,7 @@ def optimize(spark: SparkSession, table_uri: str, zorder_by: Any = None, where: 
         cube = str(uuid.uuid4())
         tags = {TAG_ZORDER_BY: json.dumps(columns), TAG_CURVE: curve, TAG_CUBE_ID: cube}
     else:
-        bins = _bins(candidates, min_size, max_size)
+        bins = _bins(candidates, min_size, max_size, max_deleted_rows_ratio)
         if not bins:
             return None
         rows = sorted(i for b in bins for i in b)
@@ -309,7 +344,7 @@ def optimize(spark: SparkSession, table_uri: str, zorder_by: Any = None, where: 
     adds = write_files(out_df, table, snapshot.partition_columns, snapshot.schema_json, snapshot.configuration,
                        parquet_options=parquet_options)
     adds = [replace(a, data_change=False, tags=dict(tags) if tags else a.tags,
-                    clustering_provider=CLUSTERING_PROVIDER if liquid else None) for a in adds]
+                    clustering_provider=CLUSTERING_PROVIDER if liquid and not purge else None) for a in adds]
     ts = now_ms()
     removes = [a.remove(ts, data_change=False) for a in _subset(snapshot, rewrite).add_files()]
     txn.add_actions(removes)
@@ -329,4 +364,9 @@ def optimize(spark: SparkSession, table_uri: str, zorder_by: Any = None, where: 
     }
     if columns and curve != "zorder":
         parameters["curve"] = curve
-    return txn.commit_or_discard(adds, operation="OPTIMIZE", parameters=parameters, metrics=metrics)
+    metrics["numDeletionVectorsRemoved"] = sum(1 for n in _deleted_rows(rewrite) if n)
+    operation = "OPTIMIZE"
+    if purge:
+        operation = "REORG"
+        parameters = {"predicate": parameters["predicate"], "applyPurge": "true"}
+    return txn.commit_or_discard(adds, operation=operation, parameters=parameters, metrics=metrics)

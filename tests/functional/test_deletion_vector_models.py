@@ -52,6 +52,21 @@ class TestDeletionVectorModels:
         assert any(a.deletion_vector for a in Snapshot.load(path).add_files())
         assert dt.history()[0]["operationMetrics"]["numTargetRowsCopied"] == "0"
 
+    def test_purge_macro_rewrites_the_files_with_deleted_rows(self, project, deltalog_warehouse):
+        run_dbt(["run", "--full-refresh"])
+        run_dbt(["run"])
+        path = os.path.join(deltalog_warehouse, project.test_schema, "events")
+        assert any(a.deletion_vector for a in Snapshot.load(path).add_files())
+        _, before = _rows(path)
+        run_dbt(["run-operation", "purge_deletion_vectors", "--args",
+                 json.dumps({"relation": f"{project.test_schema}.events"})])
+        assert not any(a.deletion_vector for a in Snapshot.load(path).add_files())
+        dt, after = _rows(path)
+        assert after == before and dt.history()[0]["operation"] == "REORG"
+        _, out = run_dbt_and_capture(["run-operation", "purge_deletion_vectors", "--args",
+                                      json.dumps({"relation": f"{project.test_schema}.events"})])
+        assert "found no deleted rows to purge" in out
+
     def test_a_bad_value_names_the_config(self, project):
         _, out = run_dbt_and_capture(["run", "--vars", json.dumps({"dvs": "sometimes"})], expect_pass=False)
         assert "deletion_vectors" in out and "true or false" in out

@@ -138,6 +138,48 @@ def test_merge_on_read_keeps_the_columns_an_update_leaves_and_records_the_change
         == expected_changes
 
 
+def test_optimize_rewrites_files_with_many_deleted_rows_and_purge_rewrites_all(spark, tmp_path):
+    """OPTIMIZE rewrites a file whose DV deletes over 5 % of its rows (alone, though it is not small) and
+    leaves one with fewer; REORG ... APPLY (PURGE) rewrites every file with a DV. The rows never change,
+    the tombstones carry the DVs they end, and the old versions still read with their DVs."""
+    from deltalog.spark.optimize import optimize
+
+    uri = str(tmp_path / "t")
+    for parity in (0, 1):  # one file of even ids, one of odd ids
+        ops.write_dataframe(spark.range(parity, 4000, 2, 1).selectExpr("id", "'a' AS s"), uri, configuration=DVS)
+    files = {a.path: a for a in Snapshot.load(uri).add_files()}
+    assert len(files) == 2
+    ops.delete(spark, uri, "id % 2 = 0 AND id < 400")  # 200 of 2000 rows (10 %) in one file
+    ops.delete(spark, uri, "id % 2 = 1 AND id < 40")  # 20 of 2000 (1 %) in the other
+    before = read_table(Snapshot.load(uri))
+    dvs = {a.path: a.deletion_vector for a in Snapshot.load(uri).add_files()}
+    heavy = next(p for p, dv in dvs.items() if dv["cardinality"] == 200)
+    light = next(p for p, dv in dvs.items() if dv["cardinality"] == 20)
+
+    version = optimize(spark, uri, min_file_size=1)  # no file is small: only the deleted share counts
+    snap = Snapshot.load(uri)
+    assert snap.version == version
+    paths = {a.path: a for a in snap.add_files()}
+    assert heavy not in paths and light in paths and paths[light].deletion_vector == dvs[light]
+    assert all(a.deletion_vector is None for p, a in paths.items() if p != light)
+    commit = [json.loads(line) for line in open(os.path.join(uri, "_delta_log", f"{version:020d}.json"))]
+    removed = [a["remove"] for a in commit if "remove" in a]
+    assert [r["path"] for r in removed] == [heavy] and removed[0]["deletionVector"] == dvs[heavy]
+    assert all(a["add"]["dataChange"] is False for a in commit if "add" in a)
+    assert _ids(read_table(snap)) == _ids(before)
+    assert optimize(spark, uri, min_file_size=1) is None  # the 1 % file stays as it is
+
+    version = optimize(spark, uri, purge=True)
+    snap = Snapshot.load(uri)
+    assert all(a.deletion_vector is None for a in snap.add_files())
+    assert _ids(read_table(snap)) == _ids(before) == _delta_rs_ids(uri)
+    history = deltalake.DeltaTable(uri).history()[0]
+    assert history["operation"] == "REORG" and history["operationParameters"]["applyPurge"] == "true"
+    assert optimize(spark, uri, purge=True) is None  # nothing left to purge
+    _agree_at_every_version(uri)
+    assert _ids(read_table(Snapshot.load(uri, version=version - 1))) == _ids(before)
+
+
 def test_replace_where_marks_the_replaced_rows(spark, tmp_path):
     uri = str(tmp_path / "t")
     original = _table(spark, uri)

@@ -131,6 +131,18 @@ class MaintenanceMixin:
         return version
 
     @available
+    def deltalog_purge_deletion_vectors(self, relation: Any) -> Optional[int]:
+        """REORG TABLE ... APPLY (PURGE): rewrite every file with rows deleted by a deletion vector;
+        the new version or None when no file has any."""
+        relation = self._relation(relation)
+        from deltalog.spark.optimize import optimize
+        version = self._engine_call(relation, "REORG APPLY (PURGE)", optimize, self.spark,
+                                    self.table_uri(relation), purge=True)
+        if version is not None:
+            self._refresh_view(relation)
+        return version
+
+    @available
     def deltalog_vacuum(self, relation: Any, retain_hours: Any = None, dry_run: bool = False,
                         force: bool = False) -> List[str]:
         relation = self._relation(relation)

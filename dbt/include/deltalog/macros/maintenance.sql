@@ -48,6 +48,14 @@
   {%- endif -%}
 {% endmacro %}
 
+{% macro purge_deletion_vectors(relation) %}
+  {%- if execute -%}
+    {%- set version = adapter.deltalog_purge_deletion_vectors(relation) -%}
+    {{ log(relation ~ ': REORG APPLY (PURGE) ' ~ ('committed version ' ~ version if version is not none else 'found no deleted rows to purge'), info=true) }}
+    {{ return(version) }}
+  {%- endif -%}
+{% endmacro %}
+
 {% macro vacuum(relation, retain_hours=none, dry_run=false, force=false) %}
   {%- if execute -%}
     {%- set files = adapter.deltalog_vacuum(relation, retain_hours, dry_run, force) -%}
