@@ -232,6 +232,9 @@ class _WinningCommit:
         self.adds = [a for a in actions if isinstance(a, AddFile)]
         self.change_files = [a for a in actions if isinstance(a, AddCDCFile)]
         self.removes = [a for a in actions if isinstance(a, RemoveFile)]
+        # Files whose rows it marked deleted: removed and added back under the same path with a new DV.
+        removed = {_key(r.path) for r in self.removes}
+        self.marked = {_key(a.path): a for a in self.adds if a.deletion_vector and _key(a.path) in removed}
         self.txns = [a for a in actions if isinstance(a, SetTransaction)]
         self.domains = [a for a in actions if isinstance(a, DomainMetadata)]
         # An absent flag means "not blind", as delta-spark reads it.
@@ -266,6 +269,8 @@ class Transaction:
         self.committed_version: int | None = None
         self.post_commit_snapshot: Any = None
         self.attempts = 0
+        # DV files written while rebasing on winners' deletion vectors (row-level concurrency)
+        self.rebased_dv_files: list[str] = []
         # Set by a writer that evaluated the table's CHECK constraints and invariants on every row it
         # adds (the Spark writer); without it, adding rows to a table that declares any is refused.
         self.constraints_enforced = False
@@ -552,7 +557,9 @@ class Transaction:
             except FileExistsError:
                 # Lost the race: check every commit that landed since, then try after the last one.
                 for winner in self._winning_commits_from(version):
-                    self._check_conflicts(winner, level)
+                    rebase = self._check_conflicts(winner, level)
+                    if rebase:
+                        actions = self._rebase_marks(actions, rebase)
                     winners.append(winner)
                     version = winner.version + 1
                 continue
@@ -612,7 +619,7 @@ class Transaction:
         try:
             return self.commit(**commit_args)
         except BaseException:
-            self.discard_uncommitted(new_files)
+            self.discard_uncommitted([*new_files, *self.rebased_dv_files])
             raise
 
     def discard_uncommitted(self, files: Iterable[AddFile | str]) -> list[str]:
@@ -670,7 +677,10 @@ class Transaction:
             f"committed. {advice}",
             winning_version=winner.version, winning_operation=winner.operation)
 
-    def _check_conflicts(self, winner: _WinningCommit, level: str) -> None:
+    def _check_conflicts(self, winner: _WinningCommit, level: str) -> dict[str, AddFile]:
+        """Raises the conflict `winner` makes for this transaction, if any. Returns the winner's adds of
+        files this transaction marks rows of too, on disjoint rows (WriteSerializable's row-level
+        concurrency): this transaction's DVs are to be rebased on them (`_rebase_marks`)."""
         separate = ("Partition the table and give each writer explicit predicates on the partition "
                     "columns so they touch disjoint files, or retry the operation.")
         # 1. protocol: also two writers creating version 0.
@@ -705,8 +715,9 @@ class Transaction:
             candidates = [] if (winner.is_blind_append and self._new_metadata is None) else winner.adds
         else:
             candidates = []
-        # A dataChange=false add only rewrites rows of files it removes: rule 6 covers those.
-        candidates = [a for a in candidates if a.data_change]
+        # A dataChange=false add only rewrites rows of files it removes, and a file added back with a
+        # DV holds no new row: rule 6 covers those.
+        candidates = [a for a in candidates if a.data_change and _key(a.path) not in winner.marked]
         if candidates and not self.is_blind_append:
             hit = self._first_read_add(candidates, level)
             if hit is not None:
@@ -717,21 +728,87 @@ class Transaction:
                 raise self._conflict(ConcurrentAppendException, winner,
                                      f"files were added to data this transaction read (e.g. {hit.path!r}, "
                                      f"partition {hit.partition_values})", advice)
+        # Row-level concurrency (WriteSerializable, deletion vectors): rows the winner marked deleted in
+        # a file are not rows this transaction read unless it changed that file too; then rule 7
+        # compares the rows both marked.
+        by_row = level == WRITE_SERIALIZABLE and not self._read_whole_table
         # 6. files removed that this transaction read.
         if winner.removes:
             if self._read_whole_table:
                 hit_path = winner.removes[0].path
             else:
-                hit_path = next((r.path for r in winner.removes if _key(r.path) in self._read_paths), None)
+                hit_path = next((r.path for r in winner.removes if _key(r.path) in self._read_paths
+                                 and not (by_row and _key(r.path) in winner.marked)), None)
             if hit_path is not None:
                 raise self._conflict(ConcurrentDeleteReadException, winner,
                                      f"a file this transaction read was removed ({hit_path!r})", separate)
-        # 7. files removed by both.
+        # 7. files removed by both: a conflict, unless both only marked rows of it, and different rows.
         our_removes = {_key(a.path) for a in self._actions if isinstance(a, RemoveFile)}
-        hit_path = next((r.path for r in winner.removes if _key(r.path) in our_removes), None)
-        if hit_path is not None:
+        ours_marked = self._marked_files()
+        rebase: dict[str, AddFile] = {}
+        for r in winner.removes:
+            k = _key(r.path)
+            if k not in our_removes:
+                continue
+            if by_row and k in winner.marked and k in ours_marked:
+                same = self._rows_marked_by_both(ours_marked[k], winner.marked[k])
+                if not same:
+                    rebase[k] = winner.marked[k]
+                    continue
+                raise self._conflict(ConcurrentDeleteDeleteException, winner,
+                                     f"rows this transaction also deletes or updates were deleted or updated "
+                                     f"(file {r.path!r}, {len(same)} row(s), e.g. row {same[0]})",
+                                     "Retry the operation: it will then see the rows as they are now.")
             raise self._conflict(ConcurrentDeleteDeleteException, winner,
-                                 f"a file this transaction also removes was removed ({hit_path!r})", separate)
+                                 f"a file this transaction also removes was removed ({r.path!r})",
+                                 separate + (f" At {WRITE_SERIALIZABLE}, writers that mark different rows of a "
+                                             f"file in deletion vectors ({deletion_vectors.ENABLE_KEY}) both "
+                                             f"land." if level == WRITE_SERIALIZABLE else ""))
+        return rebase
+
+    def _marked_files(self) -> dict[str, tuple[RemoveFile, AddFile]]:
+        """This transaction's files it marks rows of: their remove (old DV) and add (new DV), by key."""
+        removes = {_key(a.path): a for a in self._actions if isinstance(a, RemoveFile)}
+        return {_key(a.path): (removes[_key(a.path)], a) for a in self._actions
+                if isinstance(a, AddFile) and a.deletion_vector and _key(a.path) in removes}
+
+    def _rows_we_mark(self, ours: tuple[RemoveFile, AddFile]) -> Any:
+        """The rows this transaction newly marks deleted in one file (its new DV less its old one)."""
+        from pyroaring import BitMap64
+
+        remove, add = ours
+        old = deletion_vectors.read_deletion_vector(self.store, remove.deletion_vector) \
+            if remove.deletion_vector else BitMap64()
+        return deletion_vectors.read_deletion_vector(self.store, add.deletion_vector) - old
+
+    def _rows_marked_by_both(self, ours: tuple[RemoveFile, AddFile], theirs: AddFile) -> list[int]:
+        """Rows of one file that this transaction marks and the winner's DV already holds (sorted)."""
+        winner_rows = deletion_vectors.read_deletion_vector(self.store, theirs.deletion_vector)
+        return list((self._rows_we_mark(ours) & winner_rows).to_array())
+
+    def _rebase_marks(self, actions: list[Action], rebase: dict[str, AddFile]) -> list[Action]:
+        """`actions` with the files the winner marked rows of too rebased on the winner's version of
+        them: the remove names the winner's DV, the add the union of it and this transaction's rows
+        (written to a new DV file, named in `rebased_dv_files`)."""
+        ours = self._marked_files()
+        unions = []
+        for k, theirs in rebase.items():
+            rows = self._rows_we_mark(ours[k])
+            unions.append((k, deletion_vectors.read_deletion_vector(self.store, theirs.deletion_vector) | rows))
+        relative, descriptors = deletion_vectors.write_deletion_vectors(self.store, [u for _, u in unions])
+        self.rebased_dv_files.append(relative)
+        new_dv = {k: dv for (k, _), dv in zip(unions, descriptors)}
+
+        def rebased(a: Action) -> Action:
+            k = _key(a.path) if isinstance(a, (AddFile, RemoveFile)) else None
+            if isinstance(a, RemoveFile) and k in new_dv:
+                return replace(a, deletion_vector=rebase[k].deletion_vector)
+            if isinstance(a, AddFile) and k in new_dv and a.deletion_vector:
+                return replace(a, deletion_vector=new_dv[k])
+            return a
+
+        self._actions = [rebased(a) for a in self._actions]
+        return [rebased(a) for a in actions]
 
     def _first_read_add(self, adds: list[AddFile], level: str = SERIALIZABLE) -> AddFile | None:
         """The first add this transaction should have seen, by what it read."""

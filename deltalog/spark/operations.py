@@ -1014,10 +1014,9 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
         prune_expr = parse_sql_predicate(prune_text) if prune_text else ALWAYS
         candidates = files_matching(snapshot, prune_expr) if prune_expr is not ALWAYS else snapshot.files
         txn.read_files(candidates)
-        if snapshot.partition_columns:
-            txn.read_predicate(bind(prune_expr, schema_json, snapshot.partition_columns, snapshot.configuration))
-        else:
-            txn.read_predicate(lambda pv: True)
+        # what the merge read: the rows within the source's key bounds (at WriteSerializable a concurrent
+        # file whose min/max stats lie outside them cannot hold a row this merge would have matched)
+        txn.read_predicate(bind(prune_expr, schema_json, snapshot.partition_columns, snapshot.configuration))
         if by_source:
             txn.read_whole_table()  # any row of the table may be one the source does not match
 
