@@ -677,10 +677,11 @@ class Transaction:
             f"committed. {advice}",
             winning_version=winner.version, winning_operation=winner.operation)
 
-    def _check_conflicts(self, winner: _WinningCommit, level: str) -> dict[str, AddFile]:
-        """Raises the conflict `winner` makes for this transaction, if any. Returns the winner's adds of
-        files this transaction marks rows of too, on disjoint rows (WriteSerializable's row-level
-        concurrency): this transaction's DVs are to be rebased on them (`_rebase_marks`)."""
+    def _check_conflicts(self, winner: _WinningCommit, level: str) -> dict[str, tuple[AddFile, Any]]:
+        """Raises the conflict `winner` makes for this transaction, if any. Returns, for the files this
+        transaction marks rows of that the winner marked too, on other rows (WriteSerializable's
+        row-level concurrency), the winner's add and the union of both writers' deleted rows: this
+        transaction's DVs are to be rebased on them (`_rebase_marks`)."""
         separate = ("Partition the table and give each writer explicit predicates on the partition "
                     "columns so they touch disjoint files, or retry the operation.")
         # 1. protocol: also two writers creating version 0.
@@ -745,15 +746,17 @@ class Transaction:
         # 7. files removed by both: a conflict, unless both only marked rows of it, and different rows.
         our_removes = {_key(a.path) for a in self._actions if isinstance(a, RemoveFile)}
         ours_marked = self._marked_files()
-        rebase: dict[str, AddFile] = {}
+        rebase: dict[str, tuple[AddFile, Any]] = {}
         for r in winner.removes:
             k = _key(r.path)
             if k not in our_removes:
                 continue
             if by_row and k in winner.marked and k in ours_marked:
-                same = self._rows_marked_by_both(ours_marked[k], winner.marked[k])
+                ours = self._rows_we_mark(ours_marked[k])
+                theirs = deletion_vectors.read_deletion_vector(self.store, winner.marked[k].deletion_vector)
+                same = list((ours & theirs).to_array())
                 if not same:
-                    rebase[k] = winner.marked[k]
+                    rebase[k] = (winner.marked[k], theirs | ours)
                     continue
                 raise self._conflict(ConcurrentDeleteDeleteException, winner,
                                      f"rows this transaction also deletes or updates were deleted or updated "
@@ -781,28 +784,19 @@ class Transaction:
             if remove.deletion_vector else BitMap64()
         return deletion_vectors.read_deletion_vector(self.store, add.deletion_vector) - old
 
-    def _rows_marked_by_both(self, ours: tuple[RemoveFile, AddFile], theirs: AddFile) -> list[int]:
-        """Rows of one file that this transaction marks and the winner's DV already holds (sorted)."""
-        winner_rows = deletion_vectors.read_deletion_vector(self.store, theirs.deletion_vector)
-        return list((self._rows_we_mark(ours) & winner_rows).to_array())
-
-    def _rebase_marks(self, actions: list[Action], rebase: dict[str, AddFile]) -> list[Action]:
+    def _rebase_marks(self, actions: list[Action], rebase: dict[str, tuple[AddFile, Any]]) -> list[Action]:
         """`actions` with the files the winner marked rows of too rebased on the winner's version of
-        them: the remove names the winner's DV, the add the union of it and this transaction's rows
-        (written to a new DV file, named in `rebased_dv_files`)."""
-        ours = self._marked_files()
-        unions = []
-        for k, theirs in rebase.items():
-            rows = self._rows_we_mark(ours[k])
-            unions.append((k, deletion_vectors.read_deletion_vector(self.store, theirs.deletion_vector) | rows))
-        relative, descriptors = deletion_vectors.write_deletion_vectors(self.store, [u for _, u in unions])
+        them: the remove names the winner's DV, the add the union of both writers' rows (written to a
+        new DV file, named in `rebased_dv_files`)."""
+        keys = list(rebase)
+        relative, descriptors = deletion_vectors.write_deletion_vectors(self.store, [rebase[k][1] for k in keys])
         self.rebased_dv_files.append(relative)
-        new_dv = {k: dv for (k, _), dv in zip(unions, descriptors)}
+        new_dv = dict(zip(keys, descriptors))
 
         def rebased(a: Action) -> Action:
             k = _key(a.path) if isinstance(a, (AddFile, RemoveFile)) else None
             if isinstance(a, RemoveFile) and k in new_dv:
-                return replace(a, deletion_vector=rebase[k].deletion_vector)
+                return replace(a, deletion_vector=rebase[k][0].deletion_vector)
             if isinstance(a, AddFile) and k in new_dv and a.deletion_vector:
                 return replace(a, deletion_vector=new_dv[k])
             return a

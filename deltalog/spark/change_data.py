@@ -20,7 +20,7 @@ from ..errors import VersionNotFoundError
 from ..paths import absolute_file_path, decode_path
 from ..schema import quote_identifier, schema_string
 from ..storage import log_store_for
-from .reader import FILE_COLUMN, files_dataframe, local_file_expr, snapshot_dataframe
+from .reader import FILE_COLUMN, files_dataframe, local_file_expr, local_file_key, snapshot_dataframe
 from .writer import spark_schema, write_files
 
 
@@ -73,7 +73,7 @@ def changes_dataframe(spark: SparkSession, table_uri: str, start_version: int,
         if kind != "cdc":
             rows = rows.withColumn(CHANGE_TYPE_COLUMN, F.lit(INSERT if kind == "inserted" else DELETE))
         which = spark.createDataFrame([
-            (os.path.normpath(absolute_file_path(snapshot.table_uri, p)), version, timestamp)
+            (local_file_key(snapshot.table_uri, p), version, timestamp)
             for version, timestamp, f in files for p in f.column("path").to_pylist()
         ], f"__file string, {COMMIT_VERSION_COLUMN} long, __ms long")
         rows = rows.join(F.broadcast(which), local_file_expr(F.col(FILE_COLUMN)) == F.col("__file"))

@@ -29,7 +29,7 @@ from ..actions import AddFile, Metadata, RemoveFile, SetTransaction, now_ms
 from ..errors import DeltaError, InvalidTableError, NotATableError, SchemaMismatchError
 from .. import sql
 from ..column_mapping import MODE as MAPPING_MODE, is_mapped, physical_names
-from ..paths import absolute_file_path, parse_partition_value
+from ..paths import parse_partition_value
 from ..schema import (
     check_column_names, find_field, nullable_type, partition_column_types, quote_identifier, schema_string,
     to_arrow_schema,
@@ -42,7 +42,8 @@ from ..table import DeltaTable, new_metadata
 from .. import change_data, deletion_vectors
 from .change_data import change_rows, write_change_data
 from .reader import (
-    FILE_COLUMN, ROW_INDEX_COLUMN, deleted_rows_column, files_dataframe, has_deletion_vectors, local_path_of,
+    FILE_COLUMN, ROW_INDEX_COLUMN, deleted_rows_column, files_dataframe, has_deletion_vectors, local_file_key,
+    local_path_of,
 )
 from .writer import write_files
 
@@ -353,9 +354,8 @@ def _bytes(files: pa.Table) -> int:
 
 def _file_index(snapshot: Any, files: pa.Table) -> dict[str, int]:
     """Local path -> row of `files`, to map Spark's `_metadata.file_path` back to log paths."""
-    import os
     root = snapshot.table_uri
-    return {os.path.normpath(absolute_file_path(root, p)): i
+    return {local_file_key(root, p): i
             for i, p in enumerate(files.column("path").to_pylist())}
 
 

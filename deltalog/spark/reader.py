@@ -134,7 +134,7 @@ def files_dataframe(spark: SparkSession, snapshot: Any, files: Any, with_file: b
     if with_deleted or not has_deletion_vectors(files):
         return _files_dataframe(spark, snapshot, files, with_file, with_row_index)
     # Files with a DV are read with their row indexes (the native scan's `_metadata.row_index`) and
-    # anti-joined with the deleted (file, row) pairs; files without one are read as they are.
+    # their deleted rows dropped; files without one are read as they are.
     marked = pc.is_valid(files.column("deletion_vector"))
     df = _files_dataframe(spark, snapshot, files.filter(marked), with_file=True, with_row_index=True)
     is_deleted = deleted_rows_column(spark, snapshot, files.filter(marked))
@@ -158,9 +158,15 @@ def files_dataframe(spark: SparkSession, snapshot: Any, files: Any, with_file: b
 _DV_FILE, _DV_ROW = "__deltalog_dv_file", "__deltalog_dv_row"
 
 
+def local_file_key(table_uri: str, log_path: str) -> str:
+    """A data file's local path as the log names it (`path`), the key that `local_file_expr` and
+    `local_path_of` give Spark's spelling of it: what Python-side file tables are joined on."""
+    return os.path.normpath(absolute_file_path(table_uri, log_path))
+
+
 def local_file_expr(spark_path: Any) -> Any:
-    """The local path of a Spark file path column (`_metadata.file_path`, a URI), as
-    `os.path.normpath(absolute_file_path(...))` spells it: what to join Python-side file tables on."""
+    """The local path of a Spark file path column (`_metadata.file_path`, a URI), as `local_file_key`
+    spells it."""
     return F.url_decode(F.replace(F.regexp_replace(spark_path, "^file:", ""), F.lit("+"), F.lit("%2B")))
 
 
@@ -185,7 +191,7 @@ def deleted_rows_column(spark: SparkSession, snapshot: Any, files: Any, determin
         rows = read_deletion_vector(snapshot.store, dv)
         if len(rows) and rows.max() > 0xFFFFFFFF:
             return None
-        key = os.path.normpath(absolute_file_path(snapshot.table_uri, log_path)).encode("utf-8")
+        key = local_file_key(snapshot.table_uri, log_path).encode("utf-8")
         bitmap = BitMap(np.asarray(rows.to_array(), dtype=np.uint32)).serialize()
         parts += [struct.pack(">i", len(key)), key, struct.pack(">i", len(bitmap)), bitmap]
     name = register_jar_function(spark, "dv.DeletedRows", bytearray(b"".join(parts)), returns="BooleanType",
@@ -203,7 +209,7 @@ def _deleted_rows_dataframe(spark: SparkSession, snapshot: Any, files: Any) -> D
     paths, rows = [], []
     for log_path, dv in zip(files.column("path").to_pylist(), files.column("deletion_vector").to_pylist()):
         deleted = deleted_rows(snapshot.store, dv)
-        paths.append(np.full(len(deleted), os.path.normpath(absolute_file_path(snapshot.table_uri, log_path)),
+        paths.append(np.full(len(deleted), local_file_key(snapshot.table_uri, log_path),
                              dtype=object))
         rows.append(deleted)
     table = pa.table({_DV_FILE: pa.array(np.concatenate(paths) if paths else [], pa.string()),
