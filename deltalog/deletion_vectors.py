@@ -231,8 +231,9 @@ def mark_rows(store: Any, marked: list[tuple[Any, Any]], timestamp: int) -> Mark
             continue
         stats = json.loads(add.stats) if add.stats else {}
         if stats.get("numRecords") is None:  # the protocol requires it beside a DV: read the footer
-            import pyarrow.parquet as pq
-            stats["numRecords"] = pq.ParquetFile(absolute_file_path(store.table_uri, add.path)).metadata.num_rows
+            from .filesystem import parquet_metadata
+            stats["numRecords"] = parquet_metadata(absolute_file_path(store.table_uri, add.path),
+                                                   getattr(store, "storage_options", None)).num_rows
         out.rows += len(new) - len(old)
         out.removes.append(add.remove(deletion_timestamp=timestamp))
         if len(new) >= int(stats["numRecords"]):

@@ -21,9 +21,9 @@ from typing import Any, BinaryIO
 from urllib.parse import urlparse
 
 from .errors import DeltaError, NotATableError
+from .filesystem import storage_options_for
 from .storage import LOG_DIR, LogFile, LogStore, classify
 
-OBJECT_STORE_SCHEMES = ("s3", "s3a", "gs", "az", "abfs", "abfss", "azure", "adl", "memory")
 SINGLE_WRITER_OPTION = "deltalog_single_writer"
 # object_store's client settings (not a cloud's own keys): they go to `client_options`
 _CLIENT_KEYS = {"allow_http", "allow_invalid_certificates", "connect_timeout", "timeout", "proxy_url",
@@ -33,10 +33,6 @@ _CLOUD_PREFIXES = ("aws_", "azure_", "google_")
 
 class UnsafeStoreError(DeltaError):
     """The store does not refuse a second create of a key: concurrent commits could overwrite each other."""
-
-
-def is_object_store_uri(uri: str) -> bool:
-    return urlparse(str(uri)).scheme.lower() in OBJECT_STORE_SCHEMES
 
 
 def split_options(storage_options: dict[str, Any] | None) -> tuple[dict[str, str], dict[str, str], bool]:
@@ -64,7 +60,7 @@ def make_store(table_uri: str, storage_options: dict[str, Any] | None = None):
     config, client, _ = split_options(storage_options)
     if urlparse(table_uri).scheme == "memory":
         return MemoryStore()
-    uri = table_uri.replace("s3a://", "s3://", 1)
+    uri = table_uri.replace("s3a://", "s3://", 1).replace("gcs://", "gs://", 1)
     return from_url(uri, config=config or None, client_options=client or None)
 
 
@@ -82,7 +78,9 @@ class ObjectLogStore(LogStore):
 
     def __init__(self, table_uri: str, storage_options: dict[str, Any] | None = None, store: Any = None):
         self.table_uri = str(table_uri).rstrip("/")
-        self.storage_options = dict(storage_options or {})
+        if storage_options is None:
+            storage_options = storage_options_for(self.table_uri)
+        self.storage_options = dict(storage_options)
         self.single_writer = split_options(storage_options)[2]
         self.store = store if store is not None else make_store(self.table_uri, storage_options)
 

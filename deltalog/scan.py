@@ -4,41 +4,56 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from .column_mapping import logical_column, mode_of, physical_names
 from .deletion_vectors import deleted_rows, keep_mask
+from .filesystem import read_parquet
 from .paths import absolute_file_path, parse_partition_value
 from .schema import partition_column_types, to_arrow_schema
 
 
-def read_file(snapshot: Any, index: int) -> pa.Table:
-    """The live rows of the snapshot's `index`-th file, in the table's schema (columns the file lacks
-    are nulls)."""
-    files = snapshot.files
-    schema = to_arrow_schema(snapshot.schema_json)
-    partitions = snapshot.partition_columns
-    log_path = files.column("path")[index].as_py()
-    data = pq.read_table(absolute_file_path(snapshot.table_uri, log_path))
-    dv = files.column("deletion_vector")[index].as_py()
-    if dv:
-        data = data.filter(keep_mask(data.num_rows, deleted_rows(snapshot.store, dv)))
-    values = dict(files.column("partition_values")[index].as_py() or [])
-    types = partition_column_types(snapshot.schema_json, partitions) if partitions else {}
-    mode = mode_of(snapshot.configuration)
-    keys = physical_names(snapshot.schema_json, snapshot.configuration)
+def read_data_file(store: Any, schema_json: dict[str, Any], configuration: dict[str, str],
+                   partition_columns: list[str], log_path: str, partition_values: dict[str, str | None],
+                   deletion_vector: dict[str, Any] | None, *, skip_deleted: bool = True,
+                   row_index: bool = False) -> pa.Table:
+    """One data file's rows in the table's schema (columns the file lacks are nulls; partition values,
+    keyed by physical name, from the log). `store` is the table's log store (for its URI, options and
+    deletion vector files). With `row_index`, a last column `row_index` holds each row's position in
+    the file; unless `skip_deleted` is false, the rows the deletion vector deletes are left out."""
+    schema = to_arrow_schema(schema_json)
+    data = read_parquet(absolute_file_path(store.table_uri, log_path),
+                        storage_options=getattr(store, "storage_options", None))
+    positions = pa.array(np.arange(data.num_rows, dtype=np.int64)) if row_index else None
+    if deletion_vector and skip_deleted:
+        keep = keep_mask(data.num_rows, deleted_rows(store, deletion_vector))
+        data = data.filter(keep)
+        positions = positions.filter(keep) if positions is not None else None
+    types = partition_column_types(schema_json, partition_columns) if partition_columns else {}
+    mode = mode_of(configuration)
+    keys = physical_names(schema_json, configuration)
     columns = []
-    for field, delta_field in zip(schema, snapshot.schema_json["fields"]):
-        column = None if field.name in types else logical_column(data, delta_field, mode)
+    for field, delta_field in zip(schema, schema_json["fields"]):
         if field.name in types:
-            value = parse_partition_value(values.get(keys[field.name]), types[field.name])
+            value = parse_partition_value((partition_values or {}).get(keys[field.name]), types[field.name])
             columns.append(pa.array([value] * data.num_rows, field.type))
-        elif column is not None:
-            columns.append(column.cast(field.type))
-        else:
-            columns.append(pa.nulls(data.num_rows, field.type))
+            continue
+        column = logical_column(data, delta_field, mode)
+        columns.append(column.cast(field.type) if column is not None else pa.nulls(data.num_rows, field.type))
+    if positions is not None:
+        columns.append(positions)
+        schema = schema.append(pa.field("row_index", pa.int64(), nullable=False))
     return pa.table(columns, schema=schema)
+
+
+def read_file(snapshot: Any, index: int) -> pa.Table:
+    """The live rows of the snapshot's `index`-th file, in the table's schema."""
+    files = snapshot.files
+    return read_data_file(snapshot.store, snapshot.schema_json, snapshot.configuration, snapshot.partition_columns,
+                          files.column("path")[index].as_py(),
+                          dict(files.column("partition_values")[index].as_py() or []),
+                          files.column("deletion_vector")[index].as_py())
 
 
 def read_table(snapshot: Any) -> pa.Table:

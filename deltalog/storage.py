@@ -262,7 +262,8 @@ def table_path_from_uri(table_uri: str) -> str:
 def log_store_for(table_uri: str, storage_options: dict[str, Any] | None = None) -> LogStore:
     """The store of a table location: a local path or `file://` URI, or an object-store URI (s3://,
     abfss:// / az://, gs://) with delta-rs style `storage_options`."""
-    from .object_store import ObjectLogStore, is_object_store_uri
+    from .filesystem import is_object_store_uri
+    from .object_store import ObjectLogStore
 
     if is_object_store_uri(str(table_uri)):
         return ObjectLogStore(str(table_uri), storage_options)

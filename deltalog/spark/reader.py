@@ -14,6 +14,7 @@ from typing import Any
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession, functions as F
 
+from ..filesystem import is_object_store_uri
 from ..column_mapping import is_mapped, logical_partition_values, mode_of, physical_schema
 from ..paths import (
     absolute_file_path, decode_path, is_absolute_path, parse_partition_folder, parse_partition_value,
@@ -33,7 +34,8 @@ def snapshot_dataframe(spark: SparkSession, snapshot: Any) -> DataFrame:
     columns = [quote_identifier(f.name) for f in schema.fields]
     if snapshot.num_files == 0:
         return spark.createDataFrame(spark.sparkContext.emptyRDD(), schema)
-    if has_deletion_vectors(snapshot.files) or is_mapped(snapshot.configuration) or widened_columns(schema_json):
+    if (has_deletion_vectors(snapshot.files) or is_mapped(snapshot.configuration) or widened_columns(schema_json)
+            or is_object_store_uri(snapshot.table_uri)):
         return files_dataframe(spark, snapshot, snapshot.files).select(*columns)
     spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.threshold", _DISCOVERY_THRESHOLD)
     root = snapshot.table_uri
@@ -131,6 +133,12 @@ def files_dataframe(spark: SparkSession, snapshot: Any, files: Any, with_file: b
     `local_path_of`) and its row position in that file (`ROW_INDEX_COLUMN`). Rows that the files'
     deletion vectors delete are left out, unless `with_deleted` (the caller filters them later with
     `deleted_rows_column`)."""
+    if is_object_store_uri(snapshot.table_uri):
+        # no Hadoop connector for the store: executors read the files with pyarrow (see files_source)
+        from .files_source import read_files
+        return read_files(spark, snapshot, files, spark_schema(snapshot.schema_json), with_file=with_file,
+                          with_row_index=with_row_index, skip_deleted=not with_deleted,
+                          file_column=FILE_COLUMN, row_index_column=ROW_INDEX_COLUMN)
     if with_deleted or not has_deletion_vectors(files):
         return _files_dataframe(spark, snapshot, files, with_file, with_row_index)
     # Files with a DV are read with their row indexes (the native scan's `_metadata.row_index`) and
@@ -161,7 +169,8 @@ _DV_FILE, _DV_ROW = "__deltalog_dv_file", "__deltalog_dv_row"
 def local_file_key(table_uri: str, log_path: str) -> str:
     """A data file's local path as the log names it (`path`), the key that `local_file_expr` and
     `local_path_of` give Spark's spelling of it: what Python-side file tables are joined on."""
-    return os.path.normpath(absolute_file_path(table_uri, log_path))
+    path = absolute_file_path(table_uri, log_path)
+    return path if is_object_store_uri(path) else os.path.normpath(path)
 
 
 def local_file_expr(spark_path: Any) -> Any:
@@ -339,4 +348,4 @@ def local_path_of(spark_file_path: str) -> str:
     parsed = urlparse(spark_file_path)
     if parsed.scheme in ("file", ""):
         return os.path.normpath(unquote(parsed.path))
-    return spark_file_path
+    return unquote(spark_file_path)

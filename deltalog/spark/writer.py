@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import os
 import shutil
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterator, Sequence
@@ -34,6 +36,7 @@ from ..column_mapping import (is_mapped, mode_of, physical_names, physical_schem
                               with_arrow_field_ids)
 from ..constraints import table_constraints
 from ..errors import IncompleteWriteError, InvalidTableError, SchemaMismatchError
+from ..filesystem import arrow_filesystem, delete_file, is_object_store_uri, join, task_storage_options
 from ..paths import (
     decode_path, encode_path, new_data_file_path, parse_partition_folder, parse_partition_value, partition_folder,
     serialize_partition_value,
@@ -41,6 +44,8 @@ from ..paths import (
 from ..schema import partition_column_types, uses_type, without_columns
 from ..stats import StatsCollector
 from ..storage import table_path_from_uri
+
+log = logging.getLogger(__name__)
 
 STAGING_DIR = "_delta_staging"
 _FOOTER_THREADS = 8
@@ -159,7 +164,8 @@ def write_files(df: DataFrame, table_uri: str, partition_columns: Sequence[str],
     `store_partition_columns`: keep the partition columns in the data files too (the table has the
     materializePartitionColumns writer feature); only the arrow method can do that.
     """
-    root = table_path_from_uri(table_uri)
+    object_store = is_object_store_uri(table_uri)
+    root = str(table_uri).rstrip("/") if object_store else table_path_from_uri(table_uri)
     partition_columns = list(partition_columns)
     if conform:
         df = conform_dataframe(df, schema_json, root)
@@ -177,14 +183,32 @@ def write_files(df: DataFrame, table_uri: str, partition_columns: Sequence[str],
     written = Observation(f"deltalog_write_{uuid.uuid4().hex}")
     df = df.observe(written, F.count(F.lit(1)).alias("rows"))
     keep_partitions = bool(store_partition_columns and partition_columns)
+    if object_store and method == "native":
+        # Spark's writer commits through a staging folder the driver lists and renames: not on an object
+        # store. Executors write each file at its final key with pyarrow and report it.
+        _log_once(f"{root}: data files are written by executors with pyarrow's file system at their final "
+                  f"keys (Spark's Parquet writer would commit through renames an object store lacks)")
+        method = "arrow"
     if method == "native" and not keep_partitions:
         adds = _write_native(df, root, partition_columns, schema_json, configuration or {}, parquet_options)
     else:
         adds = _write_arrow(df, root, partition_columns, schema_json, configuration or {},
-                            keep_partitions=keep_partitions)
+                            keep_partitions=keep_partitions,
+                            storage_options=task_storage_options(root) if object_store else None)
     # native: the driver found the files itself; arrow: executors report files the driver must still see
-    _check_rows_accounted_for(int(written.get["rows"]), adds, root, check_visible=method == "arrow" or keep_partitions)
+    # (a local folder may be an executor's own disk; an object store shows every writer the same keys)
+    _check_rows_accounted_for(int(written.get["rows"]), adds, root,
+                              check_visible=(method == "arrow" or keep_partitions) and not object_store)
     return adds
+
+
+_logged: set[str] = set()
+
+
+def _log_once(message: str) -> None:
+    if message not in _logged:
+        _logged.add(message)
+        log.info(message)
 
 
 def _physical_columns(df: DataFrame, schema_json: dict[str, Any], partition_columns: list[str],
@@ -215,7 +239,7 @@ def _check_rows_accounted_for(rows_written: int, adds: list[AddFile], root: str,
         adds = [a for a in adds if a not in unseen]
     for a in adds:  # not committed: nobody references them
         try:
-            os.unlink(os.path.join(root, decode_path(a.path)))
+            delete_file(join(root, decode_path(a.path)))
         except OSError:
             pass
     raise IncompleteWriteError(
@@ -344,13 +368,14 @@ _ADD_SCHEMA = "path string, partition_values string, size long, modification_tim
 
 
 def _write_arrow(df: DataFrame, root: str, partition_columns: list[str], schema_json: dict[str, Any],
-                 configuration: dict[str, str], keep_partitions: bool = False) -> list[AddFile]:
+                 configuration: dict[str, str], keep_partitions: bool = False,
+                 storage_options: dict[str, str] | None = None) -> list[AddFile]:
     types = partition_column_types(schema_json, partition_columns, root)
     data_schema = schema_json if keep_partitions else without_columns(schema_json, partition_columns)
     if partition_columns:
         # Like Spark's writer: rows of one partition together, so each task keeps one file open.
         df = df.sortWithinPartitions(*[F.col(_quote(c)) for c in partition_columns])
-    task = _ArrowFileTask(root, partition_columns, types, data_schema, schema_json, configuration)
+    task = _ArrowFileTask(root, partition_columns, types, data_schema, schema_json, configuration, storage_options)
     rows = df.mapInArrow(task, _ADD_SCHEMA).collect()
     return [AddFile(path=r["path"], partition_values=json.loads(r["partition_values"]), size=r["size"],
                     modification_time=r["modification_time"], data_change=True, stats=r["stats"])
@@ -358,11 +383,14 @@ def _write_arrow(df: DataFrame, root: str, partition_columns: list[str], schema_
 
 
 class _ArrowFileTask:
-    """Runs on an executor: writes the record batches of one Spark partition to data files."""
+    """Runs on an executor: writes the record batches of one Spark partition to data files, in a local
+    folder, or (given `storage_options`, which travel in the task's closure) on an object store."""
 
     def __init__(self, root: str, partition_columns: list[str], types: dict[str, str],
-                 data_schema: dict[str, Any], schema_json: dict[str, Any], configuration: dict[str, str]):
+                 data_schema: dict[str, Any], schema_json: dict[str, Any], configuration: dict[str, str],
+                 storage_options: dict[str, str] | None = None):
         self.root = root
+        self.storage_options = storage_options
         self.partition_columns = partition_columns
         self.types = types
         self.data_names = [f["name"] for f in data_schema["fields"]]
@@ -380,19 +408,27 @@ class _ArrowFileTask:
         done: list[dict[str, Any]] = []
         part = 0
 
+        sink = None
+
         def close() -> None:
-            nonlocal writer
+            nonlocal writer, sink
             if writer is None:
                 return
             writer.close()
             writer = None
-            full = os.path.join(self.root, relative)
-            _fsync(full)
-            _fsync_dirs(self.root, [relative])
-            st = os.stat(full)
+            if sink is not None:  # an object store: the object exists once its stream is closed
+                size = sink.tell()
+                sink.close()
+                sink = None
+                mtime = int(time.time() * 1000)
+            else:
+                full = os.path.join(self.root, relative)
+                _fsync(full)
+                _fsync_dirs(self.root, [relative])
+                st = os.stat(full)
+                size, mtime = st.st_size, int(st.st_mtime * 1000)
             done.append({"path": encode_path(relative), "partition_values": json.dumps(values),
-                         "size": st.st_size, "modification_time": int(st.st_mtime * 1000),
-                         "stats": collector.to_json()})
+                         "size": size, "modification_time": mtime, "stats": collector.to_json()})
 
         for batch in batches:
             if batch.num_rows == 0:
@@ -405,9 +441,13 @@ class _ArrowFileTask:
                               for c, v in zip(self.partition_columns, key)}
                     relative = new_data_file_path(partition_folder(self.partition_columns, values), part)
                     part += 1
-                    full = os.path.join(self.root, relative)
-                    os.makedirs(os.path.dirname(full), exist_ok=True)
                     data = self._data(chunk)
+                    if self.storage_options is not None:
+                        fs, path = arrow_filesystem(join(self.root, relative), self.storage_options)
+                        full = sink = fs.open_output_stream(path)
+                    else:
+                        full = os.path.join(self.root, relative)
+                        os.makedirs(os.path.dirname(full), exist_ok=True)
                     writer = pq.ParquetWriter(full, data.schema, compression="snappy",
                                               coerce_timestamps="us", allow_truncated_timestamps=True)
                     collector = StatsCollector(self.schema_json, self.partition_columns, self.configuration)

@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import threading
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
+import pyarrow.fs as pafs
 from dbt_common.exceptions import DbtRuntimeError
+
+from deltalog import filesystem as fs
 
 VIEW_SUFFIX = ".view.sql"
 VIEW_DOCS_SUFFIX = ".view.docs.json"  # persist_docs of a view: {"description": ..., "columns": {name: comment}}
 LOCATION_SUFFIX = ".location"
+SCHEMA_MARKER = ".deltalog-schema"  # an empty object: a schema exists on an object store without tables
 LOG_DIR = "_delta_log"
 
 # (schema, name) -> location of Delta tables declared as dbt sources with a location; filled as
@@ -72,18 +75,22 @@ def check_name(value: object, what: str, root: str) -> str:
 
 
 class Warehouse:
-    """Folder layout of one warehouse. Pure file system: no Spark here. Every path is built from
-    names checked by `check_name`, so nothing outside the warehouse is ever read, written or deleted."""
+    """Layout of one warehouse, a local folder or an object-store prefix (`s3://bucket/wh`, ...). Pure
+    storage, through `deltalog.filesystem`: no Spark here. Every path is built from names checked by
+    `check_name`, so nothing outside the warehouse is ever read, written or deleted. On an object store
+    a schema is the prefix of a marker object (folders do not exist there), and table renames are
+    refused: they would copy every object, not move a folder atomically."""
 
     def __init__(self, root: str):
-        self.root = os.path.abspath(root)
+        self.on_object_store = fs.is_object_store_uri(root)
+        self.root = str(root).rstrip("/") if self.on_object_store else os.path.abspath(root)
 
     def schema_path(self, schema: str) -> str:
-        return self._inside(os.path.join(self.root, check_name(schema, "schema", self.root)))
+        return self._inside(fs.join(self.root, check_name(schema, "schema", self.root)))
 
     def folder_path(self, schema: str, name: str) -> str:
         """Where the relation's files are in the warehouse (a table folder; `+ suffix` for the others)."""
-        return self._inside(os.path.join(self.schema_path(schema), check_name(name, "relation name", self.root)))
+        return self._inside(fs.join(self.schema_path(schema), check_name(name, "relation name", self.root)))
 
     def table_path(self, schema: str, name: str) -> str:
         """The table's location: an external source's, the one a `.location` file names, or the folder."""
@@ -98,32 +105,34 @@ class Warehouse:
     def location_file(self, schema: str, name: str) -> str:
         return self.folder_path(schema, name) + LOCATION_SUFFIX
 
-    def location_of(self, schema: str, name: str) -> Optional[str]:
-        """The location a `.location` file gives the table, or None when it lives in its folder."""
+    def _read_text(self, path: str) -> Optional[str]:
         try:
-            with open(self.location_file(schema, name), encoding="utf-8") as f:
-                return f.read().strip() or None
+            return fs.read_bytes(path).decode("utf-8")
         except FileNotFoundError:
             return None
+
+    def _write_text(self, path: str, text: str) -> None:
+        fs.write_bytes(path, text.encode("utf-8"))  # whole: a reader sees the old or the new text
+
+    def location_of(self, schema: str, name: str) -> Optional[str]:
+        """The location a `.location` file gives the table, or None when it lives in its folder."""
+        text = self._read_text(self.location_file(schema, name))
+        return (text or "").strip() or None
 
     def set_location(self, schema: str, name: str, location: Optional[str]) -> None:
         """Record (None: forget) that the table lives at `location`, outside the warehouse folder."""
         path = self.location_file(schema, name)
         if location is None:
-            try:
-                os.remove(path)
-            except FileNotFoundError:
-                pass
+            fs.delete_file(path)
             return
         self.create_schema(schema)
-        tmp = path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(location + "\n")
-        os.replace(tmp, path)
+        self._write_text(path, location + "\n")
 
     def _inside(self, path: str) -> str:
         # Belt and braces: whatever the name checks allow must still be a path under the root.
-        if os.path.commonpath([self.root, os.path.normpath(path)]) != self.root:
+        inside = (path.startswith(self.root + "/") if self.on_object_store
+                  else os.path.commonpath([self.root, os.path.normpath(path)]) == self.root)
+        if not inside:
             raise UnsafeNameError(f"{path!r} is outside the warehouse {self.root}; nothing was done.")
         return path
 
@@ -131,34 +140,38 @@ class Warehouse:
         return _has_log(self.table_path(schema, name))
 
     def is_view(self, schema: str, name: str) -> bool:
-        return os.path.isfile(self.view_path(schema, name))
+        return fs.file_info(self.view_path(schema, name)).type == pafs.FileType.File
 
     def list_schemas(self) -> List[str]:
-        if not os.path.isdir(self.root):
-            return []
-        return sorted(e.name for e in os.scandir(self.root) if e.is_dir() and not e.name.startswith("."))
+        return sorted(e.path for e in fs.list_files(self.root, recursive=False)
+                      if e.type == pafs.FileType.Directory and not e.path.startswith("."))
 
     def schema_exists(self, schema: str) -> bool:
-        return os.path.isdir(self.schema_path(schema))
+        return fs.file_info(self.schema_path(schema)).type == pafs.FileType.Directory
 
     def create_schema(self, schema: str) -> None:
-        os.makedirs(self.schema_path(schema), exist_ok=True)
+        path = self.schema_path(schema)
+        if not self.on_object_store:
+            os.makedirs(path, exist_ok=True)
+        elif not self.schema_exists(schema):
+            fs.write_bytes(fs.join(path, SCHEMA_MARKER), b"")
 
     def drop_schema(self, schema: str) -> None:
-        shutil.rmtree(self.schema_path(schema), ignore_errors=True)
+        fs.delete_tree(self.schema_path(schema))
 
     def list_relations(self, schema: str) -> List[Entry]:
         folder = self.schema_path(schema)
-        if not os.path.isdir(folder):
-            return []
         found = []
-        for e in os.scandir(folder):
-            if e.is_dir() and os.path.isdir(os.path.join(e.path, LOG_DIR)):
-                found.append(Entry("table", schema, e.name, e.path))
-            elif e.is_file() and e.name.endswith(VIEW_SUFFIX):
-                found.append(Entry("view", schema, e.name[: -len(VIEW_SUFFIX)], e.path))
-            elif e.is_file() and e.name.endswith(LOCATION_SUFFIX):
-                name = e.name[: -len(LOCATION_SUFFIX)]
+        for e in fs.list_files(folder, recursive=False):
+            path = fs.join(folder, e.path)
+            if e.path.startswith("."):
+                continue
+            if e.type == pafs.FileType.Directory and _has_log(path):
+                found.append(Entry("table", schema, e.path, path))
+            elif e.type == pafs.FileType.File and e.path.endswith(VIEW_SUFFIX):
+                found.append(Entry("view", schema, e.path[: -len(VIEW_SUFFIX)], path))
+            elif e.type == pafs.FileType.File and e.path.endswith(LOCATION_SUFFIX):
+                name = e.path[: -len(LOCATION_SUFFIX)]
                 location = self.location_of(schema, name)
                 if location and _has_log(location):
                     found.append(Entry("table", schema, name, location))
@@ -172,26 +185,15 @@ class Warehouse:
         return None
 
     def read_view_sql(self, schema: str, name: str) -> Optional[str]:
-        try:
-            with open(self.view_path(schema, name), encoding="utf-8") as f:
-                return f.read()
-        except FileNotFoundError:
-            return None
+        return self._read_text(self.view_path(schema, name))
 
     def write_view_sql(self, schema: str, name: str, sql: str) -> None:
         self.create_schema(schema)
-        path = self.view_path(schema, name)
-        tmp = path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(sql)
-        os.replace(tmp, path)  # atomic: a reader sees the old or the new SQL
+        self._write_text(self.view_path(schema, name), sql)
 
     def drop_view(self, schema: str, name: str) -> None:
         for path in (self.view_path(schema, name), self.view_docs_path(schema, name)):
-            try:
-                os.remove(path)
-            except FileNotFoundError:
-                pass
+            fs.delete_file(path)
 
     def view_docs_path(self, schema: str, name: str) -> str:
         return self.folder_path(schema, name) + VIEW_DOCS_SUFFIX
@@ -202,23 +204,16 @@ class Warehouse:
 
         path = self.view_docs_path(schema, name)
         if not docs:
-            try:
-                os.remove(path)
-            except FileNotFoundError:
-                pass
+            fs.delete_file(path)
             return
-        tmp = path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(docs, f)
-        os.replace(tmp, path)
+        self._write_text(path, json.dumps(docs))
 
     def read_view_docs(self, schema: str, name: str) -> dict:
         import json
 
         try:
-            with open(self.view_docs_path(schema, name), encoding="utf-8") as f:
-                return json.load(f)
-        except (FileNotFoundError, ValueError):
+            return json.loads(self._read_text(self.view_docs_path(schema, name)) or "{}")
+        except ValueError:
             return {}
 
     def drop_table(self, schema: str, name: str) -> None:
@@ -227,7 +222,7 @@ class Warehouse:
         if self.location_of(schema, name) is not None:
             self.set_location(schema, name, None)
             return
-        shutil.rmtree(self.folder_path(schema, name), ignore_errors=True)
+        fs.delete_tree(self.folder_path(schema, name))
 
     def rename(self, schema: str, name: str, new_schema: str, new_name: str) -> None:
         entry = self.lookup(schema, name)
@@ -235,32 +230,40 @@ class Warehouse:
             return
         self.create_schema(new_schema)
         if entry.kind == "table" and self.location_of(schema, name) is not None:
-            os.replace(self.location_file(schema, name), self.location_file(new_schema, new_name))
+            self._move_small(self.location_file(schema, name), self.location_file(new_schema, new_name))
             return
-        target = (
-            self.folder_path(new_schema, new_name)
-            if entry.kind == "table"
-            else self.view_path(new_schema, new_name)
-        )
-        os.replace(entry.path, target)
-        if entry.kind == "view" and os.path.exists(self.view_docs_path(schema, name)):
-            os.replace(self.view_docs_path(schema, name), self.view_docs_path(new_schema, new_name))
+        if entry.kind == "table":
+            if self.on_object_store:
+                raise DbtRuntimeError(
+                    f"cannot rename table {schema}.{name} to {new_schema}.{new_name} in the warehouse "
+                    f"{self.root}: an object store has no atomic rename of a table's folder (it would copy "
+                    f"every object, and a reader could see half of it). Nothing was changed. Build the "
+                    f"table under its new name instead.")
+            os.replace(entry.path, self.folder_path(new_schema, new_name))
+            return
+        self._move_small(entry.path, self.view_path(new_schema, new_name))
+        if fs.exists(self.view_docs_path(schema, name)):
+            self._move_small(self.view_docs_path(schema, name), self.view_docs_path(new_schema, new_name))
+
+    def _move_small(self, source: str, target: str) -> None:
+        """A view's SQL, docs or a location file: renamed locally, written anew then deleted on a store."""
+        if not self.on_object_store:
+            os.replace(source, target)
+            return
+        fs.write_bytes(target, fs.read_bytes(source))
+        fs.delete_file(source)
 
 
 def _has_log(table_path: str) -> bool:
-    return os.path.isdir(os.path.join(table_path, LOG_DIR))
+    return fs.file_info(fs.join(table_path, LOG_DIR)).type == pafs.FileType.Directory
 
 
 def latest_log_version(table_path: str) -> Optional[int]:
     """The newest version named in `_delta_log` (a cheap listing, not a snapshot load);
     used only to decide whether a session view is stale."""
-    try:
-        names = os.listdir(os.path.join(table_path, LOG_DIR))
-    except FileNotFoundError:
-        return None
     best = None
-    for n in names:
-        m = _LOG_FILE.match(n)
+    for e in fs.list_files(fs.join(table_path, LOG_DIR), recursive=False):
+        m = _LOG_FILE.match(e.path)
         if m:
             v = int(m.group(1))
             if best is None or v > best:

@@ -26,6 +26,8 @@ class DeltalogCredentials(Credentials):
     schema: Optional[str] = None  # type: ignore[assignment]
     database: Optional[str] = None  # type: ignore[assignment]
     warehouse: str = "./warehouse"
+    # for an object-store warehouse: the keys delta-rs and object_store take (endpoint, region, keys, ...)
+    storage_options: Dict[str, str] = field(default_factory=dict)
     master: str = "local[*]"
     spark_conf: Dict[str, str] = field(default_factory=dict)
     # A local Spark that outlives one dbt command (spark_server.py): auto = for a local master, unless
@@ -51,6 +53,10 @@ class DeltalogCredentials(Credentials):
         self.database = None
         if not isinstance(self.spark_conf, dict):
             raise DbtRuntimeError("deltalog profile: `spark_conf` must be a mapping of Spark settings")
+        if not isinstance(self.storage_options, dict):
+            raise DbtRuntimeError("deltalog profile: `storage_options` must be a mapping (AWS_ENDPOINT_URL, "
+                                  "AWS_REGION, AZURE_STORAGE_ACCOUNT_NAME, ... as delta-rs takes them)")
+        self.storage_options = {str(k): str(v) for k, v in self.storage_options.items()}
         if isinstance(self.spark_server, str) and self.spark_server.strip().lower() in ("true", "false", "auto"):
             self.spark_server = {"true": True, "false": False}.get(self.spark_server.strip().lower(), "auto")
         if self.spark_server not in (True, False, "auto"):
@@ -71,20 +77,28 @@ class DeltalogCredentials(Credentials):
         return bool(self.spark_server)
 
     def resolve_warehouse(self, base_dir: Optional[str] = None) -> str:
-        """The warehouse as an absolute local path; relative paths are taken from the project folder.
-        A `file://` URI is a local path; other URIs (object stores) are refused by name, never
-        turned into a local folder called `s3:`."""
+        """The warehouse as an object-store URI (s3://, abfss:// / az://, gs://) or an absolute local
+        path; relative paths are taken from the project folder. A `file://` URI is a local path; other
+        schemes are refused by name, never turned into a local folder called `hdfs:`."""
         from urllib.parse import unquote, urlparse
 
+        from deltalog.filesystem import is_object_store_uri
+
         parsed = urlparse(self.warehouse)
+        if is_object_store_uri(self.warehouse) and parsed.scheme != "memory":
+            if not parsed.netloc:
+                raise DbtRuntimeError(f"deltalog profile: warehouse {self.warehouse!r} names no bucket or "
+                                      f"container (e.g. s3://bucket/warehouse)")
+            self.warehouse = self.warehouse.rstrip("/")
+            return self.warehouse
         if parsed.scheme == "file":
             self.warehouse = unquote(parsed.path)
         elif len(parsed.scheme) > 1:  # `C:` drive letters are paths
             raise DbtRuntimeError(
-                f"deltalog profile: warehouse {self.warehouse!r} is a {parsed.scheme}:// URI; this version "
-                f"keeps tables on a file system only: a local folder, or a network file system mounted at "
-                f"the same path on every Spark executor. Object-store warehouses (s3://, abfss://, gs://) "
-                f"are not supported yet.")
+                f"deltalog profile: warehouse {self.warehouse!r} is a {parsed.scheme}:// URI, which this adapter "
+                f"cannot store tables in. Allowed: a local folder (or a network file system mounted at the same "
+                f"path on every Spark executor), a file:// URI, or an object store: s3://, abfss:// / az://, "
+                f"gs://.")
         path = os.path.expanduser(self.warehouse)
         if not os.path.isabs(path):
             path = os.path.join(base_dir or os.getcwd(), path)
@@ -100,13 +114,14 @@ class DeltalogCredentials(Credentials):
         return self.warehouse
 
     def _connection_keys(self) -> Tuple[str, ...]:
-        return ("schema", "warehouse", "master", "spark_conf", "spark_server")
+        return ("schema", "warehouse", "storage_options", "master", "spark_conf", "spark_server")
 
     def connection_info(self, *, with_aliases: bool = False) -> Iterable[Tuple[str, Any]]:
         """What `dbt debug` prints: secret-looking spark_conf values are masked. dbt also hashes these
         to decide whether to parse the project again: nothing here may change between commands."""
         for key, value in super().connection_info(with_aliases=with_aliases):
-            yield key, redact_conf(value) if key == "spark_conf" and isinstance(value, dict) else value
+            secret_keyed = key in ("spark_conf", "storage_options") and isinstance(value, dict)
+            yield key, redact_conf(value) if secret_keyed else value
 
     def spark_server_status(self) -> str:
         if not self.uses_spark_server():
@@ -322,6 +337,10 @@ class DeltalogConnectionManager(SparkConnectionManager):
             raise FailedToConnectError(
                 redact_text(f"could not start Spark ({creds.master}): {exc}", creds.spark_conf)) from None
         warehouse = Warehouse(creds.resolve_warehouse() if not os.path.isabs(creds.warehouse) else creds.warehouse)
+        if warehouse.on_object_store:
+            from deltalog import filesystem
+
+            filesystem.configure(warehouse.root, creds.storage_options)  # every table under it uses them
         try:
             from dbt.adapters.deltalog.session import check_warehouse_shared
 

@@ -25,6 +25,7 @@ from dbt.adapters.spark.impl import SparkAdapter
 from dbt_common.contracts.constraints import ConstraintType
 from dbt_common.exceptions import CompilationError, DbtRuntimeError
 
+from deltalog import filesystem as fs
 from dbt.adapters.deltalog import catalog
 from dbt.adapters.deltalog.catalog import SESSION_VIEWS, Warehouse, quote_warehouse_refs
 from dbt.adapters.deltalog.column import DeltalogColumn
@@ -142,6 +143,8 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         creds = config.credentials
         if not os.path.isabs(os.path.expanduser(creds.warehouse)):
             creds.resolve_warehouse(getattr(config, "project_root", None))
+        if fs.is_object_store_uri(creds.warehouse):
+            fs.configure(creds.warehouse, creds.storage_options)  # every table under it uses them
         if getattr(config, "project_root", None):
             catalog.PROJECT_ROOT = config.project_root
 
@@ -449,14 +452,16 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         current = wh.location_of(schema, name) if wh.is_table(schema, name) else None
         wanted = None
         if cfg.location_root:
-            root = os.path.expanduser(cfg.location_root)
-            if "://" in root:
-                raise CompilationError(f"Model '{cfg.model}': location_root={cfg.location_root!r}: object-store "
-                                       f"locations are not supported yet; use a local or shared folder path.")
-            root = os.path.abspath(os.path.join(catalog.PROJECT_ROOT or ".", root))
-            wanted = os.path.join(root, name)
+            root = str(cfg.location_root).rstrip("/")
+            if not fs.is_object_store_uri(root):
+                if "://" in root:
+                    raise CompilationError(
+                        f"Model '{cfg.model}': location_root={cfg.location_root!r} is a URI this adapter cannot "
+                        f"store tables in; allowed: a folder path, s3://, abfss:// / az://, gs://.")
+                root = os.path.abspath(os.path.join(catalog.PROJECT_ROOT or ".", os.path.expanduser(root)))
+            wanted = fs.join(root, name)
         here = current or (wh.folder_path(schema, name) if wh.is_table(schema, name) else None)
-        if here is not None and os.path.abspath(here) != os.path.abspath(wanted or wh.folder_path(schema, name)):
+        if here is not None and not _same_location(here, wanted or wh.folder_path(schema, name)):
             raise CompilationError(
                 f"Model '{cfg.model}': its table {relation} is at {here}, but location_root puts it at "
                 f"{wanted or wh.folder_path(schema, name)}. Tables are not moved silently: drop the old table "
@@ -465,7 +470,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
             wh.set_location(schema, name, None)  # a location whose table was never written
         if wanted is None or current is not None:
             return
-        if os.path.isdir(wanted) and os.listdir(wanted) and not os.path.isdir(os.path.join(wanted, "_delta_log")):
+        if fs.list_files(wanted, recursive=False) and not fs.exists(fs.join(wanted, "_delta_log")):
             raise CompilationError(
                 f"Model '{cfg.model}': location_root puts its table at {wanted}, a folder that holds files but no "
                 f"Delta table. Choose an empty or new folder: table maintenance (VACUUM) would delete files it "
@@ -922,6 +927,12 @@ def _expose_mixin_methods(cls) -> None:
 
 
 _expose_mixin_methods(DeltalogAdapter)
+
+
+def _same_location(a: str, b: str) -> bool:
+    if fs.is_object_store_uri(a) or fs.is_object_store_uri(b):
+        return a.rstrip("/") == b.rstrip("/")
+    return os.path.abspath(a) == os.path.abspath(b)
 
 
 def _warn_missing_doc_columns(model: Any, comments: Dict[str, str], columns: List[str]) -> None:

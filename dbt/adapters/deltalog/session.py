@@ -284,10 +284,11 @@ _shared_checked: set = set()
 def check_warehouse_shared(spark, warehouse: str) -> None:
     """On a cluster, a local-path warehouse must be storage the executors share with the driver:
     checked once per session and warehouse, before any model writes (StorageNotSharedError)."""
+    from deltalog.filesystem import is_object_store_uri
     from deltalog.spark.cluster import check_shared_folder, is_local_master
 
-    if is_local_master(spark):
-        return
+    if is_local_master(spark) or is_object_store_uri(warehouse):
+        return  # an object store shows every executor the same objects
     key = (id(spark.sparkContext), warehouse)
     with _lock:
         if key in _shared_checked:

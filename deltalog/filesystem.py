@@ -1,0 +1,240 @@
+"""Data files, folders and small objects of a table or warehouse, local or on an object store, through
+pyarrow's file systems (the log itself goes through `storage.LogStore`).
+
+- `configure(prefix, storage_options)` tells the process which options (the keys delta-rs and
+  `object_store` take: `AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, `AZURE_STORAGE_ACCOUNT_NAME`, ...) serve
+  every URI under `prefix`, as Hadoop's per-bucket settings do; a log store or file system made for such
+  a URI without explicit options uses them. Without any, credentials come from the environment.
+- `filesystem_for(uri)` gives (pyarrow FileSystem, path inside it); the same pair works on an executor
+  when it is given the options (`storage_options_for`), which Spark tasks receive in their closures and
+  never in a query plan or a log.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+import pyarrow.fs as pafs
+
+OBJECT_STORE_SCHEMES = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "azure", "adl", "memory")
+
+_ENVIRONMENT_PREFIXES = ("AWS_", "AZURE_", "GOOGLE_")
+# the option names (see `_options`) that `arrow_filesystem` reads
+_READ_KEYS = {"access_key_id", "secret_access_key", "session_token", "token", "region", "default_region",
+              "endpoint_url", "endpoint", "allow_http", "skip_signature", "virtual_hosted_style_request",
+              "account_name", "account_key", "access_key", "sas_token", "sas_key", "client_id", "client_secret",
+              "tenant_id", "authority_id", "use_emulator", "service_endpoint"}
+_configured: dict[str, dict[str, str]] = {}
+_lock = threading.Lock()
+
+
+def is_object_store_uri(uri: str) -> bool:
+    return urlparse(str(uri)).scheme.lower() in OBJECT_STORE_SCHEMES
+
+
+def join(root: str, *parts: str) -> str:
+    """`root/part/...` for paths and URIs alike (never `os.path`: a URI keeps its `//`)."""
+    out = str(root).rstrip("/")
+    for p in parts:
+        out = f"{out}/{str(p).strip('/')}"
+    return out
+
+
+def configure(prefix: str, storage_options: dict[str, Any] | None) -> None:
+    """Use `storage_options` for every URI that starts with `prefix` (the longest prefix wins)."""
+    with _lock:
+        if storage_options:
+            _configured[str(prefix).rstrip("/")] = {str(k): str(v) for k, v in storage_options.items()}
+        else:
+            _configured.pop(str(prefix).rstrip("/"), None)
+
+
+def storage_options_for(uri: str) -> dict[str, str]:
+    """The options `configure` set for the longest prefix of `uri` ({} when none)."""
+    uri = str(uri)
+    best = ""
+    with _lock:
+        for prefix in _configured:
+            if (uri == prefix or uri.startswith(prefix + "/")) and len(prefix) > len(best):
+                best = prefix
+        return dict(_configured.get(best, {}))
+
+
+def task_storage_options(uri: str) -> dict[str, str]:
+    """What a Spark task needs to reach `uri` as this driver does: the configured options over the
+    cloud variables of this process's environment that `arrow_filesystem` reads (`AWS_ACCESS_KEY_ID`,
+    `AWS_ENDPOINT_URL`, ...), so executors need no credentials of their own."""
+    out = {k: v for k, v in os.environ.items()
+           if k.startswith(_ENVIRONMENT_PREFIXES) and next(iter(_options({k: v}))) in _READ_KEYS}
+    explicit = storage_options_for(uri)
+    explicit_lower = {k.lower() for k in explicit}
+    out = {k: v for k, v in out.items() if k.lower() not in explicit_lower}
+    out.update(explicit)
+    return out
+
+
+def _options(storage_options: dict[str, Any]) -> dict[str, str]:
+    """Lower-cased keys without the cloud prefix: `AWS_ACCESS_KEY_ID` -> `access_key_id`."""
+    out = {}
+    for key, value in storage_options.items():
+        low = str(key).lower()
+        for prefix in ("aws_", "azure_storage_", "azure_", "google_"):
+            if low.startswith(prefix):
+                low = low[len(prefix):]
+                break
+        out[low] = str(value)
+    return out
+
+
+def _truthy(value: str | None) -> bool:
+    return str(value or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _endpoint(url: str) -> tuple[str, str]:
+    """(host[:port], scheme) of an endpoint URL."""
+    parsed = urlparse(url if "://" in url else f"https://{url}")
+    return parsed.netloc, parsed.scheme or "https"
+
+
+def arrow_filesystem(uri: str, storage_options: dict[str, Any] | None = None) -> tuple[pafs.FileSystem, str]:
+    """(pyarrow FileSystem, path in it) for a local path, a `file:` URI or an object-store URI."""
+    uri = str(uri)
+    parsed = urlparse(uri)
+    scheme = parsed.scheme.lower()
+    if not is_object_store_uri(uri):
+        from .storage import table_path_from_uri
+        return pafs.LocalFileSystem(), table_path_from_uri(uri)
+    opts = _options(storage_options if storage_options is not None else storage_options_for(uri))
+    path = f"{parsed.netloc}{unquote(parsed.path)}".rstrip("/")
+    if scheme in ("s3", "s3a"):
+        kwargs: dict[str, Any] = {}
+        if opts.get("access_key_id"):
+            kwargs["access_key"] = opts["access_key_id"]
+            kwargs["secret_key"] = opts.get("secret_access_key")
+            if opts.get("session_token") or opts.get("token"):
+                kwargs["session_token"] = opts.get("session_token") or opts.get("token")
+        region = opts.get("region") or opts.get("default_region")
+        if region:
+            kwargs["region"] = region
+        endpoint = opts.get("endpoint_url") or opts.get("endpoint")
+        if endpoint:
+            kwargs["endpoint_override"], kwargs["scheme"] = _endpoint(endpoint)
+        elif _truthy(opts.get("allow_http")):
+            kwargs["scheme"] = "http"
+        if _truthy(opts.get("skip_signature")):
+            kwargs["anonymous"] = True
+        if _truthy(opts.get("virtual_hosted_style_request")):
+            kwargs["force_virtual_addressing"] = True
+        return pafs.S3FileSystem(**kwargs), path
+    if scheme in ("az", "abfs", "abfss", "azure", "adl"):
+        container = parsed.netloc.split("@", 1)[0]
+        account = opts.get("account_name") or (parsed.netloc.split("@", 1)[1].split(".")[0]
+                                                if "@" in parsed.netloc else None)
+        if not account:
+            raise ValueError(f"{uri}: name the storage account (storage option AZURE_STORAGE_ACCOUNT_NAME, "
+                             f"or abfss://container@account.dfs.core.windows.net/...)")
+        kwargs = {}
+        if opts.get("account_key") or opts.get("access_key"):
+            kwargs["account_key"] = opts.get("account_key") or opts.get("access_key")
+        if opts.get("sas_token") or opts.get("sas_key"):
+            kwargs["sas_token"] = opts.get("sas_token") or opts.get("sas_key")
+        if opts.get("client_id"):
+            kwargs.update(client_id=opts["client_id"], client_secret=opts.get("client_secret"),
+                          tenant_id=opts.get("tenant_id") or opts.get("authority_id"))
+        endpoint = opts.get("endpoint") or opts.get("endpoint_url")
+        if _truthy(opts.get("use_emulator")) and not endpoint:
+            endpoint = "http://127.0.0.1:10000"
+        if endpoint:
+            authority, endpoint_scheme = _endpoint(endpoint)
+            kwargs.update(blob_storage_authority=authority, blob_storage_scheme=endpoint_scheme,
+                          dfs_storage_authority=authority, dfs_storage_scheme=endpoint_scheme)
+        return pafs.AzureFileSystem(account, **kwargs), f"{container}{unquote(parsed.path)}".rstrip("/")
+    if scheme in ("gs", "gcs"):
+        kwargs = {}
+        endpoint = opts.get("endpoint") or opts.get("endpoint_url") or opts.get("service_endpoint")
+        if endpoint:
+            kwargs["endpoint_override"], kwargs["scheme"] = _endpoint(endpoint)
+        if _truthy(opts.get("skip_signature")):
+            kwargs["anonymous"] = True
+        return pafs.GcsFileSystem(**kwargs), path
+    raise ValueError(f"{uri}: storage scheme {scheme!r} has no file system here; use a local path, s3://, "
+                     f"abfss:// / az://, or gs://")
+
+
+def read_bytes(uri: str, storage_options: dict[str, Any] | None = None) -> bytes:
+    fs, path = arrow_filesystem(uri, storage_options)
+    with fs.open_input_stream(path) as f:
+        return f.read()
+
+
+def write_bytes(uri: str, data: bytes, storage_options: dict[str, Any] | None = None) -> None:
+    """The whole object at once: on an object store a reader sees the old or the new bytes, locally the
+    bytes go to a temporary file renamed over the target."""
+    fs, path = arrow_filesystem(uri, storage_options)
+    if isinstance(fs, pafs.LocalFileSystem):
+        import uuid
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = os.path.join(os.path.dirname(path), f".tmp-{uuid.uuid4().hex}")
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+        return
+    with fs.open_output_stream(path) as f:
+        f.write(data)
+
+
+def file_info(uri: str, storage_options: dict[str, Any] | None = None) -> pafs.FileInfo:
+    fs, path = arrow_filesystem(uri, storage_options)
+    return fs.get_file_info(path)
+
+
+def exists(uri: str, storage_options: dict[str, Any] | None = None) -> bool:
+    return file_info(uri, storage_options).type != pafs.FileType.NotFound
+
+
+def list_files(uri: str, recursive: bool = True,
+               storage_options: dict[str, Any] | None = None) -> list[pafs.FileInfo]:
+    """Entries under a folder (none if it does not exist); `path`s relative to `uri`."""
+    fs, root = arrow_filesystem(uri, storage_options)
+    try:
+        infos = fs.get_file_info(pafs.FileSelector(root, recursive=recursive, allow_not_found=True))
+    except FileNotFoundError:
+        return []
+    prefix = root.rstrip("/") + "/"
+    return [pafs.FileInfo(i.path[len(prefix):] if i.path.startswith(prefix) else i.path, i.type,
+                          mtime=i.mtime, size=i.size) for i in infos]
+
+
+def delete_file(uri: str, storage_options: dict[str, Any] | None = None) -> None:
+    fs, path = arrow_filesystem(uri, storage_options)
+    try:
+        fs.delete_file(path)
+    except FileNotFoundError:
+        pass
+
+
+def delete_tree(uri: str, storage_options: dict[str, Any] | None = None) -> None:
+    fs, path = arrow_filesystem(uri, storage_options)
+    try:
+        fs.delete_dir(path)
+    except FileNotFoundError:
+        pass
+
+
+def read_parquet(uri: str, columns: list[str] | None = None, storage_options: dict[str, Any] | None = None):
+    """A Parquet file as an Arrow table."""
+    import pyarrow.parquet as pq
+
+    fs, path = arrow_filesystem(uri, storage_options)
+    return pq.read_table(path, columns=columns, filesystem=fs)
+
+
+def parquet_metadata(uri: str, storage_options: dict[str, Any] | None = None):
+    """A Parquet file's footer."""
+    import pyarrow.parquet as pq
+
+    fs, path = arrow_filesystem(uri, storage_options)
+    with fs.open_input_file(path) as f:
+        return pq.ParquetFile(f).metadata
