@@ -3,10 +3,10 @@ commit that re-adds the files missing now (dataChange=true) and removes the ones
 history stays; the protocol is never downgraded."""
 from __future__ import annotations
 
-import os
 from datetime import datetime
 from typing import Any
 
+from .. import filesystem as fs
 from ..actions import now_ms
 from ..errors import InvalidTableError, VersionNotFoundError
 from ..paths import absolute_file_path, decode_path
@@ -34,7 +34,7 @@ def restore(table_uri: str, version: int | None = None,
             raise VersionNotFoundError(
                 f"{root}: cannot RESTORE to version {version}; the table has versions up to "
                 f"{current.version}.")
-    target = Snapshot.load(root, version=version, timestamp=timestamp)
+    target = Snapshot.load(root, version=version, timestamp=timestamp, store=txn.store)
 
     now_paths = {decode_path(p): i for i, p in enumerate(current.files.column("path").to_pylist())}
     then = target.add_files()
@@ -43,7 +43,7 @@ def restore(table_uri: str, version: int | None = None,
     to_remove = [a for a in current.add_files() if decode_path(a.path) not in then_paths]
     missing = []
     for a in to_add:
-        if not os.path.exists(absolute_file_path(root, a.path)):
+        if not fs.exists(absolute_file_path(root, a.path)):
             missing.append(decode_path(a.path))
     if missing:
         raise InvalidTableError(

@@ -15,7 +15,9 @@ import logging
 import os
 import time
 
+import pyarrow.fs as pafs
 
+from .. import filesystem as fs
 from ..actions import commit_objects
 from ..change_data import CHANGE_DATA_DIR
 from ..deletion_vectors import dv_file_path
@@ -69,57 +71,46 @@ def _is_partition_folder(name: str) -> bool:
     return "=" in name and not name.startswith(".")
 
 
-def _candidates(root: str):
-    """(relative path, absolute path, mtime ms) of every file vacuum may consider."""
-    for dirpath, dirs, names in os.walk(root):
-        rel_dir = os.path.relpath(dirpath, root)
-        rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/")
-        parts = rel_dir.split("/")
-        # a killed writer's staging folder, at the root or under the change data folder
-        in_staging = parts[0] == STAGING_DIR or parts[:2] == [CHANGE_DATA_DIR, STAGING_DIR]
-        if rel_dir == "":
-            yield from _log_temp_files(os.path.join(root, LOG_DIR))
-        # change data files are in no version's file list: like removed files, they go once older
-        # than the retention (reading the changes of such old versions is then refused by name)
-        dirs[:] = [d for d in dirs
-                   if (rel_dir == "" and d in (STAGING_DIR, CHANGE_DATA_DIR))
-                   or (rel_dir == CHANGE_DATA_DIR and d == STAGING_DIR) or in_staging
-                   or not d.startswith(("_", ".")) or _is_partition_folder(d)]
-        if rel_dir == "" and LOG_DIR in dirs:
-            dirs.remove(LOG_DIR)
-        for n in names:
-            if n.startswith((".", "_")) and not in_staging:
-                continue
-            full = os.path.join(dirpath, n)
-            try:
-                mtime = int(os.stat(full).st_mtime * 1000)
-            except FileNotFoundError:
-                continue
-            yield (f"{rel_dir}/{n}" if rel_dir else n), full, mtime
+def _considered(dirs: list[str], name: str) -> bool:
+    """Whether vacuum looks at a file in these folders: data files (also in partition folders and the
+    change data folder) and what a killed writer left in a staging folder; never the log, nor other
+    hidden files."""
+    if dirs[:1] == [STAGING_DIR] or dirs[:2] == [CHANGE_DATA_DIR, STAGING_DIR]:
+        return True  # a killed writer's staging folder, at the root or under the change data folder
+    if name.startswith((".", "_")):
+        return False
+    # change data files are in no version's file list: like removed files, they go once older
+    # than the retention (reading the changes of such old versions is then refused by name)
+    return all((i == 0 and d == CHANGE_DATA_DIR) or not d.startswith(("_", ".")) or _is_partition_folder(d)
+               for i, d in enumerate(dirs))
 
 
 # A `.tmp-*` file in the log younger than this may belong to a commit being written right now.
 LOG_TEMP_MIN_AGE_MS = 3_600_000
 
 
-def _log_temp_files(log_dir: str):
-    """Temporary files a killed writer left in `_delta_log` (never part of any version)."""
-    try:
-        names = os.listdir(log_dir)
-    except OSError:
-        return
-    for n in names:
-        if n.startswith(TEMP_PREFIX):
-            full = os.path.join(log_dir, n)
-            try:
-                mtime = int(os.stat(full).st_mtime * 1000)
-            except FileNotFoundError:
-                continue
-            if time.time() * 1000 - mtime >= LOG_TEMP_MIN_AGE_MS:  # the retention cut-off applies too
-                yield f"{LOG_DIR}/{n}", full, mtime
+def _candidates(root: str):
+    """(relative path, URI or path, mtime ms, size) of every file vacuum may consider: one listing of
+    the table, on local disk or an object store."""
+    now = time.time() * 1000
+    for info in fs.list_files(root, recursive=True):
+        if info.type != pafs.FileType.File:
+            continue
+        *dirs, name = info.path.split("/")
+        mtime = int(info.mtime.timestamp() * 1000) if info.mtime is not None else 0
+        if dirs[:1] == [LOG_DIR]:
+            # temporary files a killed writer left in `_delta_log` (never part of any version)
+            if len(dirs) == 1 and name.startswith(TEMP_PREFIX) and now - mtime >= LOG_TEMP_MIN_AGE_MS:
+                yield info.path, fs.join(root, info.path), mtime, info.size or 0
+            continue
+        if _considered(dirs, name):
+            yield info.path, fs.join(root, info.path), mtime, info.size or 0
 
 
 def _remove_empty_dirs(root: str, rel_files: list[str]) -> int:
+    """Local folders emptied by the deletes (an object store has no folders to remove)."""
+    if fs.is_object_store_uri(root):
+        return 0
     removed = 0
     dirs = sorted({os.path.dirname(p) for p in rel_files if os.path.dirname(p)}, key=len, reverse=True)
     for d in dirs:
@@ -171,20 +162,12 @@ def vacuum(table_uri: str, retain_hours: float | None = None, dry_run: bool = Fa
     keep |= {p for p in map(dv_file_path, snapshot.files.column("deletion_vector").to_pylist()) if p}
     keep |= _removed_since(snapshot, cutoff)
     keep = {p for p in keep if not is_absolute_path(p)}
-    doomed: list[tuple[str, str, int]] = []
-    for rel, full, mtime in _candidates(root):
-        if rel in keep or mtime >= cutoff:
-            continue
-        doomed.append((rel, full, mtime))
+    doomed = [(rel, full, size) for rel, full, mtime, size in _candidates(root)
+              if rel not in keep and mtime < cutoff]
     rels = sorted(r for r, _, _ in doomed)
     if dry_run:
         return rels
-    size = 0
-    for _, full, _ in doomed:
-        try:
-            size += os.path.getsize(full)
-        except OSError:
-            pass
+    size = sum(s for _, _, s in doomed)
     parameters = {"retentionCheckEnabled": not force, "defaultRetentionMillis": table_retention}
     if retain_hours is not None:
         parameters["specifiedRetentionMillis"] = retention
@@ -195,10 +178,8 @@ def vacuum(table_uri: str, retain_hours: float | None = None, dry_run: bool = Fa
     deleted = []
     for rel, full, _ in doomed:
         try:
-            os.unlink(full)
+            fs.delete_file(full)
             deleted.append(rel)
-        except FileNotFoundError:
-            pass
         except OSError as e:
             log.warning("%s: VACUUM could not delete %s: %s", root, rel, e)
     dirs = _remove_empty_dirs(root, deleted)

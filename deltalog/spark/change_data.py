@@ -3,7 +3,6 @@ of versions as one DataFrame (see `deltalog.change_data` for the log side)."""
 from __future__ import annotations
 
 import copy
-import os
 from dataclasses import replace
 from typing import Any, Sequence
 
@@ -19,6 +18,7 @@ from ..change_data import (
 from ..errors import VersionNotFoundError
 from ..paths import absolute_file_path, decode_path
 from ..schema import quote_identifier, schema_string
+from .. import filesystem as fs
 from ..storage import log_store_for
 from .reader import FILE_COLUMN, files_dataframe, local_file_expr, local_file_key, snapshot_dataframe
 from .writer import spark_schema, write_files
@@ -89,7 +89,7 @@ def changes_dataframe(spark: SparkSession, table_uri: str, start_version: int,
 
 def _check_files_exist(root: str, files: pa.Table, start_version: int) -> None:
     missing = [decode_path(p) for p in files.column("path").to_pylist()
-               if not os.path.exists(absolute_file_path(root, p))]
+               if not fs.exists(absolute_file_path(root, p))]
     if missing:
         raise VersionNotFoundError(
             f"{root}: {len(missing)} file(s) holding changes since version {start_version} were deleted by "

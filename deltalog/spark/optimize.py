@@ -13,7 +13,6 @@ from __future__ import annotations
 import copy
 import json
 import math
-import os
 import uuid
 from dataclasses import replace
 from functools import reduce
@@ -25,10 +24,9 @@ from pyspark.sql import DataFrame, SparkSession
 from ..actions import now_ms
 from ..clustering import CLUSTERING_CURVE, CLUSTERING_PROVIDER, clustering_columns
 from ..errors import InvalidTableError
-from ..paths import decode_path
+from ..paths import absolute_file_path
 from ..skipping import ALWAYS, as_expr, bind_to, prune_snapshot, resolve_column
 from ..stats import indexed_columns
-from ..storage import table_path_from_uri
 from ..table import DeltaTable
 from . import zorder
 from .reader import snapshot_dataframe
@@ -338,7 +336,7 @@ def optimize(spark: SparkSession, table_uri: str, zorder_by: Any = None, where: 
     # (sampled clustering columns, and fixed-width columns whose dictionary did not pay off in the
     # files rewritten) that is pure cost: a third of the write time on 10M unique longs and strings.
     plain_columns = set(plain_columns) | set(dictionary_free_columns(
-        [os.path.join(table_path_from_uri(table), decode_path(p)) for p in rewrite.column("path").to_pylist()]))
+        [absolute_file_path(snapshot.table_uri, p) for p in rewrite.column("path").to_pylist()]))
     parquet_options = {f"parquet.enable.dictionary#{c}": "false" for c in sorted(plain_columns)
                        if "." not in c and "#" not in c}
     adds = write_files(out_df, table, snapshot.partition_columns, snapshot.schema_json, snapshot.configuration,

@@ -36,7 +36,7 @@ from ..column_mapping import (is_mapped, mode_of, physical_names, physical_schem
                               with_arrow_field_ids)
 from ..constraints import table_constraints
 from ..errors import IncompleteWriteError, InvalidTableError, SchemaMismatchError
-from ..filesystem import arrow_filesystem, delete_file, is_object_store_uri, join, task_storage_options
+from ..filesystem import arrow_filesystem, delete_file, parquet_metadata, is_object_store_uri, join, task_storage_options
 from ..paths import (
     decode_path, encode_path, new_data_file_path, parse_partition_folder, parse_partition_value, partition_folder,
     serialize_partition_value,
@@ -67,7 +67,7 @@ def dictionary_free_columns(paths: Sequence[str], max_files: int = 8) -> list[st
     sizes: dict[str, list[int]] = {}  # column -> [stored bytes, plain bytes]
     for path in list(paths)[::step][:max_files]:
         try:
-            meta = pq.read_metadata(path)
+            meta = parquet_metadata(path)
         except (OSError, pa.ArrowException):
             continue  # only a hint: the read of the file itself reports what is wrong with it
         for g in range(meta.num_row_groups):
