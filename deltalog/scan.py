@@ -43,7 +43,7 @@ def read_data_file(store: Any, schema_json: dict[str, Any], configuration: dict[
         columns.append(column.cast(field.type) if column is not None else pa.nulls(data.num_rows, field.type))
     if positions is not None:
         columns.append(positions)
-        schema = schema.append(pa.field("row_index", pa.int64(), nullable=False))
+        schema = schema.append(pa.field("row_index", pa.int64()))
     return pa.table(columns, schema=schema)
 
 

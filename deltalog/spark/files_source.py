@@ -97,9 +97,9 @@ def read_files(spark: SparkSession, snapshot: Any, files: Any, schema: StructTyp
     spark.dataSource.register(DeltaFilesSource)
     fields = list(schema.fields)
     if with_file:
-        fields.append(StructField(file_column, StringType(), False))
+        fields.append(StructField(file_column, StringType()))
     if with_row_index:
-        fields.append(StructField(row_index_column, LongType(), False))
+        fields.append(StructField(row_index_column, LongType()))
     plan = {
         "table_uri": snapshot.table_uri, "schema": snapshot.schema_json,
         "configuration": dict(snapshot.configuration or {}), "partition_columns": list(snapshot.partition_columns),
