@@ -238,3 +238,17 @@ def parquet_metadata(uri: str, storage_options: dict[str, Any] | None = None):
     fs, path = arrow_filesystem(uri, storage_options)
     with fs.open_input_file(path) as f:
         return pq.ParquetFile(f).metadata
+
+
+_SECRET_WORDS = ("secret", "password", "token", "key", "sas", "signature", "credential")
+
+
+def redact(text: str) -> str:
+    """`text` with the values of every configured option that holds a credential replaced by `****`:
+    errors from a store may echo its configuration."""
+    with _lock:
+        values = [v for options in _configured.values() for k, v in options.items()
+                  if any(w in k.lower() for w in _SECRET_WORDS) and len(v) >= 4]
+    for v in sorted(values, key=len, reverse=True):
+        text = text.replace(v, "****")
+    return text

@@ -19,13 +19,38 @@ def test_profile_needs_only_type_and_schema(tmp_path):
     assert creds.resolve_warehouse(str(tmp_path)) == str(tmp_path / "warehouse")
 
 
-@pytest.mark.parametrize("uri", ["s3://bucket/wh", "abfss://c@acct.dfs.core.windows.net/wh", "gs://b/wh"])
-def test_an_object_store_warehouse_is_refused_not_made_a_local_folder(tmp_path, uri):
-    """Before, `s3://bucket/wh` silently became a folder named `s3:` under the project."""
+@pytest.mark.parametrize("uri", ["s3://bucket/wh", "abfss://c@acct.dfs.core.windows.net/wh", "gs://b/wh/"])
+def test_an_object_store_warehouse_stays_a_uri_never_a_local_folder(tmp_path, uri):
+    """Once, `s3://bucket/wh` silently became a folder named `s3:` under the project."""
     creds = DeltalogCredentials.from_dict({"schema": "analytics", "warehouse": uri})
-    with pytest.raises(Exception, match=r"is a \w+:// URI.*not supported yet"):
+    assert creds.resolve_warehouse(str(tmp_path)) == uri.rstrip("/")
+    assert os.listdir(tmp_path) == []
+    assert Warehouse(creds.warehouse).folder_path("analytics", "orders") == uri.rstrip("/") + "/analytics/orders"
+
+
+@pytest.mark.parametrize("uri", ["hdfs://namenode/wh", "http://host/wh", "s3:///no-bucket"])
+def test_a_warehouse_uri_nothing_can_store_tables_in_is_refused_by_name(tmp_path, uri):
+    creds = DeltalogCredentials.from_dict({"schema": "analytics", "warehouse": uri})
+    with pytest.raises(Exception, match=r"warehouse .*(cannot store tables|names no bucket)"):
         creds.resolve_warehouse(str(tmp_path))
     assert os.listdir(tmp_path) == []
+
+
+def test_storage_option_secrets_never_show_in_dbt_debug_or_errors():
+    from deltalog import filesystem
+    from dbt.adapters.deltalog.connections import _short_error
+
+    options = {"AWS_ACCESS_KEY_ID": "AKIAEXAMPLEID", "AWS_SECRET_ACCESS_KEY": "s3cr3t-value-123",
+               "AWS_REGION": "eu-west-1"}
+    creds = DeltalogCredentials.from_dict({"schema": "a", "warehouse": "s3://b/wh", "storage_options": options})
+    shown = dict(creds.connection_info())["storage_options"]
+    assert shown == {"AWS_ACCESS_KEY_ID": "****", "AWS_SECRET_ACCESS_KEY": "****", "AWS_REGION": "eu-west-1"}
+    filesystem.configure("s3://b/wh", options)
+    try:
+        message = _short_error(RuntimeError("signature with s3cr3t-value-123 for AKIAEXAMPLEID refused"))
+    finally:
+        filesystem.configure("s3://b/wh", None)
+    assert "s3cr3t" not in message and "AKIAEXAMPLEID" not in message and "****" in message
 
 
 def test_a_file_uri_warehouse_is_a_local_folder(tmp_path):

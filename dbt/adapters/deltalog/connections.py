@@ -377,6 +377,10 @@ _IO_HINTS = (
 def storage_problem(path: str) -> Optional[str]:
     """What is wrong with the file system holding `path`, when something plainly is: read-only, or no
     space left. Spark's messages often hide it ("Mkdirs failed to create ...")."""
+    from deltalog.filesystem import is_object_store_uri
+
+    if is_object_store_uri(path):
+        return None
     probe = path
     while probe and not os.path.exists(probe):
         parent = os.path.dirname(probe)
@@ -419,4 +423,6 @@ def _short_error(exc: BaseException, location: Optional[str] = None) -> str:
     hint = hint or next((h for needle, h in _IO_HINTS if needle in lowered), None)
     if hint:
         message += f". {hint}"
-    return message or type(exc).__name__
+    from deltalog.filesystem import redact
+
+    return redact(message) or type(exc).__name__
