@@ -62,8 +62,8 @@ def _project(root: str, warehouse: str, master: str, storage_options: dict | Non
                     spark.cores.max: "2"
             """))
         if storage_options:
-            f.write("          storage_options:\n"
-                    + "".join(f"            {k}: '{v}'\n" for k, v in storage_options.items()))
+            f.write("      storage_options:\n"
+                    + "".join(f"        {k}: '{v}'\n" for k, v in storage_options.items()))
     for name, sql in MODELS.items():
         with open(os.path.join(project, "models", name), "w") as f:
             f.write(sql)
