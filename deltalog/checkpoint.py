@@ -41,13 +41,16 @@ FILES_SCHEMA = pa.schema([
 TOMBSTONES_SCHEMA = pa.schema([
     ("path", pa.string()), ("deletion_timestamp", pa.int64()), ("size", pa.int64()),
     ("data_change", pa.bool_()), ("partition_values", STRING_MAP),
+    # a tombstone is (path, DV): the DV file stays needed while the tombstone is retained
+    ("deletion_vector", DELETION_VECTOR),
 ])
 # log name -> snapshot column name
 _ADD_COLUMNS = {"path": "path", "partitionValues": "partition_values", "size": "size",
                 "modificationTime": "modification_time", "dataChange": "data_change", "stats": "stats",
                 "tags": "tags", "deletionVector": "deletion_vector"}
 _REMOVE_COLUMNS = {"path": "path", "deletionTimestamp": "deletion_timestamp", "size": "size",
-                   "dataChange": "data_change", "partitionValues": "partition_values"}
+                   "dataChange": "data_change", "partitionValues": "partition_values",
+                   "deletionVector": "deletion_vector"}
 
 # The protocol's checkpoint schema, as written here.
 CHECKPOINT_SCHEMA = pa.schema([
@@ -60,6 +63,7 @@ CHECKPOINT_SCHEMA = pa.schema([
     ("remove", pa.struct([
         ("path", pa.string()), ("deletionTimestamp", pa.int64()), ("dataChange", pa.bool_()),
         ("extendedFileMetadata", pa.bool_()), ("partitionValues", STRING_MAP), ("size", pa.int64()),
+        ("deletionVector", DELETION_VECTOR),
     ])),
     ("metaData", pa.struct([
         ("id", pa.string()), ("name", pa.string()), ("description", pa.string()),

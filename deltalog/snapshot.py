@@ -117,6 +117,7 @@ def _removes_table(removes: list[dict[str, Any]]) -> pa.Table:
         pa.array([r.get("size") for r in removes], pa.int64()),
         pa.array([r.get("dataChange", True) for r in removes], pa.bool_()),
         pa.array([r.get("partitionValues") for r in removes], cp.STRING_MAP),
+        pa.array([_dv(r.get("deletionVector")) for r in removes], cp.DELETION_VECTOR),
     ], schema=cp.TOMBSTONES_SCHEMA)
 
 
@@ -141,7 +142,8 @@ def reconcile(base_files: pa.Table, base_tombstones: pa.Table,
     touched = keys.column("key")
     base_keys = file_keys(decode_paths(base_files.column("path")), base_files.column("deletion_vector"))
     keep_files = pc.invert(pc.is_in(base_keys, value_set=touched))
-    keep_tombs = pc.invert(pc.is_in(decode_paths(base_tombstones.column("path")), value_set=touched))
+    tomb_keys = file_keys(decode_paths(base_tombstones.column("path")), base_tombstones.column("deletion_vector"))
+    keep_tombs = pc.invert(pc.is_in(tomb_keys, value_set=touched))
     files = _compact(pa.concat_tables([_keep(base_files, keep_files), new_adds]))
     tombstones = _compact(pa.concat_tables([_keep(base_tombstones, keep_tombs), new_removes]))
     return files, tombstones

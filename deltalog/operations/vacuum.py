@@ -38,9 +38,13 @@ def _removed_since(snapshot: Snapshot, cutoff_ms: int) -> set[str]:
     retention, which may be shorter than the one asked for)."""
     out = set()
     t = snapshot.tombstones
-    for path, ts in zip(t.column("path").to_pylist(), t.column("deletion_timestamp").to_pylist()):
+    for path, ts, dv in zip(t.column("path").to_pylist(), t.column("deletion_timestamp").to_pylist(),
+                            t.column("deletion_vector").to_pylist()):
         if (ts or 0) > cutoff_ms:
             out.add(decode_path(path))
+            dv_file = dv_file_path(dv)
+            if dv_file:
+                out.add(dv_file)
     store = snapshot.store
     for f in store.list_from(0):
         if f.kind != "commit" or f.version is None or f.version > snapshot.version:

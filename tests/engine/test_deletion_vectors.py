@@ -169,3 +169,46 @@ def test_changes_by_file_refuse_files_with_deletion_vectors():
     require(source)
     with pytest.raises(UnsupportedFeatureError, match="deletion vectors"):
         commit_changes(log_store_for(str(source)), 0)  # version 1 re-adds the file with its DV
+
+
+def test_a_checkpointed_tombstone_keeps_the_dv_file_it_names(tmp_path):
+    """Two DELETEs mark rows of one file: the second's `remove` names the first DV. After a checkpoint
+    and log cleanup (the commits that named that DV are gone), the tombstone still carries it, so
+    VACUUM keeps the old DV file while the tombstone is retained, and the older version still reads."""
+    from deltalog import DeltaTable
+    from deltalog.actions import now_ms
+    from deltalog.checkpoint import write_checkpoint
+    from deltalog.deletion_vectors import dv_file_path, mark_rows
+
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, pa.table({"id": pa.array(range(100), pa.int64())}),
+                    configuration={"delta.enableDeletionVectors": "true"})
+    table = DeltaTable(uri)
+    for rows in ([1, 2], [3]):
+        txn = table.transaction()
+        add = txn.snapshot.add_files()[0]
+        txn.read_files([add])
+        marked = mark_rows(txn.store, [(add, rows)], now_ms())
+        txn.add_actions([*marked.removes, *marked.adds])
+        txn.commit(operation="DELETE")
+    snap = Snapshot.load(uri)
+    first_dv = dv_file_path(Snapshot.load(uri, version=1).add_files()[0].deletion_vector)
+    write_checkpoint(snap.store, snap)
+    for v in range(3):  # log cleanup: only the checkpoint holds the tombstones now
+        os.remove(os.path.join(uri, "_delta_log", f"{v:020d}.json"))
+    reloaded = Snapshot.load(uri)
+    assert [dv_file_path(d) for d in reloaded.tombstones.column("deletion_vector").to_pylist()
+            if d] == [first_dv]
+    checkpoint = pq.read_table(os.path.join(uri, "_delta_log", f"{2:020d}.checkpoint.parquet"))
+    assert [r["deletionVector"]["cardinality"] for r in checkpoint.column("remove").to_pylist()
+            if r and r["deletionVector"]] == [2]
+    old = os.path.join(uri, first_dv)
+    eight_days_ago = os.path.getmtime(old) - 8 * 86400
+    os.utime(old, (eight_days_ago, eight_days_ago))  # older than the retention; its tombstone is not
+    assert first_dv not in vacuum(uri)
+    assert os.path.exists(old)
+    assert sorted(read_table(Snapshot.load(uri)).column("id").to_pylist()) == \
+        [i for i in range(100) if i not in (1, 2, 3)]
+    from deltalake import QueryBuilder
+    dt = deltalake.DeltaTable(uri)
+    assert QueryBuilder().register("t", dt).execute("select count(*) as n from t").read_all()["n"][0].as_py() == 97
