@@ -102,3 +102,10 @@ def test_views_and_schemas_live_in_the_bucket(builds, s3):
     assert "select" in sql.lower()
     assert not any(p in SPARK_LITTER for p in os.listdir(builds["s3"][0]))
     assert not (builds["s3"][0] / "warehouse").exists(), "an s3:// warehouse must not become a local folder"
+
+
+def test_the_log_says_which_data_path_is_in_use_and_keeps_secrets_out(builds, s3):
+    log = (builds["s3"][0] / "logs" / "dbt.log").read_text(errors="replace")
+    assert "through pyarrow's file system" in log
+    assert "no Hadoop connector for s3a://" in log and "hadoop-aws" in log
+    assert s3.storage_options()["AWS_SECRET_ACCESS_KEY"] not in log

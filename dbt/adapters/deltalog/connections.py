@@ -19,6 +19,22 @@ from dbt.adapters.deltalog.catalog_sql import rewrite_time_travel, show_statemen
 from deltalog.errors import DeltaError
 
 logger = AdapterLogger("Deltalog")
+_hadoop_described: set = set()
+
+
+def _configure_hadoop(spark, root: str, storage_options: Dict[str, str]) -> None:
+    """The storage options as Spark's Hadoop connector settings too (for a python model's own
+    spark.read of the bucket), and which path table data takes, said once per warehouse in the log."""
+    from deltalog.filesystem import redact
+    from deltalog.spark import hadoop
+
+    hadoop.apply(spark, root, storage_options)
+    if root in _hadoop_described:
+        return
+    _hadoop_described.add(root)
+    _, why = hadoop.connector(spark, root)
+    logger.debug(redact(f"{root}: table data files are written and read by Spark tasks through pyarrow's "
+                        f"file system at their final keys (no rename, no listing); {why}."))
 
 
 @dataclass
@@ -341,6 +357,7 @@ class DeltalogConnectionManager(SparkConnectionManager):
             from deltalog import filesystem
 
             filesystem.configure(warehouse.root, creds.storage_options)  # every table under it uses them
+            _configure_hadoop(spark, warehouse.root, creds.storage_options)
         try:
             from dbt.adapters.deltalog.session import check_warehouse_shared
 
