@@ -978,6 +978,7 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
     # rows whose id the matching join did not see, without joining the target a second time.
     source = source_df.withColumn(_SOURCE_ID, F.monotonically_increasing_id()).persist(StorageLevel.MEMORY_AND_DISK)
     matched_rows = None
+    phases = _Phases(f"{operation} {name}")
     try:
         # 1. Candidate files: min/max of the source's equi-join keys (in the job that counts and caches
         # the source), and target-only conjuncts.
@@ -993,6 +994,7 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
             else:
                 aggs += [F.min(c).alias(f"mn{i}"), F.max(c).alias(f"mx{i}")]
         bounds = source.agg(*aggs).collect()[0]
+        phases.done("source")
         num_source = bounds["n"]
         if num_source == 0 and not by_source:
             return _record_only(txn, app_transactions, operation, extra_commit_info)
@@ -1094,6 +1096,7 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
         if acting is not None and marking:
             # merge-on-read needs the changed rows' positions on the driver anyway (for the DVs)
             hit_rows = acting.select(FILE_COLUMN, ROW_INDEX_COLUMN, _ACTION).toArrow()
+            phases.done("match")
             per_file = _actions_per_file(hit_rows)
         elif acting is not None:
             per_file = (acting.groupBy(FILE_COLUMN, ROW_INDEX_COLUMN)
@@ -1191,6 +1194,7 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
         adds = write_files(out, name, snapshot.partition_columns, txn.metadata.schema_json,
                            dict(txn.metadata.configuration), method=method, store_partition_columns=materialize)
         written = _sum_records(adds)
+        phases.done("write")
         if marking and touched.num_rows:
             try:
                 marked = deletion_vectors.mark_rows(snapshot.store, _rows_by_file(snapshot, touched, hit_rows), now_ms())
@@ -1264,12 +1268,32 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
         }
         if marked is not None:
             metrics["numTargetDeletionVectorsAdded"] = len(marked.adds)
-        return txn.commit_or_discard([*adds, *written_dv, *cdc], operation=operation, parameters=params, metrics=metrics,
-                                  user_metadata=user_metadata, extra_commit_info=extra_commit_info)
+        version = txn.commit_or_discard([*adds, *written_dv, *cdc], operation=operation, parameters=params,
+                                        metrics=metrics, user_metadata=user_metadata,
+                                        extra_commit_info=extra_commit_info)
+        phases.done("commit")
+        return version
     finally:
+        phases.log()
         source.unpersist()
         if matched_rows is not None:
             matched_rows.unpersist()
+
+
+class _Phases:
+    """Seconds spent in each phase of an operation, logged at debug level (where a slow merge goes)."""
+
+    def __init__(self, what: str):
+        self.what, self.last, self.spent = what, time.time(), []
+
+    def done(self, phase: str) -> None:
+        now = time.time()
+        self.spent.append((phase, now - self.last))
+        self.last = now
+
+    def log(self) -> None:
+        if self.spent:
+            log.debug("%s: %s", self.what, ", ".join(f"{p} {s:.2f} s" for p, s in self.spent))
 
 
 def _set_transactions(app_transactions: dict[str, int] | None) -> list[SetTransaction]:
