@@ -5,6 +5,9 @@
 hooks: `adopt:K`   after the K-th staged Spark output file was moved into the table (the rest are still
                    in `_delta_staging/`), before the commit;
        `commit_temp` the commit's bytes are in the log's temp file, not yet linked into place.
+With a fourth argument `delete`, the child runs a DELETE of the even ids instead of the append (on a
+table with deletion vectors: it marks rows), and the hook `dv_written` kills it after the new DV file
+is written, before the commit; `none` kills nothing.
 """
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ def die() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def main(uri: str, hook: str, batch: int) -> None:
+def main(uri: str, hook: str, batch: int, operation: str = "append") -> None:
     name, _, arg = hook.partition(":")
     n = int(arg or 1)
     if not (os.environ.get("JAVA_HOME") or shutil.which("java")):
@@ -66,8 +69,25 @@ def main(uri: str, hook: str, batch: int) -> None:
             self._write_temp(data)
             die()
         LocalLogStore.write_if_absent = write_if_absent
+    elif name == "none":
+        pass  # a writer that is not killed
+    elif name == "dv_written":
+        from deltalog import deletion_vectors
+
+        original_dv = deletion_vectors.write_deletion_vectors
+
+        def write_deletion_vectors(*args, **kwargs):
+            out = original_dv(*args, **kwargs)
+            die()
+            return out
+        deletion_vectors.write_deletion_vectors = write_deletion_vectors
     else:
         raise SystemExit(f"unknown hook {hook!r}")
+    if operation == "delete":
+        print("ready", flush=True)
+        operations.delete(spark, uri, "id % 2 = 0", extra_commit_info={"batch": batch})
+        print("committed", flush=True)
+        return
     ids = batch_ids(batch)
     df = spark.createDataFrame([(i, f"p{i % 2}", batch) for i in ids], "id long, part string, batch long")
     print("ready", flush=True)
@@ -76,4 +96,4 @@ def main(uri: str, hook: str, batch: int) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]))
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), *sys.argv[4:5])

@@ -275,3 +275,50 @@ def test_spark_writer_killed(tmp_path, hook):
         assert staged, "the files not yet adopted should still be in _delta_staging"
         assert len(chk.orphans) > len(staged), "the adopted file should be in the table folder"
     run_vacuum_and_check(uri, chk)
+
+
+def _dv_rows(uri: str) -> tuple[int, list[int]]:
+    """(version, ids) as delta-rs reads a table with deletion vectors (through its query engine)."""
+    import deltalake
+    from deltalake import QueryBuilder
+    dt = deltalake.DeltaTable(uri)
+    t = QueryBuilder().register("t", dt).execute("select id from t").read_all()
+    return dt.version(), sorted(t.column("id").to_pylist())
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("hook", ["dv_written:1", "commit_temp"])
+def test_spark_dv_delete_killed(tmp_path, hook):
+    """A DELETE on a table with deletion vectors killed after its DV file is written (or with its commit
+    in the log's temp file): the table still reads at the last version with every row (deltalog and
+    delta-rs), the dead DV file is an orphan no version names, the next DELETE lands the next version
+    marking the rows, and vacuum removes the orphan once past retention and keeps the live DV."""
+    pytest.importorskip("pyspark")
+    from deltalog.deletion_vectors import dv_file_path
+    from deltalog.operations.vacuum import vacuum
+    from deltalog.scan import read_table
+
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, batch_table(0), configuration={"delta.enableDeletionVectors": "true"})
+    everything = sorted(batch_ids(0))
+    proc = subprocess.run([sys.executable, SPARK_CHILD, uri, hook, "1", "delete"], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == -9, f"the hook did not fire ({proc.returncode}):\n{proc.stdout}\n{proc.stderr[-3000:]}"
+    assert _dv_rows(uri) == (0, everything)
+    assert sorted(read_table(Snapshot.load(uri)).column("id").to_pylist()) == everything
+    dead = [p for p in os.listdir(uri) if p.startswith("deletion_vector_")]
+    assert len(dead) == 1  # written before the kill, named by no commit
+    proc = subprocess.run([sys.executable, SPARK_CHILD, uri, "none", "2", "delete"], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    odd = [i for i in everything if i % 2]
+    assert _dv_rows(uri) == (1, odd)
+    live = {dv_file_path(a.deletion_vector) for a in Snapshot.load(uri).add_files() if a.deletion_vector}
+    assert live and dead[0] not in live
+    old = time.time() - 8 * 24 * 3600
+    for name in os.listdir(uri):
+        if name.startswith("deletion_vector_") or name.endswith(".parquet"):
+            os.utime(os.path.join(uri, name), (old, old))
+    assert vacuum(uri) == dead
+    assert sorted(p for p in os.listdir(uri) if p.startswith("deletion_vector_")) == sorted(live)
+    assert _dv_rows(uri) == (1, odd)
