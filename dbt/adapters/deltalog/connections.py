@@ -415,6 +415,21 @@ def storage_problem(path: str) -> Optional[str]:
     return None
 
 
+def _worker_environment_hint(text: str) -> Optional[str]:
+    """A Python task of Spark that could not import a module: the executors' interpreter is not this
+    environment."""
+    if "Python worker" not in text and "PythonException" not in text:
+        return None
+    missing = re.search(r"No module named '([\w.]+)'", text)
+    if not missing:
+        return None
+    interpreter = os.environ.get("PYSPARK_PYTHON") or "python3"
+    return (f"Spark's Python workers could not import {missing.group(1)!r}: executors run Python tasks with "
+            f"{interpreter} (spark.pyspark.python / PYSPARK_PYTHON), which needs dbt-deltalog and its "
+            f"dependencies installed. Install them at that path on every worker, or pack this environment "
+            f"(venv-pack) and ship it with spark.archives (README: On a cluster)")
+
+
 def _short_error(exc: BaseException, location: Optional[str] = None) -> str:
     """One message for an error from Spark, the engine or the file system: Spark's message without its
     JVM stack trace, plus the root cause ("Caused by: ...") and what it means for the common I/O
@@ -438,6 +453,7 @@ def _short_error(exc: BaseException, location: Optional[str] = None) -> str:
     lowered = (message + " " + root).lower()
     hint = storage_problem(location) if location else None
     hint = hint or next((h for needle, h in _IO_HINTS if needle in lowered), None)
+    hint = hint or _worker_environment_hint(text)
     if hint:
         message += f". {hint}"
     from deltalog.filesystem import redact
