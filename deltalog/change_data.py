@@ -6,7 +6,10 @@ delete), into `_change_data/` files named by `cdc` actions. Commits that only ad
 remove whole files need none: their adds are the inserts and their removes the deletes.
 
 Read side (`commit_changes`): per commit, its `cdc` files when it has any, otherwise its data-changing
-adds (inserts) and removes (deletes), with the commit's version and timestamp.
+adds (inserts) and removes (deletes), with the commit's version and timestamp. A commit of another
+writer that marked rows in deletion vectors without writing change data (a `remove` and an `add` of the
+same file with different DVs) changed exactly the rows in one DV and not the other: they are given as
+that file read through an inline DV that deletes every other row (`by_rows`).
 """
 from __future__ import annotations
 
@@ -51,6 +54,9 @@ class CommitChanges:
     cdc: pa.Table = field(default_factory=FILES_SCHEMA.empty_table)
     inserted: pa.Table = field(default_factory=FILES_SCHEMA.empty_table)
     deleted: pa.Table = field(default_factory=FILES_SCHEMA.empty_table)
+    # some file of `inserted` / `deleted` stands for some of its rows (a DV selects them): the same
+    # path may appear in several commits, so each such commit is read on its own
+    by_rows: bool = False
 
 
 def _enabled_at(store: LogStore, version: int) -> bool:
@@ -104,11 +110,9 @@ def commit_changes(store: LogStore, start_version: int, end_version: int | None 
         if cdc:
             commit.cdc = files_table(cdc)
         else:
-            marked = [a["path"] for a in adds + removes if a.get("deletionVector")]
-            if marked:
-                raise UnsupportedFeatureError(
-                    f"{root}: version {v} has files with deletion vectors and no change data files (e.g. "
-                    f"{decode_path(marked[0])}); its changed rows cannot be read.")
+            if any(a.get("deletionVector") for a in adds + removes):
+                adds, removes = _row_changes(store, v, adds, removes)
+                commit.by_rows = True
             if removes and enabled is None:
                 enabled = _enabled_at(store, start - 1)
             if removes and not enabled:
@@ -119,3 +123,49 @@ def commit_changes(store: LogStore, start_version: int, end_version: int | None 
             commit.inserted, commit.deleted = files_table(adds), files_table(removes)
         out.append(commit)
     return end_snapshot, out
+
+
+def _row_changes(store: LogStore, version: int, adds: list[dict[str, Any]], removes: list[dict[str, Any]]
+                 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A commit's inserted and deleted rows as (adds, removes) read through their DVs: a file added
+    with a DV inserted its rows the DV keeps, a file removed with one deleted its live rows, and a file
+    both removed and added (its DV replaced) deleted the rows only the new DV holds and brought back
+    the rows only the old one held."""
+    from pyroaring import BitMap64
+
+    from .deletion_vectors import inline_descriptor, read_deletion_vector
+    from .filesystem import parquet_metadata
+    from .paths import absolute_file_path
+
+    removed = {decode_path(r["path"]): r for r in removes}
+    out_adds, out_removes, paired = [], [], set()
+    for a in adds:
+        path = decode_path(a["path"])
+        r = removed.get(path)
+        if r is None:
+            out_adds.append(a)
+            continue
+        paired.add(path)
+        old = read_deletion_vector(store, r["deletionVector"]) if r.get("deletionVector") else BitMap64()
+        new = read_deletion_vector(store, a["deletionVector"]) if a.get("deletionVector") else BitMap64()
+        rows = _num_records(a) or _num_records(r)
+        if rows is None:
+            rows = parquet_metadata(absolute_file_path(store.table_uri, path),
+                                    getattr(store, "storage_options", None)).num_rows
+        every = BitMap64()
+        every.add_range(0, rows)
+        for changed, bucket in ((new - old, out_removes), (old - new, out_adds)):
+            if len(changed):
+                # read the file keeping only the changed rows: the DV deletes all the others
+                bucket.append({**a, "deletionVector": inline_descriptor(every - changed)})
+    out_removes += [r for r in removes if decode_path(r["path"]) not in paired]
+    return out_adds, out_removes
+
+
+def _num_records(action: dict[str, Any]) -> int | None:
+    import json
+
+    try:
+        return json.loads(action.get("stats") or "{}").get("numRecords")
+    except ValueError:
+        return None

@@ -178,6 +178,14 @@ def serialize_bitmap(bitmap: Any) -> bytes:
     return struct.pack("<i", MAGIC) + bitmap.serialize()
 
 
+def inline_descriptor(bitmap: Any) -> dict[str, Any]:
+    """An inline (`i`) descriptor holding `bitmap`: Z85 of its bytes, zero-padded to whole 4-byte words."""
+    data = serialize_bitmap(bitmap)
+    padded = data + b"\x00" * (-len(data) % 4)
+    return {"storageType": "i", "pathOrInlineDv": z85_encode(padded), "offset": None,
+            "sizeInBytes": len(data), "cardinality": len(bitmap)}
+
+
 def dv_file_path(dv: dict[str, Any] | None) -> str | None:
     """The table-relative path of the file a DV lives in (None: inline, absolute or no DV)."""
     return relative_path(dv) if dv and dv.get("storageType") == "u" else None

@@ -64,7 +64,17 @@ def changes_dataframe(spark: SparkSession, table_uri: str, start_version: int,
     cdc_view.metadata = replace(snapshot.metadata, schema_string=schema_string(with_change_type(snapshot.schema_json)))
     parts = []
     for kind, view in (("cdc", cdc_view), ("inserted", snapshot), ("deleted", snapshot)):
-        files = [(c.version, c.timestamp, getattr(c, kind)) for c in commits if getattr(c, kind).num_rows]
+        # commits whose files stand for some of their rows are read one by one: a path (and its DV)
+        # may appear in several of them
+        for c in commits if kind != "cdc" else []:
+            if c.by_rows and getattr(c, kind).num_rows:
+                _check_files_exist(snapshot.table_uri, getattr(c, kind), start_version)
+                rows = files_dataframe(spark, view, getattr(c, kind))
+                parts.append(rows.select(*columns, F.lit(INSERT if kind == "inserted" else DELETE).alias(CHANGE_TYPE_COLUMN),
+                                         F.lit(c.version).cast("long").alias(COMMIT_VERSION_COLUMN),
+                                         F.timestamp_millis(F.lit(c.timestamp)).alias(COMMIT_TIMESTAMP_COLUMN)))
+        files = [(c.version, c.timestamp, getattr(c, kind)) for c in commits
+                 if getattr(c, kind).num_rows and not (c.by_rows and kind != "cdc")]
         if not files:
             continue
         table = pa.concat_tables([f for _, _, f in files])

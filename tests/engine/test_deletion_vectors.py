@@ -161,14 +161,30 @@ def test_a_dv_table_of_another_writer_is_appended_to_and_vacuumed(tmp_path):
     assert deltalake.DeltaTable(str(table)).version() == 2
 
 
-def test_changes_by_file_refuse_files_with_deletion_vectors():
-    from deltalog.change_data import commit_changes
+def test_changes_of_a_dv_delete_are_its_marked_rows_and_need_the_feed_on():
+    """Version 1 of this kernel table marks rows 0 and 9 in a DV (a remove and an add of the same file):
+    as changes, that is a delete of exactly those rows, read through an inline DV. The table never had
+    the change data feed on, so its changes are refused by version, naming the feed."""
+    from deltalog.change_data import _row_changes, commit_changes
     from deltalog.storage import log_store_for
 
     source = CONFORMANCE / "wild/kernel/table-with-dv-small"
     require(source)
-    with pytest.raises(UnsupportedFeatureError, match="deletion vectors"):
-        commit_changes(log_store_for(str(source)), 0)  # version 1 re-adds the file with its DV
+    store = log_store_for(str(source))
+    with pytest.raises(UnsupportedFeatureError, match="change data feed was off"):
+        commit_changes(store, 1)
+    import json
+    actions = [json.loads(x) for x in (source / "_delta_log" / f"{1:020d}.json").read_text().splitlines()]
+    adds = [a["add"] for a in actions if "add" in a]
+    removes = [a["remove"] for a in actions if "remove" in a]
+    inserted, deleted = _row_changes(store, 1, adds, removes)
+    assert inserted == []
+    assert len(deleted) == 1 and deleted[0]["deletionVector"]["storageType"] == "i"
+    kept = read_deletion_vector(store, deleted[0]["deletionVector"])
+    file_rows = pq.read_table(str(source / deleted[0]["path"]))
+    changed = [r for i, r in enumerate(file_rows.column("value").to_pylist()) if i not in kept]
+    assert sorted(changed) == [0, 9]  # the DELETE's predicate: value IN (0, 9)
+
 
 
 def test_a_checkpointed_tombstone_keeps_the_dv_file_it_names(tmp_path):

@@ -132,3 +132,48 @@ def test_a_rewrite_made_while_the_feed_was_off_is_refused_by_version(spark, tmp_
 def test_other_writers_change_data_reads_as_delta_rs_reads_it(spark, name):
     uri = str(require(WILD / name))
     assert _ours(spark, uri, 0) == _theirs(uri, 0)
+
+
+def test_rows_marked_in_deletion_vectors_without_change_data_files(spark, tmp_path):
+    """Another writer's DELETEs that marked rows in DVs and wrote no change data: each commit's changes
+    are exactly the rows its new DV added (read from the file through the DVs), then, when the file
+    goes, its rows still live; a DV shrinking (rows brought back) reads as inserts."""
+    from deltalog import DeltaTable, write_deltalake
+    from deltalog.actions import now_ms
+    from deltalog.deletion_vectors import mark_rows
+
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, pa.table({"id": pa.array(range(10), pa.int64()), "v": pa.array([7] * 10, pa.int64())}),
+                    configuration={**CDF, "delta.enableDeletionVectors": "true"})
+    table = DeltaTable(uri)
+
+    def commit(actions_of):
+        txn = table.transaction()
+        add = txn.snapshot.add_files()[0]
+        txn.read_files([add])
+        txn.add_actions(actions_of(txn, add))
+        return txn.commit(operation="DELETE")
+
+    def marked(rows):
+        return lambda txn, add: (lambda m: [*m.removes, *m.adds])(mark_rows(txn.store, [(add, rows)], now_ms()))
+
+    v1 = commit(marked([1, 2]))
+    v2 = commit(marked([2, 5]))  # row 2 was already gone: only 5 is new
+    v3 = commit(lambda txn, add: [add.remove()])  # the file goes with its DV: its live rows
+    assert _changes(spark, uri, v1) == [("delete", 1, 7), ("delete", 2, 7)]
+    assert _changes(spark, uri, v2) == [("delete", 5, 7)]
+    assert _changes(spark, uri, v3) == [("delete", i, 7) for i in range(10) if i not in (1, 2, 5)]
+    every = changes_dataframe(spark, uri, 0).collect()
+    assert sorted((r["_commit_version"], r["id"]) for r in every if r["_change_type"] == "delete") == \
+        [(1, 1), (1, 2), (2, 5)] + [(3, i) for i in range(10) if i not in (1, 2, 5)]
+    assert sorted(r["id"] for r in every if r["_change_type"] == "insert") == list(range(10))
+
+    # a DV replaced by a smaller one (rows brought back, as RESTORE does): those rows read as inserts
+    uri2 = str(tmp_path / "t2")
+    write_deltalake(uri2, pa.table({"id": pa.array(range(4), pa.int64()), "v": pa.array([1] * 4, pa.int64())}),
+                    configuration={**CDF, "delta.enableDeletionVectors": "true"})
+    table = DeltaTable(uri2)
+    commit(marked([0, 3]))
+    before = Snapshot.load(uri2, version=0).add_files()[0]
+    back = commit(lambda txn, add: [add.remove(), before])  # the file without its DV again
+    assert _changes(spark, uri2, back) == [("insert", 0, 1), ("insert", 3, 1)]
