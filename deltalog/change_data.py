@@ -111,7 +111,7 @@ def commit_changes(store: LogStore, start_version: int, end_version: int | None 
             commit.cdc = files_table(cdc)
         else:
             if any(a.get("deletionVector") for a in adds + removes):
-                adds, removes = _row_changes(store, v, adds, removes)
+                adds, removes = _row_changes(store, adds, removes)
                 commit.by_rows = True
             if removes and enabled is None:
                 enabled = _enabled_at(store, start - 1)
@@ -125,7 +125,7 @@ def commit_changes(store: LogStore, start_version: int, end_version: int | None 
     return end_snapshot, out
 
 
-def _row_changes(store: LogStore, version: int, adds: list[dict[str, Any]], removes: list[dict[str, Any]]
+def _row_changes(store: LogStore, adds: list[dict[str, Any]], removes: list[dict[str, Any]]
                  ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """A commit's inserted and deleted rows as (adds, removes) read through their DVs: a file added
     with a DV inserted its rows the DV keeps, a file removed with one deleted its live rows, and a file

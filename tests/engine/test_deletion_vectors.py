@@ -177,7 +177,7 @@ def test_changes_of_a_dv_delete_are_its_marked_rows_and_need_the_feed_on():
     actions = [json.loads(x) for x in (source / "_delta_log" / f"{1:020d}.json").read_text().splitlines()]
     adds = [a["add"] for a in actions if "add" in a]
     removes = [a["remove"] for a in actions if "remove" in a]
-    inserted, deleted = _row_changes(store, 1, adds, removes)
+    inserted, deleted = _row_changes(store, adds, removes)
     assert inserted == []
     assert len(deleted) == 1 and deleted[0]["deletionVector"]["storageType"] == "i"
     kept = read_deletion_vector(store, deleted[0]["deletionVector"])
