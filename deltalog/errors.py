@@ -52,10 +52,15 @@ class ConcurrentModificationError(DeltaError):
     """Base of the conflicts a losing transaction raises. Nothing was committed by the loser."""
 
     def __init__(self, message: str, *, winning_version: int | None = None,
-                 winning_operation: str | None = None):
+                 winning_operation: str | None = None, winner_changed_data: bool = True,
+                 row_level: bool = False):
         super().__init__(message)
         self.winning_version = winning_version
         self.winning_operation = winning_operation
+        # False when the winner only rearranged rows (OPTIMIZE: every file action dataChange=false)
+        self.winner_changed_data = winner_changed_data
+        # the table marks rows in deletion vectors at WriteSerializable (row-level concurrency)
+        self.row_level = row_level
 
 
 class ProtocolChangedException(ConcurrentModificationError):

@@ -86,6 +86,51 @@ _READER_WRITER_FEATURES = frozenset({"timestampNtz", "vacuumProtocolCheck", "col
 _LEGACY_WRITER_2_FEATURES = ("appendOnly", "invariants")
 
 
+# How many times an operation runs again after losing to a commit that only rearranged rows.
+RERUNS = 3
+
+
+def reruns_after_conflict(rerun_if: Callable[[ConcurrentModificationError], bool]) -> Callable:
+    """Decorates an operation that plans, writes and commits one transaction: when its commit loses to
+    a concurrent one and `rerun_if(conflict)` holds, the operation runs again from the start on the
+    table as it now is (the files it wrote for the lost commit are discarded already), up to RERUNS
+    times; then the last conflict is raised.
+
+    Row-level concurrency (DVs at WriteSerializable) lets OPTIMIZE and DML on the same files both land
+    this way. Without row tracking a loser cannot carry its work over to the winner's files (which rows
+    of the rewritten files are the ones it marked is not recorded), so it redoes it; that is sound
+    because OPTIMIZE changes no row a reader sees, so running the DML after it (or OPTIMIZE after the
+    DML) is a serial order of the two."""
+    import functools
+
+    def decorate(operation: Callable) -> Callable:
+        @functools.wraps(operation)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            reruns = 0
+            while True:
+                try:
+                    return operation(*args, **kwargs)
+                except ConcurrentModificationError as conflict:
+                    if reruns == RERUNS or not rerun_if(conflict):
+                        raise
+                    reruns += 1
+                    log.info("%s lost to a concurrent %s (version %s); running it again on the table as "
+                             "it now is (rerun %d of %d)", operation.__name__, conflict.winning_operation,
+                             conflict.winning_version, reruns, RERUNS)
+        return run
+    return decorate
+
+
+def rearranged_only(conflict: ConcurrentModificationError) -> bool:
+    """A DML's rerun rule: the winner only rearranged rows (OPTIMIZE), on a table with row-level concurrency."""
+    return conflict.row_level and not conflict.winner_changed_data
+
+
+def row_level(conflict: ConcurrentModificationError) -> bool:
+    """OPTIMIZE's rerun rule: any winner, on a table with row-level concurrency."""
+    return conflict.row_level
+
+
 def _engine_version() -> str:
     try:
         from importlib.metadata import version
@@ -239,6 +284,10 @@ class _WinningCommit:
         self.domains = [a for a in actions if isinstance(a, DomainMetadata)]
         # An absent flag means "not blind", as delta-spark reads it.
         self.is_blind_append = bool(self.commit_info and self.commit_info.is_blind_append)
+        # OPTIMIZE and the like: the same rows in other files, no change to what a reader sees
+        files = [*self.adds, *self.removes]
+        self.changes_data = bool(self.protocol or self.metadata or self.change_files
+                                 or any(a.data_change for a in files))
         self.timestamp = (self.commit_info.timestamp if self.commit_info else None) or now_ms()
         # the time readers give this version: its in-commit timestamp when it has one
         ict = self.commit_info.extra.get("inCommitTimestamp") if self.commit_info else None
@@ -675,7 +724,17 @@ class Transaction:
             f"{cls.__name__}: {self.table_uri}: {what} by a concurrent {winner.operation} committed as "
             f"version {winner.version} (this transaction read version {self.read_version}). Nothing was "
             f"committed. {advice}",
-            winning_version=winner.version, winning_operation=winner.operation)
+            winning_version=winner.version, winning_operation=winner.operation,
+            winner_changed_data=winner.changes_data, row_level=self._row_level_concurrency())
+
+    def _row_level_concurrency(self) -> bool:
+        """Whether the table marks rows in DVs at WriteSerializable (its own level, also for an
+        OPTIMIZE, which commits at SnapshotIsolation)."""
+        md = self.metadata
+        conf = md.configuration if md is not None else {}
+        raw = self.isolation_level_override or conf.get(ISOLATION_LEVEL_KEY)
+        level = validate_isolation_level(raw, self.table_uri) if raw else DEFAULT_ISOLATION_LEVEL
+        return level == WRITE_SERIALIZABLE and deletion_vectors.is_enabled(conf)
 
     def _check_conflicts(self, winner: _WinningCommit, level: str) -> dict[str, tuple[AddFile, Any]]:
         """Raises the conflict `winner` makes for this transaction, if any. Returns, for the files this

@@ -39,6 +39,7 @@ from ..constraints import check_constraints
 from ..definition import TableDefinition, added_checks, changed_properties, describe_change
 from ..snapshot import files_table
 from ..table import DeltaTable, new_metadata
+from ..transaction import rearranged_only, reruns_after_conflict
 from .. import change_data, deletion_vectors
 from .change_data import change_rows, write_change_data
 from .reader import (
@@ -588,6 +589,7 @@ def alter_table(spark: SparkSession, table_uri: str, definition: TableDefinition
 # write_dataframe
 
 
+@reruns_after_conflict(rearranged_only)
 def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partition_by: Sequence[str] | str | None = None,
                     replace_where: str | None = None, overwrite_partitions: bool = False,
                     schema_mode: str | None = None, configuration: dict[str, str] | None = None,
@@ -790,6 +792,7 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
 # delete
 
 
+@reruns_after_conflict(rearranged_only)
 def delete(spark: SparkSession, table_uri: str, predicate: str | None = None,
            user_metadata: str | None = None, extra_commit_info: dict[str, Any] | None = None,
            method: str = "native") -> int | None:
@@ -904,6 +907,7 @@ class MergeDuplicateSourceError(InvalidTableError):
     """Several source rows matched one target row (Delta's DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE)."""
 
 
+@reruns_after_conflict(rearranged_only)
 def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
           when_matched_update: Any = None, when_matched_condition: str | None = None,
           when_matched_delete_condition: str | None = None, when_not_matched_insert: Any = None,

@@ -28,6 +28,7 @@ from ..paths import absolute_file_path
 from ..skipping import ALWAYS, as_expr, bind_to, prune_snapshot, resolve_column
 from ..stats import indexed_columns
 from ..table import DeltaTable
+from ..transaction import reruns_after_conflict, row_level
 from . import zorder
 from .reader import snapshot_dataframe
 from .writer import dictionary_free_columns, write_files
@@ -256,6 +257,7 @@ def _cluster_plan(files: pa.Table, columns: list[str], curve: str, max_file_size
     return plan
 
 
+@reruns_after_conflict(row_level)
 def optimize(spark: SparkSession, table_uri: str, zorder_by: Any = None, where: Any = None,
              curve: str = "zorder", min_file_size: int | None = None, max_file_size: int | None = None,
              target_files: int | None = None, num_ranges: int = zorder.DEFAULT_NUM_RANGES,

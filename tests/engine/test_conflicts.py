@@ -303,3 +303,25 @@ def test_update_and_optimize_of_other_files_in_one_partition(tmp_path, level, up
     assert first.commit(operation="UPDATE" if first is upd else "OPTIMIZE") == 1
     assert second.commit(operation="UPDATE" if second is upd else "OPTIMIZE") == 2
     assert table.snapshot().num_files == 2
+
+
+@pytest.mark.parametrize("changed_data,row_level,runs", [(False, True, 4), (True, True, 1), (False, False, 1)],
+                         ids=["optimize-won-row-level", "dml-won", "file-level-table"])
+def test_an_operation_runs_again_only_past_a_rearranging_winner_and_at_most_reruns_times(changed_data, row_level,
+                                                                                           runs):
+    """reruns_after_conflict(rearranged_only), as DELETE / MERGE / writes use it: a loss to a commit that
+    only rearranged rows (OPTIMIZE) on a table with row-level concurrency runs the operation again, up to
+    RERUNS times, then the conflict is raised; any other loss is raised at once."""
+    from deltalog.transaction import RERUNS, rearranged_only, reruns_after_conflict
+
+    calls = []
+
+    @reruns_after_conflict(rearranged_only)
+    def operation():
+        calls.append(1)
+        raise ConcurrentDeleteReadException("lost", winning_version=len(calls), winning_operation="OPTIMIZE",
+                                            winner_changed_data=changed_data, row_level=row_level)
+
+    with pytest.raises(ConcurrentDeleteReadException):
+        operation()
+    assert RERUNS == 3 and len(calls) == runs
