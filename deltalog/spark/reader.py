@@ -36,7 +36,9 @@ def snapshot_dataframe(spark: SparkSession, snapshot: Any) -> DataFrame:
         return spark.createDataFrame(spark.sparkContext.emptyRDD(), schema)
     if (has_deletion_vectors(snapshot.files) or is_mapped(snapshot.configuration) or widened_columns(schema_json)
             or is_object_store_uri(snapshot.table_uri)):
-        return files_dataframe(spark, snapshot, snapshot.files).select(*columns)
+        df = files_dataframe(spark, snapshot, snapshot.files)
+        # the table's columns in its order already, but for the Python data source of object stores
+        return df.select(*columns) if is_object_store_uri(snapshot.table_uri) else df
     spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.threshold", _DISCOVERY_THRESHOLD)
     root = snapshot.table_uri
     uris = snapshot.file_uris()
@@ -119,6 +121,7 @@ def register_view(spark: SparkSession, view_name: str, table_uri: str, version: 
 
 FILE_COLUMN = "__deltalog_file"
 ROW_INDEX_COLUMN = "__deltalog_row_index"
+FILE_SIZE_COLUMN = "__deltalog_file_size"
 
 
 def has_deletion_vectors(files: Any) -> bool:
@@ -144,8 +147,9 @@ def files_dataframe(spark: SparkSession, snapshot: Any, files: Any, with_file: b
     # Files with a DV are read with their row indexes (the native scan's `_metadata.row_index`) and
     # their deleted rows dropped; files without one are read as they are.
     marked = pc.is_valid(files.column("deletion_vector"))
-    df = _files_dataframe(spark, snapshot, files.filter(marked), with_file=True, with_row_index=True)
-    is_deleted = deleted_rows_column(spark, snapshot, files.filter(marked))
+    df = _files_dataframe(spark, snapshot, files.filter(marked), with_file=True, with_row_index=True,
+                          with_size=True)
+    is_deleted = deleted_rows_column(spark, snapshot, files.filter(marked), by_size=True)
     if is_deleted is not None:
         df = df.filter(~is_deleted)
     else:
@@ -155,8 +159,9 @@ def files_dataframe(spark: SparkSession, snapshot: Any, files: Any, with_file: b
         # (wrapped in coalesce so that Spark does not make it a second key).
         same_file = F.coalesce(local_file_expr(F.col(FILE_COLUMN)) == F.col(_DV_FILE), F.lit(False))
         df = df.join(F.broadcast(deleted), (F.col(ROW_INDEX_COLUMN) == F.col(_DV_ROW)) & same_file, "left_anti")
-    keep = [c for c in df.columns if (c != FILE_COLUMN or with_file) and (c != ROW_INDEX_COLUMN or with_row_index)]
-    df = df.select(*[F.col(quote_identifier(c)) for c in keep])
+    # drop() by name: one call into the JVM, where a select builds a column object per column
+    df = df.drop(*[c for c, wanted in ((FILE_COLUMN, with_file), (ROW_INDEX_COLUMN, with_row_index),
+                                       (FILE_SIZE_COLUMN, False)) if not wanted])
     unmarked = files.filter(pc.invert(marked))
     if unmarked.num_rows:
         df = _files_dataframe(spark, snapshot, unmarked, with_file, with_row_index).unionByName(df)
@@ -179,11 +184,16 @@ def local_file_expr(spark_path: Any) -> Any:
     return F.url_decode(F.replace(F.regexp_replace(spark_path, "^file:", ""), F.lit("+"), F.lit("%2B")))
 
 
-def deleted_rows_column(spark: SparkSession, snapshot: Any, files: Any, deterministic: bool = True) -> Any:
+def deleted_rows_column(spark: SparkSession, snapshot: Any, files: Any, deterministic: bool = True,
+                        by_size: bool = False) -> Any:
     """A boolean column, true for the rows of `files` their deletion vectors delete, computed by the
     jar's `DeletedRows` from FILE_COLUMN and ROW_INDEX_COLUMN; None where tasks cannot load the jar or
     a DV holds a row index past 32 bits (the anti-join of `_deleted_rows_dataframe` serves them). Not
-    `deterministic`, it is evaluated where the query puts it: after a join that keeps few rows, say."""
+    `deterministic`, it is evaluated where the query puts it: after a join that keeps few rows, say.
+
+    `by_size`: the rows come from `files` alone, with FILE_SIZE_COLUMN; where no two of them have one
+    size, the file is told by its size (`DeletedRowsBySize`), which Spark hands the function far more
+    cheaply than the path it would copy into a Java string for every row."""
     import struct
 
     import numpy as np
@@ -191,21 +201,30 @@ def deleted_rows_column(spark: SparkSession, snapshot: Any, files: Any, determin
 
     from ..deletion_vectors import read_deletion_vector
 
-    if not has_jar_class(spark, "dv.DeletedRows"):
+    sizes = files.column("size").to_pylist()
+    by_size = by_size and len(set(sizes)) == len(sizes) and has_jar_class(spark, "dv.DeletedRowsBySize")
+    if not by_size and not has_jar_class(spark, "dv.DeletedRows"):
         return None
     parts = []
-    for log_path, dv in zip(files.column("path").to_pylist(), files.column("deletion_vector").to_pylist()):
-        if not dv:
+    for log_path, dv, size in zip(files.column("path").to_pylist(), files.column("deletion_vector").to_pylist(),
+                                  sizes):
+        if not dv and not by_size:
             continue
-        rows = read_deletion_vector(snapshot.store, dv)
-        if len(rows) and rows.max() > 0xFFFFFFFF:
-            return None
-        key = local_file_key(snapshot.table_uri, log_path).encode("utf-8")
-        bitmap = BitMap(np.asarray(rows.to_array(), dtype=np.uint32)).serialize()
-        parts += [struct.pack(">i", len(key)), key, struct.pack(">i", len(bitmap)), bitmap]
-    name = register_jar_function(spark, "dv.DeletedRows", bytearray(b"".join(parts)), returns="BooleanType",
-                                 deterministic=deterministic)
-    return F.call_function(name, F.col(FILE_COLUMN), F.col(ROW_INDEX_COLUMN))
+        bitmap = b""
+        if dv:
+            rows = read_deletion_vector(snapshot.store, dv)
+            if len(rows) and rows.max() > 0xFFFFFFFF:
+                return None
+            bitmap = BitMap(np.asarray(rows.to_array(), dtype=np.uint32)).serialize()
+        if by_size:
+            parts += [struct.pack(">q", size)]
+        else:
+            key = local_file_key(snapshot.table_uri, log_path).encode("utf-8")
+            parts += [struct.pack(">i", len(key)), key]
+        parts += [struct.pack(">i", len(bitmap)), bitmap]
+    name = register_jar_function(spark, "dv.DeletedRowsBySize" if by_size else "dv.DeletedRows",
+                                 bytearray(b"".join(parts)), returns="BooleanType", deterministic=deterministic)
+    return F.call_function(name, F.col(FILE_SIZE_COLUMN if by_size else FILE_COLUMN), F.col(ROW_INDEX_COLUMN))
 
 
 def _deleted_rows_dataframe(spark: SparkSession, snapshot: Any, files: Any) -> DataFrame:
@@ -227,15 +246,15 @@ def _deleted_rows_dataframe(spark: SparkSession, snapshot: Any, files: Any) -> D
 
 
 def _files_dataframe(spark: SparkSession, snapshot: Any, files: Any, with_file: bool = False,
-                     with_row_index: bool = False) -> DataFrame:
+                     with_row_index: bool = False, with_size: bool = False) -> DataFrame:
     schema = spark_schema(snapshot.schema_json)
     extra = []
     if with_file:
         extra.append(F.col("_metadata.file_path").alias(FILE_COLUMN))
     if with_row_index:
         extra.append(F.col("_metadata.row_index").alias(ROW_INDEX_COLUMN))
-    columns = [F.col(quote_identifier(f.name)) for f in schema.fields]
-    extra_names = [F.col(n) for n, on in ((FILE_COLUMN, with_file), (ROW_INDEX_COLUMN, with_row_index)) if on]
+    if with_size:
+        extra.append(F.col("_metadata.file_size").alias(FILE_SIZE_COLUMN))
     if files.num_rows == 0:
         from pyspark.sql.types import LongType, StringType, StructField, StructType
         fields = list(schema.fields)
@@ -243,6 +262,8 @@ def _files_dataframe(spark: SparkSession, snapshot: Any, files: Any, with_file: 
             fields.append(StructField(FILE_COLUMN, StringType()))
         if with_row_index:
             fields.append(StructField(ROW_INDEX_COLUMN, LongType()))
+        if with_size:
+            fields.append(StructField(FILE_SIZE_COLUMN, LongType()))
         return spark.createDataFrame(spark.sparkContext.emptyRDD(), StructType(fields))
     spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.threshold", _DISCOVERY_THRESHOLD)
     root = snapshot.table_uri
@@ -250,8 +271,12 @@ def _files_dataframe(spark: SparkSession, snapshot: Any, files: Any, with_file: 
     partitions = snapshot.partition_columns
     mapped = is_mapped(snapshot.configuration)
     files = logical_partition_values(files, snapshot.schema_json, snapshot.configuration)
-    if not partitions:
-        return _read_parquet(spark, snapshot, snapshot.schema_json, uris, extra).select(*columns, *extra_names)
+    if not partitions:  # already the table's columns, then the extra ones
+        return _read_parquet(spark, snapshot, snapshot.schema_json, uris, extra)
+    # (each column object costs a call into the JVM: built only where needed)
+    columns = [F.col(quote_identifier(f.name)) for f in schema.fields]
+    extra_names = [F.col(n) for n, on in ((FILE_COLUMN, with_file), (ROW_INDEX_COLUMN, with_row_index),
+                                          (FILE_SIZE_COLUMN, with_size)) if on]
     if not mapped and not widened_columns(snapshot.schema_json) and _folders_match(_SubSnapshot(snapshot, files), spark):
         return spark.read.schema(schema).option("basePath", root).parquet(*uris).select(*columns, *extra)
     types = partition_column_types(snapshot.schema_json, partitions)

@@ -25,7 +25,7 @@ def _loadable(case: str):
         return None  # refused for another feature (tests/engine/test_deletion_vectors.py checks which)
 
 
-@pytest.mark.parametrize("rows_filter", ["jar", "anti_join"])
+@pytest.mark.parametrize("rows_filter", ["jar_by_size", "jar_by_path", "anti_join"])
 @pytest.mark.parametrize("case", DV_TABLES)
 def test_spark_reads_dv_tables_as_delta_rs_does(spark, case, rows_filter, monkeypatch):
     import deltalake
@@ -34,8 +34,12 @@ def test_spark_reads_dv_tables_as_delta_rs_does(spark, case, rows_filter, monkey
 
     if rows_filter == "anti_join":
         monkeypatch.setattr(reader, "has_jar_class", lambda *a: False)
+    elif rows_filter == "jar_by_path":  # as where two files of the scan have one size
+        found = reader.has_jar_class
+        monkeypatch.setattr(reader, "has_jar_class", lambda s, name: name != "dv.DeletedRowsBySize" and found(s, name))
     else:
         assert reader.has_jar_class(spark, "dv.DeletedRows")
+        assert reader.has_jar_class(spark, "dv.DeletedRowsBySize")
 
     require(CONFORMANCE / case)
     snap = _loadable(case)
@@ -67,3 +71,52 @@ def test_row_positions_of_remaining_rows_skip_the_deleted_ones(spark):
     positions = {r[ROW_INDEX_COLUMN] for r in rows}
     assert deleted and not positions & deleted
     assert all(r[FILE_COLUMN].endswith(".parquet") for r in rows)
+
+
+def _dv_table_of_two_equal_files(spark, tmp_path):
+    """Two files with the same rows (so the same size), each with row 5 marked deleted."""
+    from deltalog import write_deltalake
+    from deltalog.spark import operations as ops
+
+    uri = str(tmp_path / "t")
+    rows = pa.table({"id": pa.array(range(10), pa.int64())})
+    write_deltalake(uri, rows, configuration={"delta.enableDeletionVectors": "true"})
+    write_deltalake(uri, rows, mode="append")
+    ops.delete(spark, uri, "id = 5")
+    snap = Snapshot.load(uri)
+    assert snap.num_files == 2 and len(set(snap.files.column("size").to_pylist())) == 1
+    assert snap.files.column("deletion_vector").null_count == 0
+    return uri, snap
+
+
+def test_files_of_one_size_are_told_apart_by_path(spark, tmp_path):
+    """The jar tells a row's file by its size only where no two files of the scan share one; here two
+    do, so it goes by path, and each file's DV applies to that file alone."""
+    from deltalog.spark.reader import deleted_rows_column
+
+    uri, snap = _dv_table_of_two_equal_files(spark, tmp_path)
+    assert "deletedrowsbysize" not in str(deleted_rows_column(spark, snap, snap.files, by_size=True))
+    assert "deletedrowsbysize" in str(deleted_rows_column(spark, snap, snap.files.slice(0, 1), by_size=True))
+    ids = sorted(r["id"] for r in snapshot_dataframe(spark, snap).collect())
+    assert ids == sorted([i for i in range(10) if i != 5] * 2)
+
+
+def test_a_data_file_replaced_behind_the_log_is_an_error_not_wrong_rows(spark, tmp_path):
+    """A file of another size than the log records (replaced after its commit): which rows its DV
+    deletes cannot be trusted, so the read fails and says so, rather than returning deleted rows."""
+    import pyarrow.parquet as pq
+
+    from deltalog import write_deltalake
+    from deltalog.paths import decode_path
+    from deltalog.spark import operations as ops
+
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, pa.table({"id": pa.array(range(10), pa.int64())}),
+                    configuration={"delta.enableDeletionVectors": "true"})
+    ops.delete(spark, uri, "id = 5")
+    snap = Snapshot.load(uri)
+    assert sorted(r["id"] for r in snapshot_dataframe(spark, snap).collect()) == [0, 1, 2, 3, 4, 6, 7, 8, 9]
+    path = str(tmp_path / "t" / decode_path(snap.files.column("path")[0].as_py()))
+    pq.write_table(pq.read_table(path), path, compression="none", write_statistics=False)
+    with pytest.raises(Exception, match="records no file of that size"):
+        snapshot_dataframe(spark, snap).collect()
