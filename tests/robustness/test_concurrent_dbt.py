@@ -17,16 +17,16 @@ import os
 import subprocess
 import sys
 import textwrap
-from contextlib import contextmanager
 
 import deltalake
 import pyarrow as pa
 import pytest
 from dbt.tests.util import run_dbt
 
-from deltalog import DeltaTable, Snapshot, Transaction, write_deltalake
+from deltalog import DeltaTable, Snapshot, write_deltalake
 
 from table_checks import check_table
+from tests.races import winner_commits_first
 
 pytestmark = pytest.mark.dbt
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -86,26 +86,6 @@ class TestThreadsInOneRun:
 
 # ---- a model that loses a conflict --------------------------------------------------------------
 
-@contextmanager
-def concurrent_commit_before(table_suffix: str, winner):
-    """Inside the first commit to the table whose path ends with `table_suffix`, `winner(uri)` commits
-    first (the model has already read its snapshot and written its files)."""
-    original = Transaction.commit
-    state: dict = {}
-
-    def commit(self, *args, **kwargs):
-        if not state and self.table_uri.endswith(table_suffix):
-            state["fired"] = True  # the winner's own commit goes straight through
-            state["winner_version"] = winner(self.table_uri)
-        return original(self, *args, **kwargs)
-
-    Transaction.commit = commit
-    try:
-        yield state
-    finally:
-        Transaction.commit = original
-
-
 def delete_first_file(uri: str) -> int:
     """A concurrent DELETE of one whole file (as `delete from t where ...` would commit it)."""
     txn = DeltaTable(uri).transaction()
@@ -140,7 +120,7 @@ class TestModelLosingAConflict:
 
     def test_2_losing_merge_fails_with_named_conflict(self, project, deltalog_warehouse):
         path = table_dir(deltalog_warehouse, project, "contested")
-        with concurrent_commit_before("/contested", delete_first_file) as state:
+        with winner_commits_first(delete_first_file, "/contested") as state:
             results = run_dbt(["run", "--vars", "{run: 1}"], expect_pass=False)
         r = results[0]
         assert state.get("winner_version") == 1, f"the model failed before its commit: {r.message}"
@@ -164,7 +144,7 @@ class TestModelLosingAConflict:
         """WriteSerializable (the default): a concurrent blind INSERT does not conflict with the merge;
         the model lands at the next version and both changes are in the table."""
         path = table_dir(deltalog_warehouse, project, "contested")
-        with concurrent_commit_before("/contested", blind_append) as state:
+        with winner_commits_first(blind_append, "/contested") as state:
             run_dbt(["run", "--vars", "{run: 2}"])
         assert state["winner_version"] == 3
         chk = check_table(path)

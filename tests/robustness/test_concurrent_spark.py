@@ -15,19 +15,19 @@ from __future__ import annotations
 
 import os
 import shutil
-from contextlib import contextmanager
 
 import pyarrow as pa
 import pytest
 
 pytest.importorskip("pyspark")
 
-from deltalog import DeltaTable, Snapshot, Transaction, write_deltalake  # noqa: E402
+from deltalog import DeltaTable, Snapshot, write_deltalake  # noqa: E402
 from deltalog.errors import (  # noqa: E402
     ConcurrentAppendException, ConcurrentDeleteReadException, ConcurrentModificationError,
 )
 
 from table_checks import check_table  # noqa: E402
+from tests.races import winner_commits_first  # noqa: E402
 
 operations = pytest.importorskip("deltalog.spark.operations")
 optimize_module = pytest.importorskip("deltalog.spark.optimize")
@@ -121,25 +121,6 @@ def table_rows(spark, uri: str) -> dict:
     return ours
 
 
-@contextmanager
-def winner_commits_first(winner):
-    """The first `Transaction.commit` called (the loser's) first runs `winner()` to completion."""
-    original = Transaction.commit
-    state: dict = {"fired": False}
-
-    def commit(self, *args, **kwargs):
-        if not state["fired"]:
-            state["fired"] = True
-            state["winner_version"] = winner()
-        return original(self, *args, **kwargs)
-
-    Transaction.commit = commit
-    try:
-        yield state
-    finally:
-        Transaction.commit = original
-
-
 def expected(loser: str, winner: str, same: bool, level: str):
     """DESIGN.md's table resolved to the exception delta-spark's rule order raises, for these operations."""
     if loser == "insert":
@@ -157,7 +138,7 @@ def expected(loser: str, winner: str, same: bool, level: str):
 
 def race(spark, uri, loser, winner, same):
     w_part, w_row = ("a", 1) if same else ("b", 3)
-    with winner_commits_first(lambda: run_op(spark, uri, winner, w_part, w_row, 50)) as state:
+    with winner_commits_first(lambda _: run_op(spark, uri, winner, w_part, w_row, 50)) as state:
         try:
             result = run_op(spark, uri, loser, "a", 1, 60)
         except ConcurrentModificationError as e:

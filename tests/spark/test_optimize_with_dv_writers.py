@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import glob
 import os
-from contextlib import contextmanager
 
 import deltalake
 import pyarrow as pa
@@ -21,7 +20,7 @@ from deltalog.snapshot import Snapshot
 from deltalog.spark import operations as ops
 from deltalog.spark.optimize import optimize
 from deltalog.table import DeltaTable
-from deltalog.transaction import Transaction
+from tests.races import winner_commits_first
 
 pytestmark = pytest.mark.spark
 ROWS = 400
@@ -57,25 +56,6 @@ def _after_dml(kind: str) -> dict[int, int]:
     return rows
 
 
-@contextmanager
-def _winner_lands_first(winner):
-    """The first `Transaction.commit` (the loser's) first runs `winner()` whole; later ones run as they are."""
-    original = Transaction.commit
-    state: dict = {"calls": 0}
-
-    def commit(self, *args, **kwargs):
-        state["calls"] += 1
-        if state["calls"] == 1:
-            state["winner_version"] = winner()
-        return original(self, *args, **kwargs)
-
-    Transaction.commit = commit
-    try:
-        yield state
-    finally:
-        Transaction.commit = original
-
-
 def _named_uuids(uri: str) -> set[str]:
     from deltalog.deletion_vectors import dv_file_path
     names = set()
@@ -91,7 +71,7 @@ def _named_uuids(uri: str) -> set[str]:
 def test_dml_that_loses_to_optimize_runs_again_and_lands(spark, tmp_path, kind):
     uri = str(tmp_path / "t")
     _table(spark, uri, "WriteSerializable")
-    with _winner_lands_first(lambda: optimize(spark, uri)) as state:
+    with winner_commits_first(lambda _: optimize(spark, uri)) as state:
         version = _dml(spark, uri, kind)
     assert state["winner_version"] == 1 and version == 2
     history = DeltaTable(uri).history(limit=2)
@@ -111,7 +91,7 @@ def test_dml_that_loses_to_optimize_runs_again_and_lands(spark, tmp_path, kind):
 def test_optimize_that_loses_to_dml_runs_again_and_lands(spark, tmp_path, kind):
     uri = str(tmp_path / "t")
     _table(spark, uri, "WriteSerializable")
-    with _winner_lands_first(lambda: _dml(spark, uri, kind)) as state:
+    with winner_commits_first(lambda _: _dml(spark, uri, kind)) as state:
         version = optimize(spark, uri)
     assert state["winner_version"] == 1 and version == 2
     history = DeltaTable(uri).history(limit=2)
@@ -139,11 +119,11 @@ def test_at_serializable_optimize_and_dml_on_the_same_files_still_conflict(spark
     uri = str(tmp_path / "t")
     _table(spark, uri, "Serializable")
     if loser == "delete":
-        with _winner_lands_first(lambda: optimize(spark, uri)) as state:
+        with winner_commits_first(lambda _: optimize(spark, uri)) as state:
             with pytest.raises(ConcurrentDeleteReadException, match="OPTIMIZE committed as version 1"):
                 _dml(spark, uri, "delete")
     else:
-        with _winner_lands_first(lambda: _dml(spark, uri, "delete")) as state:
+        with winner_commits_first(lambda _: _dml(spark, uri, "delete")) as state:
             with pytest.raises(ConcurrentDeleteReadException, match="DELETE committed as version 1"):
                 optimize(spark, uri)
     assert state["calls"] == 2  # the loser's commit and the winner's: no second run
