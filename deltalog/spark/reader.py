@@ -147,9 +147,11 @@ def files_dataframe(spark: SparkSession, snapshot: Any, files: Any, with_file: b
     # Files with a DV are read with their row indexes (the native scan's `_metadata.row_index`) and
     # their deleted rows dropped; files without one are read as they are.
     marked = pc.is_valid(files.column("deletion_vector"))
-    df = _files_dataframe(spark, snapshot, files.filter(marked), with_file=True, with_row_index=True,
-                          with_size=True)
-    is_deleted = deleted_rows_column(spark, snapshot, files.filter(marked), by_size=True)
+    by_size = tells_files_by_size(spark, files.filter(marked))
+    # the path only where it is wanted or tells the files apart: Spark copies it into every row
+    df = _files_dataframe(spark, snapshot, files.filter(marked), with_file=with_file or not by_size,
+                          with_row_index=True, with_size=by_size)
+    is_deleted = deleted_rows_column(spark, snapshot, files.filter(marked), by_size=by_size)
     if is_deleted is not None:
         df = df.filter(~is_deleted)
     else:
@@ -161,7 +163,7 @@ def files_dataframe(spark: SparkSession, snapshot: Any, files: Any, with_file: b
         df = df.join(F.broadcast(deleted), (F.col(ROW_INDEX_COLUMN) == F.col(_DV_ROW)) & same_file, "left_anti")
     # drop() by name: one call into the JVM, where a select builds a column object per column
     df = df.drop(*[c for c, wanted in ((FILE_COLUMN, with_file), (ROW_INDEX_COLUMN, with_row_index),
-                                       (FILE_SIZE_COLUMN, False)) if not wanted])
+                                       (FILE_SIZE_COLUMN, False)) if not wanted and c in df.columns])
     unmarked = files.filter(pc.invert(marked))
     if unmarked.num_rows:
         df = _files_dataframe(spark, snapshot, unmarked, with_file, with_row_index).unionByName(df)
@@ -184,6 +186,13 @@ def local_file_expr(spark_path: Any) -> Any:
     return F.url_decode(F.replace(F.regexp_replace(spark_path, "^file:", ""), F.lit("+"), F.lit("%2B")))
 
 
+def tells_files_by_size(spark: SparkSession, files: Any) -> bool:
+    """Whether `deleted_rows_column` may tell these files apart by size: no two share one, and tasks
+    can load the jar's `DeletedRowsBySize`."""
+    sizes = files.column("size")
+    return len(pc.unique(sizes)) == len(sizes) and has_jar_class(spark, "dv.DeletedRowsBySize")
+
+
 def deleted_rows_column(spark: SparkSession, snapshot: Any, files: Any, deterministic: bool = True,
                         by_size: bool = False) -> Any:
     """A boolean column, true for the rows of `files` their deletion vectors delete, computed by the
@@ -191,9 +200,9 @@ def deleted_rows_column(spark: SparkSession, snapshot: Any, files: Any, determin
     a DV holds a row index past 32 bits (the anti-join of `_deleted_rows_dataframe` serves them). Not
     `deterministic`, it is evaluated where the query puts it: after a join that keeps few rows, say.
 
-    `by_size`: the rows come from `files` alone, with FILE_SIZE_COLUMN; where no two of them have one
-    size, the file is told by its size (`DeletedRowsBySize`), which Spark hands the function far more
-    cheaply than the path it would copy into a Java string for every row."""
+    `by_size` (see `tells_files_by_size`): the rows come from `files` alone, with FILE_SIZE_COLUMN, and
+    the file is told by its size (`DeletedRowsBySize`), which Spark hands the function far more cheaply
+    than the path it would copy into a Java string for every row."""
     import struct
 
     import numpy as np
@@ -202,7 +211,6 @@ def deleted_rows_column(spark: SparkSession, snapshot: Any, files: Any, determin
     from ..deletion_vectors import read_deletion_vector
 
     sizes = files.column("size").to_pylist()
-    by_size = by_size and len(set(sizes)) == len(sizes) and has_jar_class(spark, "dv.DeletedRowsBySize")
     if not by_size and not has_jar_class(spark, "dv.DeletedRows"):
         return None
     parts = []

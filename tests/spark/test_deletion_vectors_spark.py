@@ -92,11 +92,10 @@ def _dv_table_of_two_equal_files(spark, tmp_path):
 def test_files_of_one_size_are_told_apart_by_path(spark, tmp_path):
     """The jar tells a row's file by its size only where no two files of the scan share one; here two
     do, so it goes by path, and each file's DV applies to that file alone."""
-    from deltalog.spark.reader import deleted_rows_column
+    from deltalog.spark.reader import tells_files_by_size
 
     uri, snap = _dv_table_of_two_equal_files(spark, tmp_path)
-    assert "deletedrowsbysize" not in str(deleted_rows_column(spark, snap, snap.files, by_size=True))
-    assert "deletedrowsbysize" in str(deleted_rows_column(spark, snap, snap.files.slice(0, 1), by_size=True))
+    assert not tells_files_by_size(spark, snap.files) and tells_files_by_size(spark, snap.files.slice(0, 1))
     ids = sorted(r["id"] for r in snapshot_dataframe(spark, snap).collect())
     assert ids == sorted([i for i in range(10) if i != 5] * 2)
 
