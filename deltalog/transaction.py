@@ -111,8 +111,16 @@ def reruns_after_conflict(rerun_if: Callable[[ConcurrentModificationError], bool
                 try:
                     return operation(*args, **kwargs)
                 except ConcurrentModificationError as conflict:
-                    if reruns == RERUNS or not rerun_if(conflict):
+                    if not rerun_if(conflict):
                         raise
+                    if reruns == RERUNS:
+                        raise type(conflict)(
+                            f"{conflict} It ran {RERUNS + 1} times, and each time a concurrent commit landed "
+                            f"first; run it again when fewer writers are at work on the table.",
+                            winning_version=conflict.winning_version,
+                            winning_operation=conflict.winning_operation,
+                            winner_changed_data=conflict.winner_changed_data, row_level=conflict.row_level,
+                        ) from conflict
                     reruns += 1
                     log.info("%s lost to a concurrent %s (version %s); running it again on the table as "
                              "it now is (rerun %d of %d)", operation.__name__, conflict.winning_operation,

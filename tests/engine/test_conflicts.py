@@ -322,6 +322,9 @@ def test_an_operation_runs_again_only_past_a_rearranging_winner_and_at_most_reru
         raise ConcurrentDeleteReadException("lost", winning_version=len(calls), winning_operation="OPTIMIZE",
                                             winner_changed_data=changed_data, row_level=row_level)
 
-    with pytest.raises(ConcurrentDeleteReadException):
+    with pytest.raises(ConcurrentDeleteReadException) as raised:
         operation()
     assert RERUNS == 3 and len(calls) == runs
+    assert raised.value.winning_version == runs and raised.value.winning_operation == "OPTIMIZE"
+    # after the last rerun the message says it ran again; a conflict raised at once reads as it was
+    assert ("It ran 4 times" in str(raised.value)) == (runs > 1)
