@@ -11,6 +11,7 @@ commits) a checkpoint are written; failures there are logged, never raised: the 
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -101,7 +102,6 @@ def reruns_after_conflict(rerun_if: Callable[[ConcurrentModificationError], bool
     of the rewritten files are the ones it marked is not recorded), so it redoes it; that is sound
     because OPTIMIZE changes no row a reader sees, so running the DML after it (or OPTIMIZE after the
     DML) is a serial order of the two."""
-    import functools
 
     def decorate(operation: Callable) -> Callable:
         @functools.wraps(operation)

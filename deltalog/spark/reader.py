@@ -147,23 +147,25 @@ def files_dataframe(spark: SparkSession, snapshot: Any, files: Any, with_file: b
     # Files with a DV are read with their row indexes (the native scan's `_metadata.row_index`) and
     # their deleted rows dropped; files without one are read as they are.
     marked = pc.is_valid(files.column("deletion_vector"))
-    by_size = tells_files_by_size(spark, files.filter(marked))
-    # the path only where it is wanted or tells the files apart: Spark copies it into every row
-    df = _files_dataframe(spark, snapshot, files.filter(marked), with_file=with_file or not by_size,
-                          with_row_index=True, with_size=by_size)
-    is_deleted = deleted_rows_column(spark, snapshot, files.filter(marked), by_size=by_size)
+    with_dv = files.filter(marked)
+    by_size = tells_files_by_size(spark, with_dv)
+    is_deleted = deleted_rows_column(spark, snapshot, with_dv, by_size=by_size)
     if is_deleted is not None:
-        df = df.filter(~is_deleted)
+        # the path only where it is wanted or tells the files apart: Spark copies it into every row
+        df = _files_dataframe(spark, snapshot, with_dv, with_file=with_file or not by_size, with_row_index=True,
+                              with_size=by_size).filter(~is_deleted)
     else:
-        deleted = _deleted_rows_dataframe(spark, snapshot, files.filter(marked))
+        df = _files_dataframe(spark, snapshot, with_dv, with_file=True, with_row_index=True)
+        deleted = _deleted_rows_dataframe(spark, snapshot, with_dv)
         # Decoding Spark's spelling of every row's file path costs twice the scan: the hash key is the
         # row index alone, and the path is compared only for the rows whose index some DV holds
         # (wrapped in coalesce so that Spark does not make it a second key).
         same_file = F.coalesce(local_file_expr(F.col(FILE_COLUMN)) == F.col(_DV_FILE), F.lit(False))
         df = df.join(F.broadcast(deleted), (F.col(ROW_INDEX_COLUMN) == F.col(_DV_ROW)) & same_file, "left_anti")
-    # drop() by name: one call into the JVM, where a select builds a column object per column
+    # drop() by name (absent names are ignored): one call into the JVM, where a select builds a column
+    # object per column
     df = df.drop(*[c for c, wanted in ((FILE_COLUMN, with_file), (ROW_INDEX_COLUMN, with_row_index),
-                                       (FILE_SIZE_COLUMN, False)) if not wanted and c in df.columns])
+                                       (FILE_SIZE_COLUMN, False)) if not wanted])
     unmarked = files.filter(pc.invert(marked))
     if unmarked.num_rows:
         df = _files_dataframe(spark, snapshot, unmarked, with_file, with_row_index).unionByName(df)
