@@ -12,6 +12,8 @@ Builds an orders-like table (rows x 11 columns, `files` files) with `write_dataf
   read, read_dv                a full scan (sum of amount) of the table without DVs and of the DV
                                table after scattered_dv marked 1% of its rows deleted (median of 5)
   read_all, read_dv_all        the same reading every column (into Spark's noop sink)
+  floor         the scattered merge's changed rows alone computed and written as Parquet by plain Spark
+                (no table, no match): the least any merge of them can cost here
 and prints each time with its ratio to the rebuild (reads: read_dv / read). Each merge is checked (row
 count, changed values). Targets (issue 11): scattered_dv >= 10x faster than rebuild; read_dv <= 1.2x read.
 """
@@ -57,7 +59,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=2_000_000)
     ap.add_argument("--files", type=int, default=16)
-    ap.add_argument("--only", default="rebuild,clustered,scattered,insert,clustered_dv,scattered_dv,read")
+    ap.add_argument("--only", default="rebuild,clustered,scattered,insert,clustered_dv,scattered_dv,read,floor")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="deltalog-merge-bench-")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -99,6 +101,9 @@ def main() -> None:
             timed("insert", lambda: merge(spark, uri, rows_df(spark, n, n + n // 100, f), on,
                                           when_matched_update="*", when_not_matched_insert="*"))
             check(n + n // 100, f"id >= {n}", 0)
+        if "floor" in todo:
+            timed("floor", lambda: rows_df(spark, 0, n, f, bump=2, where="id % 100 = 0").write.mode("overwrite")
+                  .parquet(os.path.join(work, "floor")))
         dv_uri = os.path.join(work, "orders_dv")
         dvs = {"delta.enableDeletionVectors": "true"}
         if any(t.endswith("_dv") for t in todo):

@@ -223,12 +223,19 @@ def delete_tree(uri: str, storage_options: dict[str, Any] | None = None) -> None
         pass
 
 
-def read_parquet(uri: str, columns: list[str] | None = None, storage_options: dict[str, Any] | None = None):
-    """A Parquet file as an Arrow table."""
+def read_parquet(uri: str, columns: list[str] | None = None, storage_options: dict[str, Any] | None = None,
+                 missing_ok: bool = False):
+    """A Parquet file as an Arrow table (only its top-level `columns`, when given; with `missing_ok`,
+    those the file lacks are left out instead of failing the read)."""
     import pyarrow.parquet as pq
 
     fs, path = arrow_filesystem(uri, storage_options)
-    return pq.read_table(path, columns=columns, filesystem=fs)
+    if columns is None or not missing_ok:
+        return pq.read_table(path, columns=columns, filesystem=fs)
+    with fs.open_input_file(path) as f:
+        file = pq.ParquetFile(f)
+        present = set(file.schema_arrow.names)
+        return file.read(columns=[c for c in columns if c in present])
 
 
 def parquet_metadata(uri: str, storage_options: dict[str, Any] | None = None):

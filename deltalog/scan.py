@@ -17,24 +17,34 @@ from .schema import partition_column_types, to_arrow_schema
 def read_data_file(store: Any, schema_json: dict[str, Any], configuration: dict[str, str],
                    partition_columns: list[str], log_path: str, partition_values: dict[str, str | None],
                    deletion_vector: dict[str, Any] | None, *, skip_deleted: bool = True,
-                   row_index: bool = False) -> pa.Table:
+                   row_index: bool = False, columns: list[str] | None = None) -> pa.Table:
     """One data file's rows in the table's schema (columns the file lacks are nulls; partition values,
-    keyed by physical name, from the log). `store` is the table's log store (for its URI, options and
-    deletion vector files). With `row_index`, a last column `row_index` holds each row's position in
-    the file; unless `skip_deleted` is false, the rows the deletion vector deletes are left out."""
+    keyed by physical name, from the log), or only its `columns` (top-level names, in that order).
+    `store` is the table's log store (for its URI, options and deletion vector files). With
+    `row_index`, a last column `row_index` holds each row's position in the file; unless `skip_deleted`
+    is false, the rows the deletion vector deletes are left out."""
     schema = to_arrow_schema(schema_json)
-    data = read_parquet(absolute_file_path(store.table_uri, log_path),
-                        storage_options=getattr(store, "storage_options", None))
+    fields = schema_json["fields"]
+    mode = mode_of(configuration)
+    keys = physical_names(schema_json, configuration)
+    stored = None  # every column of the file
+    if columns is not None:
+        by_name = {f["name"]: i for i, f in enumerate(fields)}
+        chosen = [by_name[c] for c in columns]
+        schema = pa.schema([schema.field(i) for i in chosen])
+        fields = [fields[i] for i in chosen]
+        if mode != "id":  # (under id mapping a file's column is found by field id, after reading)
+            stored = [keys[f["name"]] for f in fields if f["name"] not in partition_columns]
+    data = read_parquet(absolute_file_path(store.table_uri, log_path), columns=stored,
+                        storage_options=getattr(store, "storage_options", None), missing_ok=True)
     positions = pa.array(np.arange(data.num_rows, dtype=np.int64)) if row_index else None
     if deletion_vector and skip_deleted:
         keep = keep_mask(data.num_rows, deleted_rows(store, deletion_vector))
         data = data.filter(keep)
         positions = positions.filter(keep) if positions is not None else None
     types = partition_column_types(schema_json, partition_columns) if partition_columns else {}
-    mode = mode_of(configuration)
-    keys = physical_names(schema_json, configuration)
     columns = []
-    for field, delta_field in zip(schema, schema_json["fields"]):
+    for field, delta_field in zip(schema, fields):
         if field.name in types:
             value = parse_partition_value((partition_values or {}).get(keys[field.name]), types[field.name])
             columns.append(pa.array([value] * data.num_rows, field.type))

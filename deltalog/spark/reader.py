@@ -130,12 +130,12 @@ def has_deletion_vectors(files: Any) -> bool:
 
 
 def files_dataframe(spark: SparkSession, snapshot: Any, files: Any, with_file: bool = False,
-                    with_row_index: bool = False, with_deleted: bool = False) -> DataFrame:
+                    with_row_index: bool = False, with_deleted: bool = False, with_size: bool = False) -> DataFrame:
     """The rows of some of the snapshot's live files (`files`: rows of `snapshot.files`), with the table's
     columns, plus optionally the file each row comes from (`FILE_COLUMN`, as Spark spells the path: see
-    `local_path_of`) and its row position in that file (`ROW_INDEX_COLUMN`). Rows that the files'
-    deletion vectors delete are left out, unless `with_deleted` (the caller filters them later with
-    `deleted_rows_column`)."""
+    `local_path_of`), its size (`FILE_SIZE_COLUMN`: not on object stores) and the row's position in that
+    file (`ROW_INDEX_COLUMN`). Rows that the files' deletion vectors delete are left out, unless
+    `with_deleted` (the caller filters them later with `deleted_rows_column`)."""
     if is_object_store_uri(snapshot.table_uri):
         # no Hadoop connector for the store: executors read the files with pyarrow (see files_source)
         from .files_source import read_files
@@ -143,7 +143,7 @@ def files_dataframe(spark: SparkSession, snapshot: Any, files: Any, with_file: b
                           with_row_index=with_row_index, skip_deleted=not with_deleted,
                           file_column=FILE_COLUMN, row_index_column=ROW_INDEX_COLUMN)
     if with_deleted or not has_deletion_vectors(files):
-        return _files_dataframe(spark, snapshot, files, with_file, with_row_index)
+        return _files_dataframe(spark, snapshot, files, with_file, with_row_index, with_size)
     # Files with a DV are read with their row indexes (the native scan's `_metadata.row_index`) and
     # their deleted rows dropped; files without one are read as they are.
     marked = pc.is_valid(files.column("deletion_vector"))
@@ -153,9 +153,9 @@ def files_dataframe(spark: SparkSession, snapshot: Any, files: Any, with_file: b
     if is_deleted is not None:
         # the path only where it is wanted or tells the files apart: Spark copies it into every row
         df = _files_dataframe(spark, snapshot, with_dv, with_file=with_file or not by_size, with_row_index=True,
-                              with_size=by_size).filter(~is_deleted)
+                              with_size=by_size or with_size).filter(~is_deleted)
     else:
-        df = _files_dataframe(spark, snapshot, with_dv, with_file=True, with_row_index=True)
+        df = _files_dataframe(spark, snapshot, with_dv, with_file=True, with_row_index=True, with_size=with_size)
         deleted = _deleted_rows_dataframe(spark, snapshot, with_dv)
         # Decoding Spark's spelling of every row's file path costs twice the scan: the hash key is the
         # row index alone, and the path is compared only for the rows whose index some DV holds
@@ -165,10 +165,10 @@ def files_dataframe(spark: SparkSession, snapshot: Any, files: Any, with_file: b
     # drop() by name (absent names are ignored): one call into the JVM, where a select builds a column
     # object per column
     df = df.drop(*[c for c, wanted in ((FILE_COLUMN, with_file), (ROW_INDEX_COLUMN, with_row_index),
-                                       (FILE_SIZE_COLUMN, False)) if not wanted])
+                                       (FILE_SIZE_COLUMN, with_size)) if not wanted])
     unmarked = files.filter(pc.invert(marked))
     if unmarked.num_rows:
-        df = _files_dataframe(spark, snapshot, unmarked, with_file, with_row_index).unionByName(df)
+        df = _files_dataframe(spark, snapshot, unmarked, with_file, with_row_index, with_size).unionByName(df)
     return df
 
 
@@ -188,11 +188,16 @@ def local_file_expr(spark_path: Any) -> Any:
     return F.url_decode(F.replace(F.regexp_replace(spark_path, "^file:", ""), F.lit("+"), F.lit("%2B")))
 
 
+def sizes_differ(files: Any) -> bool:
+    """Whether no two of these files share a size, so that a row's `FILE_SIZE_COLUMN` names its file."""
+    sizes = files.column("size")
+    return len(pc.unique(sizes)) == len(sizes)
+
+
 def tells_files_by_size(spark: SparkSession, files: Any) -> bool:
     """Whether `deleted_rows_column` may tell these files apart by size: no two share one, and tasks
     can load the jar's `DeletedRowsBySize`."""
-    sizes = files.column("size")
-    return len(pc.unique(sizes)) == len(sizes) and has_jar_class(spark, "dv.DeletedRowsBySize")
+    return sizes_differ(files) and has_jar_class(spark, "dv.DeletedRowsBySize")
 
 
 def deleted_rows_column(spark: SparkSession, snapshot: Any, files: Any, deterministic: bool = True,

@@ -1,0 +1,135 @@
+"""A merge-on-read MERGE with a small source and key equality alone is matched on the driver (the
+target's key columns read with pyarrow, `deltalog.row_match`), not by a Spark scan of the table. Each
+test runs the same merge both ways (the driver match turned off by a zero row limit) and checks that
+the tables end the same, as delta-rs reads them."""
+from __future__ import annotations
+
+import deltalake
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from deltalog import row_match
+from deltalog.scan import read_table
+from deltalog.snapshot import Snapshot
+from deltalog.spark import operations as ops
+
+pytestmark = pytest.mark.spark
+DVS = {"delta.enableDeletionVectors": "true"}
+ON = "t.id = s.id"
+
+
+def _rows(uri) -> list[dict]:
+    ours = sorted(read_table(Snapshot.load(uri)).select(["id", "k", "s"]).to_pylist(), key=lambda r: (r["id"] is None, r["id"], r["s"]))
+    query = deltalake.QueryBuilder().register("t", deltalake.DeltaTable(uri)).execute("select id, k, s from t")
+    theirs = pa.table(query.read_all()).to_pylist()
+    assert sorted(theirs, key=lambda r: (r["id"] is None, r["id"], r["s"])) == ours
+    return ours
+
+
+def _both_ways(spark, tmp_path, monkeypatch, build, change) -> tuple[list[dict], int]:
+    """(the rows after `change`, how many times the driver matched) with the driver match on; the same
+    change with it off must leave the same rows."""
+    calls = []
+    original = row_match.matching_rows
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    results = []
+    for on_driver in (True, False):
+        uri = str(tmp_path / f"t_{on_driver}")
+        build(uri)
+        with monkeypatch.context() as m:
+            m.setattr(row_match, "matching_rows", counted)
+            if not on_driver:
+                m.setattr(ops, "_DRIVER_MATCH_SOURCE_ROWS", 0)
+            change(uri)
+        results.append(_rows(uri))
+        if on_driver:
+            matched_on_driver = len(calls)
+    assert results[0] == results[1]
+    return results[0], matched_on_driver
+
+
+def _table(spark, uri, files=4):
+    ops.write_dataframe(spark.range(1000).selectExpr("id", "id % 7 AS k", "'a' AS s").repartition(files), uri,
+                        configuration=DVS)
+
+
+def test_an_upsert_matches_on_the_driver_and_deleted_rows_never_match(spark, tmp_path, monkeypatch):
+    def change(uri):
+        ops.delete(spark, uri, "id % 100 = 3")  # marked in DVs: a source row with such an id is new again
+        source = spark.sql("SELECT id, 100L AS k, 'b' AS s FROM range(3, 2000, 50)")
+        ops.merge(spark, uri, source, ON, source_alias="s", target_alias="t",
+                  when_matched_update="*", when_not_matched_insert="*")
+        metrics = deltalake.DeltaTable(uri).history()[0]["operationMetrics"]
+        assert metrics["numTargetRowsUpdated"] == "10" and metrics["numTargetRowsInserted"] == "30", metrics
+        # ids within the key range of the file the first merge inserted (1003, 1053, ...): no row matches
+        source = spark.sql("SELECT id, 1L AS k, 'n' AS s FROM range(1004, 1010)")
+        ops.merge(spark, uri, source, ON, source_alias="s", target_alias="t",
+                  when_matched_update="*", when_not_matched_insert="*")
+
+    rows, on_driver = _both_ways(spark, tmp_path, monkeypatch, lambda uri: _table(spark, uri), change)
+    assert on_driver == 2
+    by_id = {r["id"]: (r["k"], r["s"]) for r in rows}
+    assert len(by_id) == len(rows) == 1000 - 10 + 30 + 6 and by_id[1009] == (1, "n")
+    assert by_id[53] == (100, "b") and by_id[103] == (100, "b") and by_id[54] == (54 % 7, "a")
+
+
+def test_two_source_rows_for_one_target_row_fail_naming_the_key(spark, tmp_path):
+    uri = str(tmp_path / "t")
+    _table(spark, uri)
+    source = spark.sql("SELECT id, 1L AS k, 'b' AS s FROM range(10) UNION ALL SELECT 7L, 2L, 'c'")
+    with pytest.raises(ops.MergeDuplicateSourceError, match=r"id=7\b.*appears 2 times"):
+        ops.merge(spark, uri, source, ON, source_alias="s", target_alias="t", when_matched_update="*")
+    assert Snapshot.load(uri).version == 0  # nothing committed
+
+
+def test_null_keys_never_match_and_two_keys_match_together(spark, tmp_path, monkeypatch):
+    def build(uri):
+        df = spark.sql("SELECT IF(id = 5, NULL, id) AS id, CAST(id % 3 AS STRING) AS s, id AS k FROM range(30)")
+        ops.write_dataframe(df.repartition(3), uri, configuration=DVS)
+
+    def change(uri):
+        source = spark.sql("SELECT * FROM VALUES (CAST(NULL AS BIGINT), '2', 1000L), (4L, '1', 1004L), "
+                           "(4L, '2', 2004L), (6L, '0', 1006L) AS v(id, s, k)")
+        ops.merge(spark, uri, source, "t.id = s.id AND t.s = s.s", source_alias="s", target_alias="t",
+                  when_matched_update="*", when_not_matched_insert="*")
+
+    rows, on_driver = _both_ways(spark, tmp_path, monkeypatch, build, change)
+    assert on_driver == 1
+    got = {(r["id"], r["s"]): r["k"] for r in rows}
+    assert got[(4, "1")] == 1004 and got[(4, "2")] == 2004 and got[(6, "0")] == 1006  # updated, inserted, updated
+    assert sorted(r["k"] for r in rows if r["id"] is None) == [5, 1000]  # the null key row was inserted
+
+
+def test_what_the_driver_cannot_match_exactly_goes_to_spark(spark, tmp_path, monkeypatch):
+    # an int source key against a long column (Spark widens it), and a condition besides key equality
+    def change(uri):
+        source = spark.sql("SELECT CAST(id AS INT) AS id, 5L AS k, 'i' AS s FROM range(0, 100, 10)")
+        ops.merge(spark, uri, source, ON, source_alias="s", target_alias="t",
+                  when_matched_update="*", when_not_matched_insert="*")
+        source = spark.sql("SELECT id, 6L AS k, 'c' AS s FROM range(0, 100, 5)")
+        ops.merge(spark, uri, source, f"{ON} AND t.k < 6", source_alias="s", target_alias="t",
+                  when_matched_update="*")
+
+    rows, on_driver = _both_ways(spark, tmp_path, monkeypatch, lambda uri: _table(spark, uri), change)
+    assert on_driver == 0
+    by_id = {r["id"]: (r["k"], r["s"]) for r in rows}
+    assert by_id[10] == (6, "c") and by_id[15] == (6, "c") and by_id[11] == (11 % 7, "a")
+
+
+def test_row_match_reads_only_live_rows_of_the_files(spark, tmp_path):
+    uri = str(tmp_path / "t")
+    _table(spark, uri)
+    ops.delete(spark, uri, "id < 500")
+    snap = Snapshot.load(uri)
+    keys = pa.table({"id": pa.array([1, 499, 500, 999, 5000], pa.int64()), "n": [0, 1, 2, 3, 4]})
+    pairs = row_match.matching_rows(snap, snap.files, keys, ["id"])
+    assert sorted(pairs.column("n").to_pylist()) == [2, 3]
+    files = snap.files.column("path").to_pylist()
+    for f, row, n in zip(*(pairs.column(c).to_pylist() for c in (row_match.FILE, row_match.ROW_INDEX, "n"))):
+        stored = pq.read_table(f"{uri}/{files[f]}")  # the row it names, read straight from the file
+        assert stored.column("id")[row].as_py() == (500 if n == 2 else 999)
