@@ -19,6 +19,7 @@ from dataclasses import replace
 from urllib.parse import unquote, urlparse
 from typing import Any, Callable, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import StorageLevel
@@ -460,8 +461,6 @@ def _marks_enabled(txn: Any) -> bool:
 def _rows_by_file(keys: _FileKeys, files: pa.Table, table: pa.Table) -> list[tuple[AddFile, Any]]:
     """(the file's add, its row indexes) for the rows of `files` that `table` (`keys.column`,
     ROW_INDEX_COLUMN; collected to the driver, as a DV holds row numbers, not rows) names."""
-    import numpy as np
-
     if table.num_rows == 0:
         return []
     grouped = table.group_by(keys.column).aggregate([(ROW_INDEX_COLUMN, "list")])
@@ -1140,7 +1139,7 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
             candidates = snapshot.files  # the files touched are looked up among all of them
         hit_rows = None
         if on_driver is not None:
-            pass  # the rows and files are known
+            pass  # the driver's match gave the rows and files already
         elif acting is not None and marking:
             # merge-on-read needs the changed rows' positions on the driver anyway (for the DVs)
             hit_rows = acting.select(file_key, ROW_INDEX_COLUMN, _ACTION).toArrow()
@@ -1164,12 +1163,8 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
                                                                       *[F.first(f"__deltalog_key{i}").alias(s)
                                                                         for i, (s, _) in enumerate(keys)])
                           .filter("n > 1").limit(1).collect())
-                key_text = ", ".join(f"{s}={sample[0][s]!r}" for s, _ in keys) if sample and keys else "?"
-                raise MergeDuplicateSourceError(
-                    f"{name}: MERGE failed: several source rows matched the same target row and tried to "
-                    f"change it (e.g. {key_text}; the row appears {sample[0]['n'] if sample else '>1'} times "
-                    f"in the source). Make the merge key unique in the source (deduplicate it, or add "
-                    f"columns to unique_key). Nothing was committed.")
+                raise _duplicate_source_error(name, keys, sample[0] if sample else None,
+                                              sample[0]["n"] if sample else ">1")
             row_of = file_keys.rows_of(candidates)
             rows = []
             for r in per_file:
@@ -1412,23 +1407,24 @@ def _match_on_driver(spark: SparkSession, snapshot: Any, candidates: pa.Table, s
         sid = pairs.filter(pc.and_(pc.equal(pairs.column(FILE), first[FILE]),
                                    pc.equal(pairs.column(ROW_INDEX), first[ROW_INDEX]))).column(_SOURCE_ID)[0]
         row = source_keys.filter(pc.equal(source_keys.column(_SOURCE_ID), sid)).slice(0, 1).to_pylist()[0]
-        key_text = ", ".join(f"{s}={row[s]!r}" for s, _ in keys)
-        raise MergeDuplicateSourceError(
-            f"{snapshot.table_uri}: MERGE failed: several source rows matched the same target row and tried "
-            f"to change it (e.g. {key_text}; the row appears {first['count_all']} times in the source). Make "
-            f"the merge key unique in the source (deduplicate it, or add columns to unique_key). Nothing "
-            f"was committed.")
-    import numpy as np
-
-    grouped = pairs.group_by(FILE).aggregate([(ROW_INDEX, "list")])
-    order = sorted(range(grouped.num_rows), key=lambda i: grouped.column(FILE)[i].as_py())
-    files = [grouped.column(FILE)[i].as_py() for i in order]
-    touched = _take(candidates, files)  # (sorted by row, as `files` is)
-    marks = [(add, np.asarray(grouped.column(f"{ROW_INDEX}_list")[i].values, dtype=np.uint64))
-             for add, i in zip(_add_files_of(touched), order)]
+        raise _duplicate_source_error(snapshot.table_uri, keys, row, first["count_all"])
+    grouped = pairs.group_by(FILE).aggregate([(ROW_INDEX, "list")]).sort_by(FILE)
+    touched = _take(candidates, grouped.column(FILE).to_pylist())  # in the same (sorted) order
+    marks = [(add, np.asarray(rows.values, dtype=np.uint64))
+             for add, rows in zip(_add_files_of(touched), grouped.column(f"{ROW_INDEX}_list"))]
     matched = pa.table({_ACTION: pa.array(["update"] * pairs.num_rows, pa.string()),
                         _SOURCE_ID: pairs.column(_SOURCE_ID).cast(pa.int64())})
     return spark.createDataFrame(matched), touched, marks
+
+
+def _duplicate_source_error(table: str, keys: list[tuple[str, str]], row: Any, times: Any) -> Exception:
+    """The error of a merge in which several source rows matched one target row; `row` holds the source
+    key columns of one of them (None if unknown)."""
+    key_text = ", ".join(f"{s}={row[s]!r}" for s, _ in keys) if row is not None and keys else "?"
+    return MergeDuplicateSourceError(
+        f"{table}: MERGE failed: several source rows matched the same target row and tried to change it "
+        f"(e.g. {key_text}; the row appears {times} times in the source). Make the merge key unique in the "
+        f"source (deduplicate it, or add columns to unique_key). Nothing was committed.")
 
 
 def _source_only(source: DataFrame, assignments: dict[str, str]) -> set[str]:
