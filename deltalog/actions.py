@@ -27,7 +27,7 @@ SUPPORTED_READER_FEATURES = frozenset({"timestampNtz", "vacuumProtocolCheck", "c
 SUPPORTED_WRITER_FEATURES = frozenset({
     "appendOnly", "invariants", "timestampNtz", "vacuumProtocolCheck", "checkpointProtection",
     "materializePartitionColumns", "checkConstraints", "domainMetadata", "clustering", "columnMapping",
-    "changeDataFeed", "inCommitTimestamp", "variantType", "deletionVectors",
+    "changeDataFeed", "inCommitTimestamp", "variantType", "deletionVectors", "rowTracking",
 })
 
 
@@ -212,6 +212,7 @@ class AddFile:
             path=self.path, deletion_timestamp=deletion_timestamp or now_ms(), data_change=data_change,
             extended_file_metadata=True, partition_values=dict(self.partition_values),
             size=self.size, stats=self.stats, tags=self.tags, deletion_vector=self.deletion_vector,
+            base_row_id=self.base_row_id, default_row_commit_version=self.default_row_commit_version,
         )
 
     @property
@@ -230,6 +231,8 @@ class RemoveFile:
     stats: str | None = None
     tags: dict[str, str] | None = None
     deletion_vector: dict[str, Any] | None = None
+    base_row_id: int | None = None
+    default_row_commit_version: int | None = None
 
     KEY = "remove"
 
@@ -244,6 +247,8 @@ class RemoveFile:
             "stats": self.stats,
             "tags": self.tags,
             "deletionVector": self.deletion_vector,
+            "baseRowId": self.base_row_id,
+            "defaultRowCommitVersion": self.default_row_commit_version,
         })
 
     @classmethod
@@ -253,7 +258,8 @@ class RemoveFile:
             data_change=bool(d.get("dataChange", True)),
             extended_file_metadata=d.get("extendedFileMetadata"),
             partition_values=d.get("partitionValues"), size=d.get("size"), stats=d.get("stats"),
-            tags=d.get("tags"), deletion_vector=d.get("deletionVector"),
+            tags=d.get("tags"), deletion_vector=d.get("deletionVector"), base_row_id=d.get("baseRowId"),
+            default_row_commit_version=d.get("defaultRowCommitVersion"),
         )
 
 

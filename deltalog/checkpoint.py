@@ -37,20 +37,25 @@ FILES_SCHEMA = pa.schema([
     ("path", pa.string()), ("partition_values", STRING_MAP), ("size", pa.int64()),
     ("modification_time", pa.int64()), ("data_change", pa.bool_()), ("stats", pa.string()),
     ("tags", STRING_MAP), ("deletion_vector", DELETION_VECTOR),
+    # row tracking (see row_tracking)
+    ("base_row_id", pa.int64()), ("default_row_commit_version", pa.int64()),
 ])
 TOMBSTONES_SCHEMA = pa.schema([
     ("path", pa.string()), ("deletion_timestamp", pa.int64()), ("size", pa.int64()),
     ("data_change", pa.bool_()), ("partition_values", STRING_MAP),
     # a tombstone is (path, DV): the DV file stays needed while the tombstone is retained
     ("deletion_vector", DELETION_VECTOR),
+    ("base_row_id", pa.int64()), ("default_row_commit_version", pa.int64()),
 ])
 # log name -> snapshot column name
 _ADD_COLUMNS = {"path": "path", "partitionValues": "partition_values", "size": "size",
                 "modificationTime": "modification_time", "dataChange": "data_change", "stats": "stats",
-                "tags": "tags", "deletionVector": "deletion_vector"}
+                "tags": "tags", "deletionVector": "deletion_vector", "baseRowId": "base_row_id",
+                "defaultRowCommitVersion": "default_row_commit_version"}
 _REMOVE_COLUMNS = {"path": "path", "deletionTimestamp": "deletion_timestamp", "size": "size",
                    "dataChange": "data_change", "partitionValues": "partition_values",
-                   "deletionVector": "deletion_vector"}
+                   "deletionVector": "deletion_vector", "baseRowId": "base_row_id",
+                   "defaultRowCommitVersion": "default_row_commit_version"}
 
 # The protocol's checkpoint schema, as written here.
 CHECKPOINT_SCHEMA = pa.schema([
@@ -59,11 +64,12 @@ CHECKPOINT_SCHEMA = pa.schema([
         ("path", pa.string()), ("partitionValues", STRING_MAP), ("size", pa.int64()),
         ("modificationTime", pa.int64()), ("dataChange", pa.bool_()), ("tags", STRING_MAP),
         ("deletionVector", DELETION_VECTOR), ("stats", pa.string()),
+        ("baseRowId", pa.int64()), ("defaultRowCommitVersion", pa.int64()),
     ])),
     ("remove", pa.struct([
         ("path", pa.string()), ("deletionTimestamp", pa.int64()), ("dataChange", pa.bool_()),
         ("extendedFileMetadata", pa.bool_()), ("partitionValues", STRING_MAP), ("size", pa.int64()),
-        ("deletionVector", DELETION_VECTOR),
+        ("deletionVector", DELETION_VECTOR), ("baseRowId", pa.int64()), ("defaultRowCommitVersion", pa.int64()),
     ])),
     ("metaData", pa.struct([
         ("id", pa.string()), ("name", pa.string()), ("description", pa.string()),

@@ -95,6 +95,8 @@ def files_table(adds: list[dict[str, Any]]) -> pa.Table:
         pa.array([a.get("stats") for a in adds], pa.string()),
         pa.array([a.get("tags") for a in adds], cp.STRING_MAP),
         pa.array([_dv(a.get("deletionVector")) for a in adds], cp.DELETION_VECTOR),
+        pa.array([a.get("baseRowId") for a in adds], pa.int64()),
+        pa.array([a.get("defaultRowCommitVersion") for a in adds], pa.int64()),
     ], schema=cp.FILES_SCHEMA)
 
 
@@ -118,6 +120,8 @@ def _removes_table(removes: list[dict[str, Any]]) -> pa.Table:
         pa.array([r.get("dataChange", True) for r in removes], pa.bool_()),
         pa.array([r.get("partitionValues") for r in removes], cp.STRING_MAP),
         pa.array([_dv(r.get("deletionVector")) for r in removes], cp.DELETION_VECTOR),
+        pa.array([r.get("baseRowId") for r in removes], pa.int64()),
+        pa.array([r.get("defaultRowCommitVersion") for r in removes], pa.int64()),
     ], schema=cp.TOMBSTONES_SCHEMA)
 
 
@@ -241,7 +245,8 @@ class Snapshot:
                 size=row["size"], modification_time=row["modification_time"],
                 data_change=row["data_change"], stats=row["stats"],
                 tags=dict(row["tags"]) if row["tags"] is not None else None,
-                deletion_vector=row["deletion_vector"]))
+                deletion_vector=row["deletion_vector"], base_row_id=row["base_row_id"],
+                default_row_commit_version=row["default_row_commit_version"]))
         return out
 
     def file_uris(self) -> list[str]:

@@ -34,7 +34,7 @@ from .errors import (
 )
 from .storage import LogStore, log_store_for
 from .schema import schema_string, uses_type
-from . import deletion_vectors
+from . import deletion_vectors, row_tracking
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,6 @@ MAX_COMMIT_ATTEMPTS = 50
 
 # Table properties that switch on a table feature this engine cannot write.
 _UNSUPPORTED_PROPERTIES = {
-    "delta.enableRowTracking": "rowTracking",
     "delta.enableTypeWidening": "typeWidening",
     "delta.enableIcebergCompatV1": "icebergCompatV1",
     "delta.enableIcebergCompatV2": "icebergCompatV2",
@@ -206,7 +205,8 @@ def validate_metadata(metadata: Metadata, table: str) -> None:
         if not re.fullmatch(r"\s*[0-9]+\s*", str(value)) or int(value) < 1:
             raise InvalidTableError(
                 f"{table}: {CHECKPOINT_INTERVAL_KEY}={value!r} is not allowed: it must be an integer >= 1.")
-    for key in (APPEND_ONLY_KEY, CHANGE_DATA_FEED_KEY, IN_COMMIT_TIMESTAMPS_KEY):
+    for key in (APPEND_ONLY_KEY, CHANGE_DATA_FEED_KEY, IN_COMMIT_TIMESTAMPS_KEY, row_tracking.ENABLE_KEY,
+                row_tracking.SUSPENDED_KEY):
         if key in conf and str(conf[key]).lower() not in ("true", "false"):
             raise InvalidTableError(f"{table}: {key}={conf[key]!r} is not allowed: allowed true, false.")
     for key, feature in _UNSUPPORTED_PROPERTIES.items():
@@ -246,7 +246,11 @@ def required_protocol(metadata: Metadata, current: Protocol | None, features: It
         needed.add("deletionVectors")
     if _in_commit_timestamps(metadata.configuration):
         needed.add("inCommitTimestamp")
+    if row_tracking.is_enabled(metadata.configuration):
+        needed.add(row_tracking.FEATURE)
     needed |= set(features)
+    if row_tracking.FEATURE in needed:
+        needed.add("domainMetadata")  # the high-water mark lives in domain metadata
     missing = {f for f in needed if not base.has_writer_feature(f)}
     if not missing:
         return base
@@ -430,6 +434,10 @@ class Transaction:
                 replacing=replaces_table)
         except column_mapping.ColumnMappingError as e:
             raise InvalidTableError(str(e)) from None
+        columns = [f["name"] for f in schema.get("fields", [])] + [
+            f.get("metadata", {}).get(column_mapping.PHYSICAL_NAME, "") for f in schema.get("fields", [])]
+        configuration = row_tracking.with_column_names(
+            configuration, dict(current.configuration) if current is not None else None, columns, self.table_uri)
         if configuration != dict(metadata.configuration) or schema != metadata.schema_json:
             metadata = replace(metadata, schema_string=schema_string(schema), configuration=configuration)
         self._new_metadata = metadata
@@ -608,7 +616,8 @@ class Transaction:
                 raise CommitsRefusedError(f"{self.table_uri}: nothing was committed: {_refused_because}")
             commit_info.timestamp = max(now_ms(), commit_info.timestamp or 0)
             actions = self._with_in_commit_timestamp(commit_info, actions, version, winners)
-            data = commit_to_bytes([commit_info, *actions])
+            final = self._with_row_ids(commit_info, actions, version, winners)
+            data = commit_to_bytes([commit_info, *final])
             try:
                 self.store.write_if_absent(commit_file_name(version), data)
             except FileExistsError:
@@ -624,7 +633,7 @@ class Transaction:
         self.committed_version = version
         log.debug("%s: committed version %d (%s) after %d attempt(s)", self.table_uri, version,
                   operation, self.attempts)
-        self._after_commit(version, [commit_info, *actions], winners,
+        self._after_commit(version, [commit_info, *final], winners,
                            commit_info.extra.get("inCommitTimestamp", commit_info.timestamp), txn_id)
         return version
 
@@ -653,6 +662,42 @@ class Transaction:
                                               _ICT_ENABLEMENT_TIMESTAMP: str(ict)})
             out.append(a)
         return out
+
+    def _with_row_ids(self, commit_info: CommitInfo, actions: list[Action], version: int,
+                      winners: list[_WinningCommit]) -> list[Action]:
+        """On a table with row tracking, `actions` with the row IDs of `row_tracking.assign`, from the
+        high-water mark of the last winner (or the snapshot), and the commit's tags saying whether
+        rewritten rows kept theirs. Redone per attempt: `actions` themselves are left as they are."""
+        protocol = next((a for a in actions if isinstance(a, Protocol)), None) or (
+            self.snapshot.protocol if self.snapshot is not None else None)
+        md = self.metadata
+        if md is None or not row_tracking.is_active(protocol, md.configuration):
+            return actions
+        snap = self.snapshot
+        enabling = row_tracking.is_enabled(md.configuration) and not (
+            snap is not None and row_tracking.is_enabled(snap.configuration))
+        if enabling:
+            # files a winner added never got row IDs from a writer that knew of them: back-filling
+            # them here would need their stats, so the commit retries instead
+            added = next((w for w in winners if any(a.data_change for a in w.adds)), None)
+            if added is not None:
+                raise self._conflict(ConcurrentAppendException, added,
+                                     "files were added while this commit enables row tracking",
+                                     "Retry the operation.")
+        domains = [*(snap.domain_metadata.values() if snap is not None else ()), *(d for w in winners
+                                                                                  for d in w.domains)]
+        mark = row_tracking.high_water_mark(domains)
+        paths = {a.path for a in actions if isinstance(a, (AddFile, RemoveFile))}
+        live = row_tracking.live_row_ids(snap.files, paths) if snap is not None else {}
+        for w in winners:  # a winner may have added a path back with a new DV: it carries the same IDs
+            live.update({a.path: (a.base_row_id, a.default_row_commit_version) for a in w.adds if a.path in paths})
+        backfill = [a for a in snap.add_files() if a.base_row_id is None and a.path not in paths] \
+            if enabling and snap is not None else []
+        final, preserved = row_tracking.assign(actions, version, mark, live, enabling=enabling,
+                                               backfill=backfill, table=self.table_uri)
+        commit_info.extra["tags"] = {**(commit_info.extra.get("tags") or {}),
+                                     row_tracking.PRESERVED_TAG: "true" if preserved else "false"}
+        return final
 
     def _check_table_still_there(self) -> None:
         """The table this transaction read must still hold the version it read: a commit into a table

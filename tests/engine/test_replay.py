@@ -36,7 +36,8 @@ def test_basic_state(log_writer):
     assert snap.num_files == 2 and snap.size_bytes == 30
     assert isinstance(snap.files, pa.Table)
     assert snap.files.schema.names == ["path", "partition_values", "size", "modification_time",
-                                       "data_change", "stats", "tags", "deletion_vector"]
+                                       "data_change", "stats", "tags", "deletion_vector", "base_row_id",
+                                       "default_row_commit_version"]
     adds = {a.path: a for a in snap.add_files()}
     assert adds["part=a/f1.parquet"].partition_values == {"part": "a"}
     assert snap.arrow_schema.names == ["id", "part"]

@@ -280,8 +280,8 @@ def test_unsupported_writer_feature_refused(tmp_path):
 
 def test_unsupported_table_property_refused(tmp_path):
     uri = str(tmp_path / "t")
-    with pytest.raises(UnsupportedFeatureError, match="rowTracking"):
-        write_deltalake(uri, small([1]), configuration={"delta.enableRowTracking": "true"})
+    with pytest.raises(UnsupportedFeatureError, match="icebergCompatV2"):
+        write_deltalake(uri, small([1]), configuration={"delta.enableIcebergCompatV2": "true"})
     assert not DeltaTable(uri).exists()
 
 
@@ -400,8 +400,8 @@ def test_writer_only_feature_gives_writer_version_7(tmp_path):
     assert "part" in pq.read_table(snap.file_uris()[0]).column_names
     import deltalake
     assert sorted(deltalake.DeltaTable(uri).to_pyarrow_table().column("id").to_pylist()) == [1, 2]
-    with pytest.raises(UnsupportedFeatureError, match="rowTracking"):
-        write_deltalake(str(tmp_path / "t2"), small([1]), configuration={"delta.feature.rowTracking": "supported"})
+    with pytest.raises(UnsupportedFeatureError, match="identityColumns"):
+        write_deltalake(str(tmp_path / "t2"), small([1]), configuration={"delta.feature.identityColumns": "supported"})
 
 
 def test_not_null_and_invariants(tmp_path):

@@ -70,3 +70,47 @@ class TestDeletionVectorModels:
     def test_a_bad_value_names_the_config(self, project):
         _, out = run_dbt_and_capture(["run", "--vars", json.dumps({"dvs": "sometimes"})], expect_pass=False)
         assert "deletion_vectors" in out and "true or false" in out
+
+
+TRACKED_MODEL = """
+{{ config(materialized='incremental', unique_key='id', deletion_vectors=true,
+          row_tracking=var('tracking', true)) }}
+{% if is_incremental() %}
+select id, 'changed' as state from range(0, 400, 40)
+{% else %}
+select id, 'new' as state from range(400)
+{% endif %}
+"""
+
+
+class TestRowTrackingModels:
+    """`row_tracking: true`: every file of the table carries row IDs; a merge keeps the IDs of the rows
+    it leaves and gives the rows it writes fresh ones, above every earlier one."""
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def models(cls):
+        return {"tracked.sql": TRACKED_MODEL}
+
+    def test_merge_keeps_row_ids_of_untouched_rows(self, project, deltalog_warehouse):
+        run_dbt(["run", "--full-refresh"])
+        path = os.path.join(deltalog_warehouse, project.test_schema, "tracked")
+        first = Snapshot.load(path)
+        assert "rowTracking" in first.protocol.writer_features
+        assert first.configuration["delta.enableRowTracking"] == "true"
+        spans = sorted((a.base_row_id, a.num_records) for a in first.add_files())
+        assert spans[0][0] == 0 and sum(n for _, n in spans) == 400
+        run_dbt(["run"])
+        snap = Snapshot.load(path)
+        kept = {a.path: a.base_row_id for a in first.add_files()}
+        for a in snap.add_files():
+            if a.path in kept:  # rows marked, file kept: same row IDs
+                assert a.base_row_id == kept[a.path] and a.default_row_commit_version == first.version
+            else:  # the merged rows' new versions
+                assert a.base_row_id >= 400 and a.default_row_commit_version == snap.version
+        _, rows = _rows(path)
+        assert rows == {i: ("changed" if i % 40 == 0 else "new") for i in range(400)}
+
+    def test_a_bad_value_names_the_config(self, project):
+        _, out = run_dbt_and_capture(["run", "--vars", json.dumps({"tracking": "maybe"})], expect_pass=False)
+        assert "row_tracking" in out and "true or false" in out

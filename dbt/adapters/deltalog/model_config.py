@@ -60,10 +60,10 @@ KNOWN_PROPERTIES: Dict[str, Any] = {
     "delta.enableChangeDataFeed": (lambda v: v.lower() in _BOOL, "true or false"),
     "delta.enableInCommitTimestamps": (lambda v: v.lower() in _BOOL, "true or false"),
     "delta.enableDeletionVectors": (lambda v: v.lower() in _BOOL, "true or false"),
+    "delta.enableRowTracking": (lambda v: v.lower() in _BOOL, "true or false"),
 }
 # Properties that switch on features this engine cannot write (the transaction refuses them too).
-UNSUPPORTED_PROPERTIES = ("delta.enableRowTracking",
-                          "delta.enableTypeWidening",
+UNSUPPORTED_PROPERTIES = ("delta.enableTypeWidening",
                           "delta.enableIcebergCompatV1", "delta.enableIcebergCompatV2")
 _STATS_TYPES = ("byte", "short", "int", "integer", "long", "bigint", "smallint", "tinyint", "float", "double",
                 "decimal", "string", "date", "timestamp", "timestamp_ntz", "varchar", "char")
@@ -185,6 +185,13 @@ class DeltaConfig:
                                                    "and delete+insert mark changed rows instead of rewriting "
                                                    "their files)")
             self._set("deletion_vectors", "delta.enableDeletionVectors", "true" if _truthy(dvs) else "false")
+
+        tracking = _get(config, "row_tracking")
+        if tracking is not None:
+            if not isinstance(tracking, bool) and str(tracking).strip().lower() not in ("true", "false"):
+                self.fail("row_tracking", tracking, "true or false (delta.enableRowTracking: every row gets a row "
+                                                    "ID and a row commit version in the log)")
+            self._set("row_tracking", "delta.enableRowTracking", "true" if _truthy(tracking) else "false")
 
         self.zorder_by = self._column_list(config, "zorder_by", "zorder")[0]
 

@@ -1,0 +1,147 @@
+"""Row tracking (writer feature `rowTracking`, on top of `domainMetadata`): every row of the table has
+a row ID, unique in every version, and a row commit version.
+
+Both are "default generated" from the file's `add`: row ID = `baseRowId` + the row's position in the
+file, row commit version = `defaultRowCommitVersion`. A writer of a table whose protocol lists the
+feature (unless `delta.rowTrackingSuspended`) must therefore, in every commit:
+- give each new file a `baseRowId` above the table's high-water mark (the highest row ID ever given,
+  kept in the `delta.rowTracking` domain metadata) and raise the mark past its rows;
+- set `defaultRowCommitVersion` of a new file to the commit's version;
+- carry both unchanged in an `add` or `remove` of a file already in the table (a DV change).
+
+This is done per commit attempt (`assign`), as the version and the mark move when another writer wins.
+
+`delta.enableRowTracking=true` also promises stable row IDs: rows copied or updated "should" keep them
+through hidden materialized columns. This engine writes fresh row IDs for the rows it rewrites and
+says so in the commit's tags (`delta.rowTracking.preserved: false`), as the protocol asks.
+"""
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import replace
+from typing import Any, Iterable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .actions import AddFile, DomainMetadata, Protocol, RemoveFile
+from .errors import InvalidTableError
+
+FEATURE = "rowTracking"
+ENABLE_KEY = "delta.enableRowTracking"
+SUSPENDED_KEY = "delta.rowTrackingSuspended"
+ROW_ID_COLUMN_KEY = "delta.rowTracking.materializedRowIdColumnName"
+ROW_COMMIT_VERSION_COLUMN_KEY = "delta.rowTracking.materializedRowCommitVersionColumnName"
+DOMAIN = "delta.rowTracking"
+PRESERVED_TAG = "delta.rowTracking.preserved"
+
+
+def _true(value: Any) -> bool:
+    return str(value if value is not None else "false").strip().lower() == "true"
+
+
+def is_enabled(configuration: dict[str, str] | None) -> bool:
+    return _true((configuration or {}).get(ENABLE_KEY))
+
+
+def is_active(protocol: Protocol | None, configuration: dict[str, str] | None) -> bool:
+    """Whether writers must assign row IDs: the protocol lists the feature and it is not suspended."""
+    return (protocol is not None and protocol.has_writer_feature(FEATURE)
+            and not _true((configuration or {}).get(SUSPENDED_KEY)))
+
+
+def with_column_names(configuration: dict[str, str], current: dict[str, str] | None,
+                      column_names: Iterable[str], table: str) -> dict[str, str]:
+    """The configuration with the hidden materialized column names row tracking needs once enabled:
+    kept from the table where it has them, else new ones. They may never equal a column's name."""
+    if not is_enabled(configuration) and not any(k in configuration for k in (ROW_ID_COLUMN_KEY,
+                                                                              ROW_COMMIT_VERSION_COLUMN_KEY)):
+        return configuration
+    if _true(configuration.get(SUSPENDED_KEY)) and is_enabled(configuration):
+        raise InvalidTableError(f"{table}: {ENABLE_KEY}=true and {SUSPENDED_KEY}=true contradict each other: "
+                                f"row tracking cannot be enabled while it is suspended. Set one of them to false.")
+    out = dict(configuration)
+    for key, prefix in ((ROW_ID_COLUMN_KEY, "_row-id-col-"), (ROW_COMMIT_VERSION_COLUMN_KEY,
+                                                              "_row-commit-version-col-")):
+        if key not in out:
+            out[key] = (current or {}).get(key) or f"{prefix}{uuid.uuid4()}"
+    names = {n.lower() for n in column_names}
+    clash = [out[k] for k in (ROW_ID_COLUMN_KEY, ROW_COMMIT_VERSION_COLUMN_KEY) if out[k].lower() in names]
+    if clash or out[ROW_ID_COLUMN_KEY] == out[ROW_COMMIT_VERSION_COLUMN_KEY]:
+        raise InvalidTableError(
+            f"{table}: the row tracking column name(s) {clash or [out[ROW_ID_COLUMN_KEY]]} must differ from "
+            f"each other and from every column of the table. Rename the column.")
+    return out
+
+
+def high_water_mark(domains: Iterable[DomainMetadata]) -> int:
+    """The highest row ID given so far (-1 for none) in the last `delta.rowTracking` domain of `domains`."""
+    mark = -1
+    for d in domains:
+        if d.domain == DOMAIN and not d.removed:
+            try:
+                mark = int(json.loads(d.configuration)["rowIdHighWaterMark"])
+            except (ValueError, KeyError, TypeError) as e:
+                raise InvalidTableError(f"the {DOMAIN} domain metadata {d.configuration!r} holds no "
+                                        f"integer rowIdHighWaterMark ({e})") from None
+    return mark
+
+
+def live_row_ids(files: pa.Table, paths: Iterable[str]) -> dict[str, tuple[int | None, int | None]]:
+    """(`baseRowId`, `defaultRowCommitVersion`) of those of `paths` that are live files (rows of a
+    snapshot's `files`), by path as the log spells it."""
+    wanted = pa.array(sorted(set(paths)), pa.string())
+    if not len(wanted) or not files.num_rows:
+        return {}
+    hit = files.filter(pc.is_in(files.column("path"), value_set=wanted))
+    return {p: (b, v) for p, b, v in zip(hit.column("path").to_pylist(), hit.column("base_row_id").to_pylist(),
+                                         hit.column("default_row_commit_version").to_pylist())}
+
+
+def assign(actions: list[Any], version: int, mark: int, live: dict[str, tuple[int | None, int | None]],
+           enabling: bool = False, backfill: Iterable[AddFile] = (), table: str = "") -> tuple[list[Any], bool]:
+    """The commit's actions with row IDs, and whether every row it rewrote kept its row ID.
+
+    New files get fresh `baseRowId`s above `mark` (the high-water mark) and `defaultRowCommitVersion`
+    = `version`. Files already in the table (`live`, by path: see `live_row_ids`) keep theirs in both
+    their `add` and `remove`. When the commit is `enabling` row tracking, live files without row IDs
+    get fresh ones: those it adds back (with a new DV) and `backfill`, the others, added back
+    unchanged (dataChange=false) but for their row IDs. A `delta.rowTracking` domain with the new mark is added when
+    it moved. Rows are rewritten when the commit both removes (or marks) rows and adds new ones."""
+    mark_before = mark
+    backfill = list(backfill)
+
+    def fresh(a: AddFile, commit_version: int) -> AddFile:
+        nonlocal mark
+        records = a.num_records
+        if records is None:
+            raise InvalidTableError(
+                f"{table}: the file {a.path!r} has no numRecords in its stats, so it cannot be given row "
+                f"IDs (row tracking, {FEATURE}). Nothing was committed.")
+        a = replace(a, base_row_id=mark + 1, default_row_commit_version=commit_version)
+        mark += records
+        return a
+
+    out: list[Any] = []
+    new_rows = False
+    for a in actions:
+        if isinstance(a, DomainMetadata) and a.domain == DOMAIN:
+            continue  # an earlier attempt's mark: recomputed
+        if isinstance(a, (AddFile, RemoveFile)) and a.path in live:
+            base, commit_version = live[a.path]
+            if isinstance(a, AddFile) and base is None and enabling:
+                a = fresh(a, commit_version if commit_version is not None else version)
+            else:
+                a = replace(a, base_row_id=base, default_row_commit_version=commit_version)
+        elif isinstance(a, AddFile):
+            a = fresh(a, version)
+            new_rows = new_rows or bool(a.num_records)
+        out.append(a)
+    for b in backfill:
+        commit_version = live.get(b.path, (None, None))[1]
+        out.append(fresh(replace(b, data_change=False), commit_version if commit_version is not None else version))
+    if mark != mark_before:
+        out.append(DomainMetadata(DOMAIN, json.dumps({"rowIdHighWaterMark": mark}, separators=(",", ":"))))
+    rewritten = new_rows and any(isinstance(a, RemoveFile) for a in actions)
+    return out, not rewritten

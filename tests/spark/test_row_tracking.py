@@ -1,0 +1,229 @@
+"""Row tracking (`delta.enableRowTracking`, writer feature `rowTracking`): every commit gives new files
+fresh row IDs above the high-water mark and its version as their row commit version, keeps both on
+files it only marks rows of, and raises the mark. Checked at every version the way a reader
+reconstructs row IDs (baseRowId + position in the file): unique, and unchanged for rows no commit
+touched. delta-rs reads every version as we do. Tables from other writers with the feature are
+written too."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+
+import deltalake
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from deltalake import QueryBuilder
+
+from deltalog import row_tracking
+from deltalog.actions import AddFile, CommitInfo, DomainMetadata, RemoveFile, parse_commit
+from deltalog.deletion_vectors import deleted_rows
+from deltalog.paths import file_path_of
+from deltalog.scan import read_table
+from deltalog.snapshot import Snapshot
+from deltalog.spark import operations as ops
+from deltalog.spark.optimize import optimize
+from deltalog.table import DeltaTable
+from deltalog.write import write_deltalake
+from tests.shared_data import WILD, require
+
+pytestmark = pytest.mark.spark
+TRACKED = {"delta.enableRowTracking": "true", "delta.enableDeletionVectors": "true"}
+
+
+def _commit(uri: str, version: int) -> list:
+    with open(os.path.join(uri, "_delta_log", "%020d.json" % version), "rb") as f:
+        return parse_commit(f.read(), "test")
+
+
+def _row_ids(uri: str, version: int) -> dict[int, int]:
+    """Row ID of every live row, by the row's `id` column: baseRowId + its position in its file."""
+    import pyarrow.parquet as pq
+
+    snap = Snapshot.load(uri, version=version)
+    out: dict[int, int] = {}
+    for a in snap.add_files():
+        ids = pq.read_table(file_path_of(uri, a.path), columns=["id"]).column("id").to_pylist()
+        gone = set(deleted_rows(snap.store, a.deletion_vector).tolist()) if a.deletion_vector else set()
+        for position, key in enumerate(ids):
+            if position not in gone:
+                assert key not in out, f"version {version}: row {key} appears twice"
+                out[key] = a.base_row_id + position
+    return out
+
+
+def _check_version(uri: str, version: int) -> None:
+    """What the protocol asks of one version of a row-tracked table."""
+    snap = Snapshot.load(uri, version=version)
+    adds = snap.add_files()
+    assert all(a.base_row_id is not None and a.default_row_commit_version is not None for a in adds), version
+    spans = sorted((a.base_row_id, a.base_row_id + a.num_records) for a in adds)
+    assert all(end <= nxt for (_, end), (nxt, _) in zip(spans, spans[1:])), f"version {version}: overlap"
+    mark = row_tracking.high_water_mark(snap.domain_metadata.values())
+    assert all(end - 1 <= mark for _, end in spans)
+    ids = _row_ids(uri, version)
+    assert len(set(ids.values())) == len(ids)
+    actions = _commit(uri, version)
+    previous = {a.path: a for a in Snapshot.load(uri, version=version - 1).add_files()} if version else {}
+    for a in actions:
+        if isinstance(a, AddFile) and a.path in previous and previous[a.path].base_row_id is not None:
+            # marked rows: the file keeps its IDs
+            assert (a.base_row_id, a.default_row_commit_version) == (
+                previous[a.path].base_row_id, previous[a.path].default_row_commit_version)
+        elif isinstance(a, AddFile):  # a new file, or one given row IDs as row tracking is enabled
+            assert a.default_row_commit_version == version and a.base_row_id > (
+                row_tracking.high_water_mark(Snapshot.load(uri, version=version - 1).domain_metadata.values())
+                if version else -1)
+        elif isinstance(a, RemoveFile):
+            assert (a.base_row_id, a.default_row_commit_version) == (
+                previous[a.path].base_row_id, previous[a.path].default_row_commit_version)
+    info = next(a for a in actions if isinstance(a, CommitInfo))
+    assert info.extra["tags"][row_tracking.PRESERVED_TAG] in ("true", "false")
+
+
+def _delta_rs_rows(uri: str, version: int) -> dict[int, str]:
+    dt = deltalake.DeltaTable(uri, version=version)
+    t = pa.table(QueryBuilder().register("t", dt).execute("select id, s from t").read_all())
+    return dict(zip(t.column("id").to_pylist(), t.column("s").to_pylist()))
+
+
+def _our_rows(uri: str, version: int) -> dict[int, str]:
+    t = read_table(Snapshot.load(uri, version=version))
+    return dict(zip(t.column("id").to_pylist(), t.column("s").to_pylist()))
+
+
+def test_dml_keeps_row_ids_of_untouched_rows_and_gives_fresh_ones_to_new_rows(spark, tmp_path):
+    uri = str(tmp_path / "t")
+    ops.write_dataframe(spark.range(1000).selectExpr("id", "'a' AS s").repartition(4), uri, configuration=TRACKED)
+    snap = Snapshot.load(uri)
+    assert {"rowTracking", "domainMetadata"} <= set(snap.protocol.writer_features)
+    conf = snap.configuration
+    assert conf[row_tracking.ROW_ID_COLUMN_KEY].startswith("_row-id-col-")
+    assert conf[row_tracking.ROW_COMMIT_VERSION_COLUMN_KEY].startswith("_row-commit-version-col-")
+    assert sorted(_row_ids(uri, 0).values()) == list(range(1000))
+
+    ops.write_dataframe(spark.range(1000, 1100).selectExpr("id", "'a' AS s"), uri, mode="append")  # v1
+    ops.delete(spark, uri, "id % 10 = 3")  # v2: marks rows
+    source = spark.sql("SELECT id, 'b' AS s FROM range(0, 2000, 50)")
+    ops.merge(spark, uri, source, on="t.id = s.id", source_alias="s", target_alias="t",  # v3
+              when_matched_update="*", when_not_matched_insert="*")
+    latest = Snapshot.load(uri).version
+    assert latest == 3
+    for v in range(latest + 1):
+        _check_version(uri, v)
+        assert _our_rows(uri, v) == _delta_rs_rows(uri, v), v
+    first, last = _row_ids(uri, 0), _row_ids(uri, latest)
+    updated = set(range(0, 2000, 50))
+    untouched = [k for k in last if k < 1000 and k not in updated]
+    assert untouched and all(last[k] == first[k] for k in untouched)  # row IDs of rows no one changed
+    # the merge's new rows (updated and inserted) got IDs above every earlier one
+    assert min(last[k] for k in updated) > max(_row_ids(uri, 2).values())
+    tags = [next(a for a in _commit(uri, v) if isinstance(a, CommitInfo)).extra["tags"] for v in range(4)]
+    assert [t[row_tracking.PRESERVED_TAG] for t in tags] == ["true", "true", "true", "false"]
+    mark = row_tracking.high_water_mark(Snapshot.load(uri).domain_metadata.values())
+    assert mark == max(last.values())
+
+    optimize(spark, uri)  # rewrites rows: fresh IDs, the old ones are never given again
+    _check_version(uri, latest + 1)
+    after = _row_ids(uri, latest + 1)
+    assert after.keys() == last.keys() and min(after.values()) > mark
+    assert _our_rows(uri, latest + 1) == _delta_rs_rows(uri, latest + 1)
+
+
+def test_enabling_on_an_existing_table_gives_every_file_row_ids(spark, tmp_path):
+    uri = str(tmp_path / "t")
+    ops.write_dataframe(spark.range(300).selectExpr("id", "'a' AS s").repartition(3), uri)
+    ops.write_dataframe(spark.range(300, 350).selectExpr("id", "'a' AS s"), uri, mode="append")
+    assert all(a.base_row_id is None for a in Snapshot.load(uri).add_files())
+    before = _our_rows(uri, 1)
+    txn = DeltaTable(uri).transaction()
+    md = txn.snapshot.metadata
+    from dataclasses import replace
+    txn.update_metadata(replace(md, configuration={**md.configuration, "delta.enableRowTracking": "true"}))
+    version = txn.commit(operation="SET TBLPROPERTIES")
+    snap = Snapshot.load(uri)
+    assert "rowTracking" in snap.protocol.writer_features
+    adds = [a for a in _commit(uri, version) if isinstance(a, AddFile)]
+    assert len(adds) == snap.num_files > 1 and not any(a.data_change for a in adds)  # same files, ids added
+    _check_version(uri, version)
+    assert sorted(_row_ids(uri, version).values()) == list(range(350))
+    assert _our_rows(uri, version) == before == _delta_rs_rows(uri, version)
+    ops.write_dataframe(spark.range(350, 360).selectExpr("id", "'a' AS s"), uri, mode="append")
+    _check_version(uri, version + 1)
+
+
+def test_concurrent_appends_get_disjoint_row_ids(tmp_path):
+    """Writers that lose the race for a version take the winner's high-water mark."""
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, pa.table({"id": pa.array([0], pa.int64()), "s": ["a"]}), configuration=TRACKED)
+    barrier = threading.Barrier(4)
+    errors = []
+
+    def append(n: int) -> None:
+        try:
+            barrier.wait()
+            for i in range(5):
+                start = 1 + (n * 5 + i) * 10
+                write_deltalake(uri, pa.table({"id": pa.array(range(start, start + 10), pa.int64()),
+                                               "s": ["a"] * 10}), mode="append")
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=append, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    latest = Snapshot.load(uri).version
+    assert latest == 20
+    for v in range(latest + 1):
+        _check_version(uri, v)
+    assert sorted(_row_ids(uri, latest).values()) == list(range(201))
+
+
+def test_a_table_databricks_created_with_row_tracking_is_written(spark, tmp_path):
+    source = require(WILD / "kernel" / "crc-full")
+    uri = str(tmp_path / "t")
+    shutil.copytree(source, uri)
+    # Databricks created it with clustering and row tracking and no rows. Its .crc (a test of
+    # delta-kernel's checksum reader) lists files the log does not hold: it is only a hint, so it goes.
+    os.remove(os.path.join(uri, "_delta_log", "00000000000000000000.crc"))
+    before = Snapshot.load(uri)
+    mark = row_tracking.high_water_mark(before.domain_metadata.values())
+    ops.write_dataframe(spark.range(40).repartition(2), uri, mode="append")
+    snap = Snapshot.load(uri)
+    _check_version(uri, snap.version)
+    assert sorted(_row_ids(uri, snap.version).values()) == list(range(mark + 1, mark + 41))
+    assert snap.domain_metadata[row_tracking.DOMAIN] == DomainMetadata(
+        row_tracking.DOMAIN, json.dumps({"rowIdHighWaterMark": mark + 40}, separators=(",", ":")))
+    dt = deltalake.DeltaTable(uri)
+    t = pa.table(QueryBuilder().register("t", dt).execute("select id from t").read_all())
+    assert sorted(t.column("id").to_pylist()) == list(range(40))
+
+
+def test_row_ids_survive_a_checkpoint(tmp_path):
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, pa.table({"id": pa.array(range(5), pa.int64()), "s": ["a"] * 5}),
+                    configuration={**TRACKED, "delta.checkpointInterval": "2"})
+    for i in range(3):
+        write_deltalake(uri, pa.table({"id": pa.array([10 + i], pa.int64()), "s": ["a"]}), mode="append")
+    assert os.path.exists(os.path.join(uri, "_delta_log", "%020d.checkpoint.parquet" % 2))
+    os.remove(os.path.join(uri, "_delta_log", "00000000000000000001.json"))  # replay from the checkpoint
+    snap = Snapshot.load(uri)
+    assert sorted(pc.fill_null(snap.files.column("base_row_id"), -1).to_pylist()) == [0, 5, 6, 7]
+    assert row_tracking.high_water_mark(snap.domain_metadata.values()) == 7
+    _check_version(uri, snap.version)
+
+
+def test_bad_row_tracking_settings_are_refused(tmp_path):
+    from deltalog.errors import InvalidTableError
+    uri = str(tmp_path / "t")
+    with pytest.raises(InvalidTableError, match="delta.enableRowTracking='yes'.*true, false"):
+        write_deltalake(uri, pa.table({"id": [1]}), configuration={"delta.enableRowTracking": "yes"})
+    with pytest.raises(InvalidTableError, match="suspended"):
+        write_deltalake(uri, pa.table({"id": [1]}), configuration={"delta.enableRowTracking": "true",
+                                                                    "delta.rowTrackingSuspended": "true"})
+    assert not DeltaTable(uri).exists()
