@@ -84,12 +84,12 @@ def has_jar_class(spark, class_name: str) -> bool:
     try:
         from py4j.java_gateway import JavaClass
 
-        return isinstance(_jar_class(spark, class_name), JavaClass)
+        return isinstance(jar_class(spark, class_name), JavaClass)
     except Exception:
         return False
 
 
-def _jar_class(spark, class_name: str):
+def jar_class(spark, class_name: str):
     """The JVM's `io.deltalog.<class_name>` (a dotted name below io.deltalog), through Py4J."""
     found = spark.sparkContext._jvm.io.deltalog
     for part in class_name.split("."):
@@ -107,7 +107,7 @@ def register_jar_function(spark, class_name: str, *args, returns: str = "Integer
                                                              for a in args])).encode()).hexdigest()[:20]
     name = f"__deltalog_{class_name.replace('.', '_').lower()}_{digest}"
     jvm = spark.sparkContext._jvm
-    found = _jar_class(spark, class_name)
+    found = jar_class(spark, class_name)
     if deterministic:
         spark._jsparkSession.udf().register(name, found(*args), getattr(jvm.org.apache.spark.sql.types.DataTypes, returns))
     else:  # the class builds its function itself: Py4J would pick the untyped Scala overload of udf()

@@ -20,7 +20,7 @@ from ..paths import (
     absolute_file_path, decode_path, is_absolute_path, parse_partition_folder, parse_partition_value,
 )
 from ..schema import nullable_type, partition_column_types, quote_identifier, without_columns
-from .embedded import has_jar_class, register_jar_function
+from .embedded import has_jar_class, jar_class, register_jar_function
 from .writer import spark_schema
 
 # Spark lists the given files with a distributed job above this many paths, which is slow to plan.
@@ -196,8 +196,8 @@ def sizes_differ(files: Any) -> bool:
 
 def tells_files_by_size(spark: SparkSession, files: Any) -> bool:
     """Whether `deleted_rows_column` may tell these files apart by size: no two share one, and tasks
-    can load the jar's `DeletedRowsBySize`."""
-    return sizes_differ(files) and has_jar_class(spark, "dv.DeletedRowsBySize")
+    can load the jar's `DeletedRowsCatalog`."""
+    return sizes_differ(files) and has_jar_class(spark, "dv.DeletedRowsCatalog")
 
 
 def deleted_rows_column(spark: SparkSession, snapshot: Any, files: Any, deterministic: bool = True,
@@ -208,7 +208,7 @@ def deleted_rows_column(spark: SparkSession, snapshot: Any, files: Any, determin
     `deterministic`, it is evaluated where the query puts it: after a join that keeps few rows, say.
 
     `by_size` (see `tells_files_by_size`): the rows come from `files` alone, with FILE_SIZE_COLUMN, and
-    the file is told by its size (`DeletedRowsBySize`), which Spark hands the function far more cheaply
+    the file is told by its size (`DeletedRowsCatalog`), which Spark hands the function far more cheaply
     than the path it would copy into a Java string for every row."""
     import struct
 
@@ -237,9 +237,30 @@ def deleted_rows_column(spark: SparkSession, snapshot: Any, files: Any, determin
             key = local_file_key(snapshot.table_uri, log_path).encode("utf-8")
             parts += [struct.pack(">i", len(key)), key]
         parts += [struct.pack(">i", len(bitmap)), bitmap]
-    name = register_jar_function(spark, "dv.DeletedRowsBySize" if by_size else "dv.DeletedRows",
-                                 bytearray(b"".join(parts)), returns="BooleanType", deterministic=deterministic)
-    return F.call_function(name, F.col(FILE_SIZE_COLUMN if by_size else FILE_COLUMN), F.col(ROW_INDEX_COLUMN))
+    blob = b"".join(parts)
+    if by_size:
+        return F.call_function(_size_function(spark, blob, deterministic), F.col(FILE_SIZE_COLUMN),
+                               F.col(ROW_INDEX_COLUMN))
+    name = register_jar_function(spark, "dv.DeletedRows", bytearray(blob), returns="BooleanType",
+                                 deterministic=deterministic)
+    return F.call_function(name, F.col(FILE_COLUMN), F.col(ROW_INDEX_COLUMN))
+
+
+_DV_CATALOG = "__deltalog"
+
+
+def _size_function(spark: SparkSession, blob: bytes, deterministic: bool) -> str:
+    """The name of the jar's function (`DeletedRowsCatalog`, a Spark function catalog) testing rows
+    against these deletion vectors by file size: the blob is registered on the driver and travels to
+    the executors inside the function, not as a literal spelled in the plan."""
+    import hashlib
+
+    digest = hashlib.sha1(blob).hexdigest()
+    jar_class(spark, "dv.DeletedRowsCatalog").register(digest, bytearray(blob))
+    key = f"spark.sql.catalog.{_DV_CATALOG}"
+    if spark.conf.get(key, None) is None:
+        spark.conf.set(key, "io.deltalog.dv.DeletedRowsCatalog")
+    return f"{_DV_CATALOG}.{'dv' if deterministic else 'dv_nondeterministic'}.d{digest}"
 
 
 def _deleted_rows_dataframe(spark: SparkSession, snapshot: Any, files: Any) -> DataFrame:

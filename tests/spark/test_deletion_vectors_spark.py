@@ -36,10 +36,10 @@ def test_spark_reads_dv_tables_as_delta_rs_does(spark, case, rows_filter, monkey
         monkeypatch.setattr(reader, "has_jar_class", lambda *a: False)
     elif rows_filter == "jar_by_path":  # as where two files of the scan have one size
         found = reader.has_jar_class
-        monkeypatch.setattr(reader, "has_jar_class", lambda s, name: name != "dv.DeletedRowsBySize" and found(s, name))
+        monkeypatch.setattr(reader, "has_jar_class", lambda s, name: name != "dv.DeletedRowsCatalog" and found(s, name))
     else:
         assert reader.has_jar_class(spark, "dv.DeletedRows")
-        assert reader.has_jar_class(spark, "dv.DeletedRowsBySize")
+        assert reader.has_jar_class(spark, "dv.DeletedRowsCatalog")
 
     require(CONFORMANCE / case)
     snap = _loadable(case)
