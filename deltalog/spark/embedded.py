@@ -90,10 +90,18 @@ def has_jar_class(spark, class_name: str) -> bool:
 
 
 def jar_class(spark, class_name: str):
-    """The JVM's `io.deltalog.<class_name>` (a dotted name below io.deltalog), through Py4J."""
-    found = spark.sparkContext._jvm.io.deltalog
-    for part in class_name.split("."):
-        found = getattr(found, part)
+    """The JVM's `io.deltalog.<class_name>` (a dotted name below io.deltalog), through Py4J. Kept per
+    SparkContext: finding it costs a call into the JVM per part of its name."""
+    sc = spark.sparkContext
+    known = sc.__dict__.setdefault("_deltalog_jar_class", {})
+    found = known.get(class_name)
+    if found is None:
+        found = sc._jvm.io.deltalog
+        for part in class_name.split("."):
+            found = getattr(found, part)
+        from py4j.java_gateway import JavaClass
+        if isinstance(found, JavaClass):  # (a missing class is a JavaPackage: asked again next time)
+            known[class_name] = found
     return found
 
 
