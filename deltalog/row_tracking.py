@@ -107,8 +107,8 @@ def assign(actions: list[Any], version: int, mark: int, live: dict[str, tuple[in
     = `version`. Files already in the table (`live`, by path: see `live_row_ids`) keep theirs in both
     their `add` and `remove`. When the commit is `enabling` row tracking, live files without row IDs
     get fresh ones: those it adds back (with a new DV) and `backfill`, the others, added back
-    unchanged (dataChange=false) but for their row IDs. A `delta.rowTracking` domain with the new mark is added when
-    it moved. Rows are rewritten when the commit both removes (or marks) rows and adds new ones."""
+    unchanged (dataChange=false) but for their row IDs. A `delta.rowTracking` domain with the new
+    mark is added when it moved. Rows are rewritten when the commit both removes (or marks) rows and adds new ones."""
     mark_before = mark
     backfill = list(backfill)
 
@@ -127,7 +127,7 @@ def assign(actions: list[Any], version: int, mark: int, live: dict[str, tuple[in
     new_rows = False
     for a in actions:
         if isinstance(a, DomainMetadata) and a.domain == DOMAIN:
-            continue  # an earlier attempt's mark: recomputed
+            continue  # the mark is this function's to write
         if isinstance(a, (AddFile, RemoveFile)) and a.path in live:
             base, commit_version = live[a.path]
             if isinstance(a, AddFile) and base is None and enabling:
