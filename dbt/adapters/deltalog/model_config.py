@@ -93,6 +93,15 @@ def _int_arg(relation: Any, macro: str, name: str, value: Any, minimum: int) -> 
     return int(str(value).strip())
 
 
+# Model configs that switch a table property on or off: config -> (property, what it does).
+_SWITCHES = {
+    "change_data_feed": ("delta.enableChangeDataFeed", "updates, deletes and merges also record the rows they change"),
+    "deletion_vectors": ("delta.enableDeletionVectors", "deletes, merges and delete+insert mark changed rows "
+                                                        "instead of rewriting their files"),
+    "row_tracking": ("delta.enableRowTracking", "every row gets a row ID and a row commit version in the log"),
+}
+
+
 def _truthy(value: Any) -> bool:
     if isinstance(value, str):
         return value.strip().lower() in ("true", "1", "yes", "on")
@@ -171,27 +180,12 @@ class DeltaConfig:
                                                      "id, dropping and renaming columns change only metadata)")
             self._set("column_mapping", "delta.columnMapping.mode", str(mapping).strip().lower())
 
-        feed = _get(config, "change_data_feed")
-        if feed is not None:
-            if not isinstance(feed, bool) and str(feed).strip().lower() not in ("true", "false"):
-                self.fail("change_data_feed", feed, "true or false (delta.enableChangeDataFeed: updates, deletes "
-                                                    "and merges also record the rows they change)")
-            self._set("change_data_feed", "delta.enableChangeDataFeed", "true" if _truthy(feed) else "false")
-
-        dvs = _get(config, "deletion_vectors")
-        if dvs is not None:
-            if not isinstance(dvs, bool) and str(dvs).strip().lower() not in ("true", "false"):
-                self.fail("deletion_vectors", dvs, "true or false (delta.enableDeletionVectors: deletes, merges "
-                                                   "and delete+insert mark changed rows instead of rewriting "
-                                                   "their files)")
-            self._set("deletion_vectors", "delta.enableDeletionVectors", "true" if _truthy(dvs) else "false")
-
-        tracking = _get(config, "row_tracking")
-        if tracking is not None:
-            if not isinstance(tracking, bool) and str(tracking).strip().lower() not in ("true", "false"):
-                self.fail("row_tracking", tracking, "true or false (delta.enableRowTracking: every row gets a row "
-                                                    "ID and a row commit version in the log)")
-            self._set("row_tracking", "delta.enableRowTracking", "true" if _truthy(tracking) else "false")
+        for name, (key, meaning) in _SWITCHES.items():
+            value = _get(config, name)
+            if value is not None:
+                if not isinstance(value, bool) and str(value).strip().lower() not in ("true", "false"):
+                    self.fail(name, value, f"true or false ({key}: {meaning})")
+                self._set(name, key, "true" if _truthy(value) else "false")
 
         self.zorder_by = self._column_list(config, "zorder_by", "zorder")[0]
 
