@@ -65,7 +65,8 @@ def seaweedfs(bucket: str = "lake") -> Iterator[S3Server]:
     ports = {name: free_port() for name in ("master", "volume", "filer", "s3", "admin")}
     argv = [weed, "mini", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-dir={work}", f"-s3.config={config}",
             f"-bucket={bucket}", "-webdav=false", *[f"-{n}.port={p}" for n, p in ports.items()],
-            *[f"-{n}.port.grpc={free_port()}" for n in ("master", "volume", "filer")], "-admin.ui=false"]
+            *[f"-{n}.port.grpc={free_port()}" for n in ("master", "volume", "filer")], "-admin.ui=false",
+            *_fixed_port_listeners_off(weed)]
     log = open(os.path.join(work, "weed.log"), "wb")
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=work, start_new_session=True)
     endpoint = f"http://127.0.0.1:{ports['s3']}"
@@ -84,6 +85,15 @@ def seaweedfs(bucket: str = "lake") -> Iterator[S3Server]:
         stop_process_groups([proc], timeout=15)
         log.close()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _fixed_port_listeners_off(weed: str) -> list[str]:
+    """Newer `weed mini` also serves an Iceberg catalog and a Lance namespace on fixed ports (8181, 9101):
+    a second server on the machine (another test process) would fail to bind them. Off where the
+    version has them."""
+    help_text = subprocess.run([weed, "mini", "-h"], capture_output=True, text=True, timeout=30)
+    text = help_text.stdout + help_text.stderr
+    return [f"-s3.port.{name}=0" for name in ("iceberg", "lance") if f"-s3.port.{name}" in text]
 
 
 def _bucket_ready(endpoint: str, bucket: str) -> bool:
