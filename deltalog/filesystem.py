@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import threading
 from typing import Any
-from urllib.parse import unquote, urlparse
+from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
 
@@ -107,7 +107,9 @@ def arrow_filesystem(uri: str, storage_options: dict[str, Any] | None = None) ->
         from .storage import table_path_from_uri
         return pafs.LocalFileSystem(), table_path_from_uri(uri)
     opts = _options(storage_options if storage_options is not None else storage_options_for(uri))
-    path = f"{parsed.netloc}{unquote(parsed.path)}".rstrip("/")
+    # The key as it is: a URI here spells a key raw (a decoded log path joined to the root), and keys
+    # may hold `%` themselves (Spark writes `at=2024-01-01 10%3A00%3A00/` folders).
+    path = uri.split("://", 1)[1].rstrip("/")
     if scheme in ("s3", "s3a"):
         kwargs: dict[str, Any] = {}
         if opts.get("access_key_id"):
@@ -150,7 +152,8 @@ def arrow_filesystem(uri: str, storage_options: dict[str, Any] | None = None) ->
             authority, endpoint_scheme = _endpoint(endpoint)
             kwargs.update(blob_storage_authority=authority, blob_storage_scheme=endpoint_scheme,
                           dfs_storage_authority=authority, dfs_storage_scheme=endpoint_scheme)
-        return pafs.AzureFileSystem(account, **kwargs), f"{container}{unquote(parsed.path)}".rstrip("/")
+        key = path.split("/", 1)[1] if "/" in path else ""
+        return pafs.AzureFileSystem(account, **kwargs), f"{container}/{key}".rstrip("/")
     if scheme in ("gs", "gcs"):
         kwargs = {}
         endpoint = opts.get("endpoint") or opts.get("endpoint_url") or opts.get("service_endpoint")

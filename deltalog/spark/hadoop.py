@@ -124,3 +124,40 @@ def connector(spark: Any, uri: str) -> tuple[str | None, str]:
         cause = next((ln for ln in first if "Exception" in ln), first[0] if first else type(exc).__name__)
         return None, (f"this Spark has no Hadoop connector for {scheme}:// ({cause.strip()[:160]}); it comes "
                       f"with {CONNECTOR_PACKAGE.get(scheme, 'a Hadoop file system package')}")
+
+
+# Schemes whose URIs Spark's connector takes as they are (with `fs.s3.impl` set, s3:// too); `az://`
+# names a container but no account, which ABFS needs in the host.
+_AS_GIVEN = {"s3", "s3a", "gs", "abfs", "abfss"}
+DIRECT_COMMIT_PROTOCOL = "write.DirectCommitProtocol"
+
+
+def native_io(spark: Any, uri: str) -> tuple[bool, str]:
+    """(whether Spark's own Parquet reader and writer serve the table at `uri` on an object store, why).
+
+    They do where the JVM has the scheme's Hadoop connector and every task can load the jar's
+    `DirectCommitProtocol` (writes at final keys, no rename). The store's options become the session's
+    Hadoop settings for the bucket or account first. Otherwise executors read and write through
+    pyarrow's file systems."""
+    from ..filesystem import task_storage_options
+    from .embedded import has_jar_class
+
+    scheme = urlparse(str(uri)).scheme.lower()
+    if scheme not in _AS_GIVEN:
+        hint = (" (give the warehouse as abfss://<container>@<account>.dfs.core.windows.net/… for Spark's ABFS "
+                "connector)" if HADOOP_SCHEME.get(scheme) == "abfss" else "")
+        return False, f"Spark's Hadoop connectors do not take {scheme}:// URIs{hint}"
+    sc = spark.sparkContext
+    applied = sc.__dict__.setdefault("_deltalog_hadoop_applied", set())
+    options = task_storage_options(uri)
+    key = (uri, tuple(sorted(options.items())))
+    if key not in applied:
+        apply(spark, uri, options)
+        applied.add(key)
+    decided = sc.__dict__.setdefault("_deltalog_native_io", {})
+    if scheme not in decided:
+        found, why = connector(spark, uri)
+        if found is not None and not has_jar_class(spark, DIRECT_COMMIT_PROTOCOL):
+            found, why = None, f"{why}, but not every task can load this package's jar (io.deltalog.{DIRECT_COMMIT_PROTOCOL})"
+        decided[scheme] = (found is not None, why)
+    return decided[scheme]

@@ -30,7 +30,6 @@ from ..actions import AddFile, Metadata, RemoveFile, SetTransaction, now_ms
 from ..errors import DeltaError, InvalidTableError, NotATableError, SchemaMismatchError
 from .. import sql
 from ..column_mapping import MODE as MAPPING_MODE, is_mapped, physical_names
-from ..filesystem import is_object_store_uri
 from ..paths import parse_partition_value
 from ..schema import (
     check_column_names, find_field, nullable_type, partition_column_types, quote_identifier, schema_string,
@@ -46,7 +45,7 @@ from .. import change_data, deletion_vectors
 from .change_data import change_rows, write_change_data
 from .reader import (
     FILE_COLUMN, FILE_SIZE_COLUMN, ROW_INDEX_COLUMN, deleted_rows_column, files_dataframe, has_deletion_vectors,
-    local_file_key, local_path_of, sizes_differ, tells_files_by_size, widened_columns,
+    local_file_key, local_path_of, read_through_data_source, sizes_differ, tells_files_by_size, widened_columns,
 )
 from .writer import write_files
 
@@ -359,11 +358,12 @@ class _FileKeys:
     """How the rows a DML reads name their file: by size (`FILE_SIZE_COLUMN`) where no two of the files
     read share one, else by path (`FILE_COLUMN`). Spark hands each row its file's size almost for free,
     while it copies the path into every row: a 10M-row merge match took 2.1 s with paths, 0.9 s with
-    sizes. (Object stores read through the Python data source, which gives paths.)"""
+    sizes. (The Python data source of object stores without a Hadoop connector gives paths.)"""
 
     def __init__(self, spark: SparkSession, snapshot: Any, files: pa.Table):
         self.spark, self.snapshot = spark, snapshot
-        self.by_size = (not is_object_store_uri(snapshot.table_uri) and files.num_rows > 0 and sizes_differ(files)
+        self.by_size = (not read_through_data_source(spark, snapshot.table_uri) and files.num_rows > 0
+                        and sizes_differ(files)
                         and (not has_deletion_vectors(files) or tells_files_by_size(spark, files)))
         self.column = FILE_SIZE_COLUMN if self.by_size else FILE_COLUMN
 

@@ -34,11 +34,12 @@ def snapshot_dataframe(spark: SparkSession, snapshot: Any) -> DataFrame:
     columns = [quote_identifier(f.name) for f in schema.fields]
     if snapshot.num_files == 0:
         return spark.createDataFrame(spark.sparkContext.emptyRDD(), schema)
+    through_source = read_through_data_source(spark, snapshot.table_uri)
     if (has_deletion_vectors(snapshot.files) or is_mapped(snapshot.configuration) or widened_columns(schema_json)
-            or is_object_store_uri(snapshot.table_uri)):
+            or through_source):
         df = files_dataframe(spark, snapshot, snapshot.files)
         # the table's columns in its order already, but for the Python data source of object stores
-        return df.select(*columns) if is_object_store_uri(snapshot.table_uri) else df
+        return df.select(*columns) if through_source else df
     spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.threshold", _DISCOVERY_THRESHOLD)
     root = snapshot.table_uri
     uris = snapshot.file_uris()
@@ -48,6 +49,16 @@ def snapshot_dataframe(spark: SparkSession, snapshot: Any) -> DataFrame:
     if _folders_match(snapshot, spark):
         return spark.read.schema(schema).option("basePath", root).parquet(*uris).select(*columns)
     return _read_per_partition(spark, snapshot, uris).select(*columns)
+
+
+def read_through_data_source(spark: SparkSession, table_uri: str) -> bool:
+    """Whether the table's files are read by the Python data source of `files_source`: on an object store
+    that Spark's own Parquet reader cannot reach (`hadoop.native_io`)."""
+    if not is_object_store_uri(table_uri):
+        return False
+    from .hadoop import native_io
+
+    return not native_io(spark, table_uri)[0]
 
 
 def _folders_match(snapshot: Any, spark: SparkSession) -> bool:
@@ -136,7 +147,7 @@ def files_dataframe(spark: SparkSession, snapshot: Any, files: Any, with_file: b
     `local_path_of`), its size (`FILE_SIZE_COLUMN`: not on object stores) and the row's position in that
     file (`ROW_INDEX_COLUMN`). Rows that the files' deletion vectors delete are left out, unless
     `with_deleted` (the caller filters them later with `deleted_rows_column`)."""
-    if is_object_store_uri(snapshot.table_uri):
+    if read_through_data_source(spark, snapshot.table_uri):
         # no Hadoop connector for the store: executors read the files with pyarrow (see files_source)
         from .files_source import read_files
         return read_files(spark, snapshot, files, spark_schema(snapshot.schema_json), with_file=with_file,
@@ -381,14 +392,13 @@ def _by_stored_types(physical: dict[str, Any], schema_json: dict[str, Any], uris
     only some types itself (not byte -> decimal, for one)."""
     if not widened:
         return {(): uris}
-    import pyarrow.parquet as pq
-
+    from ..filesystem import parquet_metadata
     from ..schema import type_from_arrow
 
     names = [p["name"] for p, f in zip(physical["fields"], schema_json["fields"]) if f["name"] in widened]
     groups: dict[tuple, list[str]] = {}
     for uri in uris:
-        stored = pq.read_schema(local_path_of(uri))
+        stored = parquet_metadata(local_path_of(uri)).schema.to_arrow_schema()
         key = tuple((n, json.dumps(type_from_arrow(stored.field(n).type))) for n in names if n in stored.names)
         groups.setdefault(key, []).append(uri)
     return groups

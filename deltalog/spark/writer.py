@@ -44,10 +44,13 @@ from ..paths import (
 from ..schema import partition_column_types, uses_type, without_columns
 from ..stats import StatsCollector
 from ..storage import table_path_from_uri
+from . import hadoop
+from .embedded import jar_class
 
 log = logging.getLogger(__name__)
 
 STAGING_DIR = "_delta_staging"
+DIRECT_WRITE_OPTION = "deltalog.direct.write.id"  # DirectCommitProtocol.WRITE_ID
 _FOOTER_THREADS = 8
 # A dictionary that saves less than this share of a fixed-width column's plain size is not worth
 # building: for 8-byte values, about half of them distinct.
@@ -183,13 +186,18 @@ def write_files(df: DataFrame, table_uri: str, partition_columns: Sequence[str],
     written = Observation(f"deltalog_write_{uuid.uuid4().hex}")
     df = df.observe(written, F.count(F.lit(1)).alias("rows"))
     keep_partitions = bool(store_partition_columns and partition_columns)
+    direct = False
     if object_store and method == "native":
-        # Spark's writer commits through a staging folder the driver lists and renames: not on an object
-        # store. Executors write each file at its final key with pyarrow and report it.
-        _log_once(f"{root}: data files are written by executors with pyarrow's file system at their final "
-                  f"keys (Spark's Parquet writer would commit through renames an object store lacks)")
-        method = "arrow"
-    if method == "native" and not keep_partitions:
+        # Spark's default commit renames a staging folder the driver lists: not on an object store. With
+        # the scheme's Hadoop connector, Spark's writer puts each file at its final key instead
+        # (DirectCommitProtocol); without one, executors write them with pyarrow.
+        direct, why = hadoop.native_io(df.sparkSession, root)
+        _log_once(f"{root}: data files are written at their final keys by "
+                  + (f"Spark's Parquet writer; {why}" if direct else f"executors with pyarrow's file system; {why}"))
+        method = "native" if direct else "arrow"
+    if direct and not keep_partitions:
+        adds = _write_direct(df, root, partition_columns, schema_json, configuration or {}, parquet_options)
+    elif method == "native" and not keep_partitions:
         adds = _write_native(df, root, partition_columns, schema_json, configuration or {}, parquet_options)
     else:
         adds = _write_arrow(df, root, partition_columns, schema_json, configuration or {},
@@ -257,26 +265,12 @@ def _write_native(df: DataFrame, root: str, partition_columns: list[str], schema
                   configuration: dict[str, str], parquet_options: dict[str, str] | None = None) -> list[AddFile]:
     spark = df.sparkSession
     staging = os.path.join(root, STAGING_DIR, str(uuid.uuid4()))
-    conf = spark.conf
-    # Delta readers need real Parquet timestamps (INT96 has no statistics and is deprecated). Only the
-    # session setting reaches Spark's Parquet writer; it is left set, because restoring it could undo it
-    # under another thread's write in the same session.
-    if conf.get("spark.sql.parquet.outputTimestampType", None) != "TIMESTAMP_MICROS":
-        conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     try:
-        writer = df.write.mode("errorifexists").option("compression", "snappy")
-        for key, value in (parquet_options or {}).items():
-            writer = writer.option(key, value)
-        if partition_columns:
-            writer = writer.partitionBy(*partition_columns)
-        writer.parquet(staging)
+        _parquet_writer(df, partition_columns, parquet_options).mode("errorifexists").parquet(staging)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    try:
-        session_tz = ZoneInfo(conf.get("spark.sql.session.timeZone") or "UTC")
-    except Exception:
-        session_tz = dt.timezone.utc
+    session_tz = _session_time_zone(spark)
     types = partition_column_types(schema_json, partition_columns, root)
     files = []
     for dirpath, _, names in os.walk(staging):
@@ -299,6 +293,72 @@ def _write_native(df: DataFrame, root: str, partition_columns: list[str], schema
     return adds
 
 
+def _parquet_writer(df: DataFrame, partition_columns: list[str], parquet_options: dict[str, str] | None) -> Any:
+    conf = df.sparkSession.conf
+    # Delta readers need real Parquet timestamps (INT96 has no statistics and is deprecated). Only the
+    # session setting reaches Spark's Parquet writer; it is left set, because restoring it could undo it
+    # under another thread's write in the same session.
+    if conf.get("spark.sql.parquet.outputTimestampType", None) != "TIMESTAMP_MICROS":
+        conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+    writer = df.write.option("compression", "snappy")
+    for key, value in (parquet_options or {}).items():
+        writer = writer.option(key, value)
+    return writer.partitionBy(*partition_columns) if partition_columns else writer
+
+
+def _write_direct(df: DataFrame, root: str, partition_columns: list[str], schema_json: dict[str, Any],
+                  configuration: dict[str, str], parquet_options: dict[str, str] | None = None) -> list[AddFile]:
+    """Spark's Parquet writer on an object store, through the jar's DirectCommitProtocol: executors write
+    each file at its final key and name it in their task's commit message; the driver reads the footers
+    of exactly those files (no listing, no rename)."""
+    spark = df.sparkSession
+    _use_direct_commit_protocol(spark)
+    protocol = jar_class(spark, hadoop.DIRECT_COMMIT_PROTOCOL)
+    write_id = uuid.uuid4().hex
+    try:
+        (_parquet_writer(df, partition_columns, parquet_options).mode("append")
+         .option(DIRECT_WRITE_OPTION, write_id).parquet(root))
+    finally:
+        relatives = protocol.take(write_id)  # None when the job failed: its files are named by no version
+    if relatives is None:
+        raise IncompleteWriteError(f"{root}: Spark's write finished without committing its job; nothing was "
+                                   f"committed to the table.")
+    session_tz = _session_time_zone(spark)
+    types = partition_column_types(schema_json, partition_columns, root)
+
+    def describe(relative: str) -> AddFile | None:
+        fs, path = arrow_filesystem(join(root, relative))
+        with fs.open_input_file(path) as f:
+            size = f.size()
+            metadata = pq.ParquetFile(f).metadata
+        if metadata.num_rows == 0:  # Spark writes one empty file for an empty unpartitioned DataFrame
+            delete_file(join(root, relative))
+            return None
+        collector = StatsCollector(schema_json, partition_columns, configuration)
+        collector.update_from_parquet_metadata(metadata)
+        return AddFile(path=encode_path(relative),
+                       partition_values=_spark_partition_values(relative, partition_columns, types, session_tz),
+                       size=size, modification_time=int(time.time() * 1000), data_change=True,
+                       stats=collector.to_json())
+
+    with ThreadPoolExecutor(max_workers=min(_FOOTER_THREADS, max(len(relatives), 1))) as pool:
+        adds = list(pool.map(describe, list(relatives)))
+    return [a for a in adds if a is not None]
+
+
+def _use_direct_commit_protocol(spark: Any) -> None:
+    """Spark takes the commit protocol from the session, not from a write's options; the jar's protocol
+    is Spark's default one for every write without its option, so it stays set."""
+    key = "spark.sql.sources.commitProtocolClass"
+    wanted = "io.deltalog." + hadoop.DIRECT_COMMIT_PROTOCOL
+    current = spark.conf.get(key, None)
+    if current != wanted:
+        if current and "SQLHadoopMapReduceCommitProtocol" not in current:
+            log.warning(f"{key} was {current}; writes of this session without deltalog's option now use "
+                        f"Spark's default protocol (through {wanted})")
+        spark.conf.set(key, wanted)
+
+
 def _adopt_staged_file(path: str, staging: str, root: str, partition_columns: list[str],
                        types: dict[str, str], schema_json: dict[str, Any], configuration: dict[str, str],
                        session_tz: Any) -> AddFile | None:
@@ -306,17 +366,7 @@ def _adopt_staged_file(path: str, staging: str, root: str, partition_columns: li
     if metadata.num_rows == 0:
         return None  # Spark writes an empty file for an empty unpartitioned DataFrame
     relative = os.path.relpath(path, staging).replace(os.sep, "/")
-    spark_values = parse_partition_folder(relative)
-    values: dict[str, str | None] = {}
-    for c in partition_columns:
-        raw = spark_values.get(c)
-        if raw is not None and types[c] == "timestamp":
-            # Spark spells timestamps in folders in the session time zone; Delta's value is UTC.
-            local = parse_partition_value(raw, "timestamp_ntz").replace(tzinfo=session_tz)
-            values[c] = serialize_partition_value(local, "timestamp")
-        else:
-            values[c] = serialize_partition_value(parse_partition_value(raw, types[c]), types[c]) \
-                if raw is not None else None
+    values = _spark_partition_values(relative, partition_columns, types, session_tz)
     collector = StatsCollector(schema_json, partition_columns, configuration)
     collector.update_from_parquet_metadata(metadata)
     final_relative = new_data_file_path(partition_folder(partition_columns, values),
@@ -328,6 +378,30 @@ def _adopt_staged_file(path: str, staging: str, root: str, partition_columns: li
     st = os.stat(final)
     return AddFile(path=encode_path(final_relative), partition_values=values, size=st.st_size,
                    modification_time=int(st.st_mtime * 1000), data_change=True, stats=collector.to_json())
+
+
+def _spark_partition_values(relative: str, partition_columns: list[str], types: dict[str, str],
+                            session_tz: Any) -> dict[str, str | None]:
+    """The Delta partition values of a file Spark's writer put under `col=value/` folders."""
+    spark_values = parse_partition_folder(relative)
+    values: dict[str, str | None] = {}
+    for c in partition_columns:
+        raw = spark_values.get(c)
+        if raw is not None and types[c] == "timestamp":
+            # Spark spells timestamps in folders in the session time zone; Delta's value is UTC.
+            local = parse_partition_value(raw, "timestamp_ntz").replace(tzinfo=session_tz)
+            values[c] = serialize_partition_value(local, "timestamp")
+        else:
+            values[c] = serialize_partition_value(parse_partition_value(raw, types[c]), types[c]) \
+                if raw is not None else None
+    return values
+
+
+def _session_time_zone(spark: Any) -> Any:
+    try:
+        return ZoneInfo(spark.conf.get("spark.sql.session.timeZone") or "UTC")
+    except Exception:
+        return dt.timezone.utc
 
 
 def _has_size(path: str, size: int) -> bool:

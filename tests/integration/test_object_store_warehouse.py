@@ -1,8 +1,10 @@
 """The README's project built with `warehouse: s3://…` on a real S3 server (SeaweedFS on 127.0.0.1,
 started here), embedded Spark: both batches build, and every table delta-rs reads back from S3 holds
-exactly the rows of the same project built on local disk. Spark has no S3 connector here, so this is
-the pyarrow data path: executors write files at their final keys, a Python data source reads them,
-the log goes through obstore's put-if-absent."""
+exactly the rows of the same project built on local disk. Twice: as the Spark here is (no S3
+connector: executors write files at their final keys with pyarrow, a Python data source reads them),
+and with Spark's S3A connector on its class path (hadoop-aws, tests/hadoop_aws.py: Spark's own Parquet
+writer through the jar's DirectCommitProtocol, and its own reader). The log goes through obstore's
+put-if-absent either way."""
 from __future__ import annotations
 
 import os
@@ -13,6 +15,7 @@ import pyarrow as pa
 import pytest
 
 from test_shop_project import BATCH_2, SCHEMA_OF, SPARK_LITTER  # tests/integration is on sys.path
+from tests.hadoop_aws import WHY_SKIPPED as NO_CONNECTOR, connector_jars, s3a_spark_conf
 from tests.seaweed import seaweedfs_or_skip
 
 deltalake = pytest.importorskip("deltalake")
@@ -28,6 +31,11 @@ RUN_TIME_COLUMNS = {"dbt_valid_from", "dbt_valid_to", "dbt_updated_at", "dbt_scd
 def s3():
     with seaweedfs_or_skip() as server:
         yield server
+
+
+def _s3_lines(s3, prefix: str) -> list[str]:
+    return ([f"warehouse: {s3.uri(prefix)}", "storage_options:"]
+            + [f"  {k}: '{v}'" for k, v in s3.storage_options().items()])
 
 
 def _project(base: Path, warehouse_lines: list[str]) -> Path:
@@ -63,9 +71,18 @@ def _build_both_batches(project: Path) -> list[str]:
 @pytest.fixture(scope="module")
 def builds(s3, tmp_path_factory):
     local = _project(tmp_path_factory.mktemp("local"), [])
-    remote = _project(tmp_path_factory.mktemp("s3"), [f"warehouse: {s3.uri('wh')}", "storage_options:"]
-                      + [f"  {k}: '{v}'" for k, v in s3.storage_options().items()])
+    remote = _project(tmp_path_factory.mktemp("s3"), _s3_lines(s3, "wh"))
     return {"local": (local, _build_both_batches(local)), "s3": (remote, _build_both_batches(remote))}
+
+
+@pytest.fixture(scope="module")
+def s3a_build(builds, s3, tmp_path_factory):
+    """The project on S3 again, in a Spark that has the S3A connector."""
+    if not connector_jars():
+        pytest.skip(NO_CONNECTOR)
+    spark_conf = ["spark_conf:"] + [f"  {k}: '{v}'" for k, v in s3a_spark_conf().items()]
+    project = _project(tmp_path_factory.mktemp("s3a"), _s3_lines(s3, "wh_s3a") + spark_conf)
+    return project, _build_both_batches(project)
 
 
 def _rows(table: pa.Table) -> list[tuple]:
@@ -80,9 +97,34 @@ def test_the_project_builds_on_s3_as_on_local_disk(builds):
 
 @pytest.mark.parametrize("name", sorted(SCHEMA_OF))
 def test_each_table_on_s3_holds_the_rows_of_the_local_build(builds, s3, name):
+    _same_as_local(builds, s3, "wh", name)
+
+
+def test_the_project_builds_through_spark_s3a_connector(s3a_build):
+    assert s3a_build[1] == []
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMA_OF))
+def test_each_table_written_through_s3a_holds_the_rows_of_the_local_build(builds, s3a_build, s3, name):
+    _same_as_local(builds, s3, "wh_s3a", name)
+
+
+def test_the_log_says_spark_s3a_connector_serves_the_data(s3a_build, s3):
+    log = (s3a_build[0] / "logs" / "dbt.log").read_text(errors="replace")
+    assert "written and read by Spark's own Parquet writer" in log
+    assert "S3AFileSystem" in log and "through pyarrow's file system" not in log
+    assert s3.storage_options()["AWS_SECRET_ACCESS_KEY"] not in log
+    # nothing staged, renamed or listed beside the tables: only what the logs name
+    from deltalog import filesystem
+
+    keys = [i.path for i in filesystem.list_files(s3.uri("wh_s3a"), storage_options=s3.storage_options())]
+    assert not [k for k in keys if "_delta_staging" in k or "_temporary" in k or k.endswith("_SUCCESS")]
+
+
+def _same_as_local(builds, s3, prefix: str, name: str) -> None:
     local_project, _ = builds["local"]
     local = deltalake.DeltaTable(str(local_project / "warehouse" / SCHEMA_OF[name] / name))
-    remote = deltalake.DeltaTable(s3.uri("wh", SCHEMA_OF[name], name), storage_options=s3.storage_options())
+    remote = deltalake.DeltaTable(s3.uri(prefix, SCHEMA_OF[name], name), storage_options=s3.storage_options())
     assert remote.schema().to_arrow() == local.schema().to_arrow()
     expected = local.to_pyarrow_table()
     got = remote.to_pyarrow_table()

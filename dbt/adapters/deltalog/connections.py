@@ -32,9 +32,10 @@ def _configure_hadoop(spark, root: str, storage_options: Dict[str, str]) -> None
     if root in _hadoop_described:
         return
     _hadoop_described.add(root)
-    _, why = hadoop.connector(spark, root)
-    logger.debug(redact(f"{root}: table data files are written and read by Spark tasks through pyarrow's "
-                        f"file system at their final keys (no rename, no listing); {why}."))
+    native, why = hadoop.native_io(spark, root)
+    path = ("Spark's own Parquet writer (at their final keys: no rename, no listing) and reader" if native
+            else "Spark tasks through pyarrow's file system at their final keys (no rename, no listing)")
+    logger.debug(redact(f"{root}: table data files are written and read by {path}; {why}."))
 
 
 @dataclass
