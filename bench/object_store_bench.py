@@ -7,15 +7,20 @@ same server and the same disk as the peer, in one run.
                deltalog's engine (`write_deltalake`) and delta-rs (`deltalake.write_deltalake`)
   load         best of 5 loads of the latest snapshot of that table (its commits and checkpoint)
   table        a `table` model's write of `--rows` rows x 6 columns from Spark (`write_dataframe`,
-               overwrite), then a full read back through Spark (sum of a column): what `dbt run` does
+               overwrite), then a full read back through Spark (sum of a column): what `dbt run` does.
+               Each in a Spark of its own: local disk; S3 as this Spark is (no Hadoop connector:
+               executors' pyarrow writes, the Python data source reads); and, where the S3A connector
+               jars are there (tests/hadoop_aws.py), S3 through Spark's own Parquet writer and reader.
 Prints each time and the S3 / local ratio, and deltalog / delta-rs on the same store.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -26,6 +31,7 @@ import deltalake  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
 from deltalog import Snapshot, filesystem, write_deltalake  # noqa: E402
+from tests.hadoop_aws import connector_jars, s3a_spark_conf  # noqa: E402
 from tests.seaweed import seaweedfs  # noqa: E402
 
 
@@ -71,12 +77,42 @@ def table_model(spark, uri: str, rows: int) -> tuple[float, float]:
     return write, read
 
 
+def table_child(uri: str, rows: int, s3a: bool) -> None:
+    """In a process of its own (a fresh JVM, with or without the connector): warm up, then measure."""
+    from dbt.adapters.deltalog.session import get_spark
+
+    options = json.loads(os.environ.get("BENCH_STORAGE_OPTIONS", "{}"))
+    if options:
+        filesystem.configure(uri.rsplit("/", 2)[0], options)
+    conf = {"spark.sql.shuffle.partitions": "4", **(s3a_spark_conf() if s3a else {})}
+    spark = get_spark("local[2]", conf)
+    table_model(spark, uri + "_warmup", 10_000)
+    write, read = table_model(spark, uri, rows)
+    print("BENCH " + json.dumps({"write": write, "read": read}), flush=True)
+
+
+def _table_in_child(uri: str, rows: int, options: dict, s3a: bool) -> tuple[float, float]:
+    proc = subprocess.run([sys.executable, __file__, "--table-child", uri, "--rows", str(rows)]
+                          + (["--s3a"] if s3a else []), capture_output=True, text=True,
+                          env={**os.environ, "BENCH_STORAGE_OPTIONS": json.dumps(options)})
+    for line in proc.stdout.splitlines():
+        if line.startswith("BENCH "):
+            got = json.loads(line[6:])
+            return got["write"], got["read"]
+    raise RuntimeError(f"table run for {uri} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--commits", type=int, default=30)
     parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--table-child", help=argparse.SUPPRESS)
+    parser.add_argument("--s3a", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if args.table_child:
+        table_child(args.table_child, args.rows, args.s3a)
+        return
     local = tempfile.mkdtemp(prefix="deltalog-bench-")
     results: dict[str, dict[str, float]] = {}
     try:
@@ -90,12 +126,13 @@ def main() -> None:
                     c, load = commits(at(f"commits_{engine}"), opts, args.commits, engine == "deltalog")
                     results.setdefault("commit", {})[f"{engine} {where}"] = c
                     results.setdefault("load", {})[f"{engine} {where}"] = load
-            from dbt.adapters.deltalog.session import get_spark
-
-            spark = get_spark("local[2]", {"spark.sql.shuffle.partitions": "4"})
-            table_model(spark, places["local"][0]("warmup"), 10_000)
-            for where, (at, _) in places.items():
-                write, read = table_model(spark, at("orders"), args.rows)
+            runs = [("local", places["local"][0]("orders"), {}, False), ("s3", s3.uri("bench", "orders"), options, False)]
+            if connector_jars():
+                runs.append(("s3a", s3.uri("bench", "orders_s3a"), options, True))
+            else:
+                print("(no S3A connector jars: the s3a row is left out; see tests/hadoop_aws.py)")
+            for where, uri, opts, s3a in runs:
+                write, read = _table_in_child(uri, args.rows, opts, s3a)
                 results.setdefault("table write", {})[f"deltalog {where}"] = write
                 results.setdefault("table read", {})[f"deltalog {where}"] = read
     finally:
@@ -105,8 +142,8 @@ def main() -> None:
         for key, seconds in row.items():
             engine, where = key.split(" ")
             notes = []
-            if where == "s3" and f"{engine} local" in row:
-                notes.append(f"s3/local {seconds / row[f'{engine} local']:.2f}x")
+            if where in ("s3", "s3a") and f"{engine} local" in row:
+                notes.append(f"{where}/local {seconds / row[f'{engine} local']:.2f}x")
             if engine == "deltalog" and f"delta-rs {where}" in row:
                 notes.append(f"deltalog/delta-rs {seconds / row[f'delta-rs {where}']:.2f}x")
             print(f"{measure:<12} {key:<18} {seconds:>9.4f}   {', '.join(notes)}")
