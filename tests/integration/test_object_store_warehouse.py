@@ -112,7 +112,8 @@ def test_each_table_written_through_s3a_holds_the_rows_of_the_local_build(builds
 def test_the_log_says_spark_s3a_connector_serves_the_data(s3a_build, s3):
     log = (s3a_build[0] / "logs" / "dbt.log").read_text(errors="replace")
     assert "written and read by Spark's own Parquet writer" in log
-    assert "S3AFileSystem" in log and "through pyarrow's file system" not in log
+    assert "(org.apache.hadoop.fs.s3a.S3AFileSystem) is on the class path" in log
+    assert "through pyarrow's file system" not in log
     assert s3.storage_options()["AWS_SECRET_ACCESS_KEY"] not in log
     # nothing staged, renamed or listed beside the tables: only what the logs name
     from deltalog import filesystem
