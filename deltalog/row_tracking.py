@@ -12,8 +12,10 @@ feature (unless `delta.rowTrackingSuspended`) must therefore, in every commit:
 This is done per commit attempt (`assign`), as the version and the mark move when another writer wins.
 
 `delta.enableRowTracking=true` also promises stable row IDs: rows copied or updated "should" keep them
-through hidden materialized columns. This engine writes fresh row IDs for the rows it rewrites and
-says so in the commit's tags (`delta.rowTracking.preserved: false`), as the protocol asks.
+through hidden materialized columns (named by the table's configuration), which take precedence over the
+default generated values. OPTIMIZE writes them (`materialized_fields`), so compaction and clustering keep
+every row's ID and commit version; other rewrites (copy-on-write DML) give fresh IDs. Each commit's tags
+say which (`delta.rowTracking.preserved`), as the protocol asks.
 """
 from __future__ import annotations
 
@@ -145,3 +147,44 @@ def assign(actions: list[Any], version: int, mark: int, live: dict[str, tuple[in
         out.append(DomainMetadata(DOMAIN, json.dumps({"rowIdHighWaterMark": mark}, separators=(",", ":"))))
     rewritten = new_rows and any(isinstance(a, RemoveFile) for a in actions)
     return out, not rewritten
+
+
+def materialized_fields(configuration: dict[str, str]) -> list[dict[str, Any]] | None:
+    """The schema fields (Spark StructType JSON) of the hidden columns that keep rewritten rows' row IDs
+    and row commit versions, or None where they cannot be written here: row tracking is not active
+    with its column names, or column mapping is in `id` mode (the hidden columns would need field ids
+    no schema gives them)."""
+    from .column_mapping import mode_of
+
+    names = [(configuration or {}).get(k) for k in (ROW_ID_COLUMN_KEY, ROW_COMMIT_VERSION_COLUMN_KEY)]
+    if not all(names) or mode_of(configuration) == "id":
+        return None
+    metadata = (lambda n: {"delta.columnMapping.physicalName": n}) if mode_of(configuration) == "name" \
+        else (lambda n: {})
+    return [{"name": n, "type": "long", "nullable": True, "metadata": metadata(n)} for n in names]
+
+
+def keeps_row_ids(protocol: Protocol | None, configuration: dict[str, str], files: pa.Table) -> bool:
+    """Whether a rewrite of `files` (rows of a snapshot's `files`) can keep their rows' IDs: row tracking
+    is active, its hidden columns can be written, and every file has row IDs to carry over."""
+    return (is_active(protocol, configuration) and materialized_fields(configuration) is not None
+            and not files.column("base_row_id").null_count
+            and not files.column("default_row_commit_version").null_count)
+
+
+def with_materialized_fields(schema_json: dict[str, Any], configuration: dict[str, str]) -> dict[str, Any]:
+    """The table's schema with the hidden row tracking columns at its end: what a rewrite that keeps row
+    IDs reads and writes."""
+    return {**schema_json, "fields": [*schema_json["fields"], *(materialized_fields(configuration) or [])]}
+
+
+def without_hidden_stats(stats: str | None, configuration: dict[str, str]) -> str | None:
+    """A file's stats JSON without the hidden columns' entries: they are no column of the table."""
+    if not stats:
+        return stats
+    hidden = {f["name"] for f in materialized_fields(configuration) or []}
+    parsed = json.loads(stats)
+    for key in ("minValues", "maxValues", "nullCount"):
+        if isinstance(parsed.get(key), dict):
+            parsed[key] = {k: v for k, v in parsed[key].items() if k not in hidden}
+    return json.dumps(parsed, separators=(",", ":"))

@@ -335,6 +335,8 @@ class Transaction:
         # Set by a writer that evaluated the table's CHECK constraints and invariants on every row it
         # adds (the Spark writer); without it, adding rows to a table that declares any is refused.
         self.constraints_enforced = False
+        # Set by a rewrite that wrote its rows' IDs into the hidden row tracking columns (OPTIMIZE)
+        self.rows_keep_ids = False
         if isolation_level is not None:
             validate_isolation_level(isolation_level, self.table_uri)
         if snapshot is not None:
@@ -695,6 +697,7 @@ class Transaction:
             if enabling and snap is not None else []
         final, preserved = row_tracking.assign(actions, version, mark, live, enabling=enabling,
                                                backfill=backfill, table=self.table_uri)
+        preserved = preserved or self.rows_keep_ids
         commit_info.extra["tags"] = {**(commit_info.extra.get("tags") or {}),
                                      row_tracking.PRESERVED_TAG: "true" if preserved else "false"}
         return final

@@ -45,7 +45,8 @@ from .. import change_data, deletion_vectors
 from .change_data import change_rows, write_change_data
 from .reader import (
     FILE_COLUMN, FILE_SIZE_COLUMN, ROW_INDEX_COLUMN, deleted_rows_column, files_dataframe, has_deletion_vectors,
-    local_file_key, local_path_of, read_through_data_source, sizes_differ, tells_files_by_size, widened_columns,
+    local_file_expr, local_file_key, local_path_of, read_through_data_source, sizes_differ, tells_files_by_size,
+    widened_columns,
 )
 from .writer import write_files
 
@@ -392,6 +393,47 @@ class _FileKeys:
                                  f"list among the files read.")
             return i
         return row_of
+
+
+class _WithHiddenColumns:
+    """A snapshot whose schema has extra (hidden) columns at its end, so that every reader reads them
+    too (nulls where a file lacks them)."""
+
+    def __init__(self, snapshot: Any, fields: list[dict[str, Any]]):
+        self._snapshot = snapshot
+        self.schema_json = {**snapshot.schema_json, "fields": [*snapshot.schema_json["fields"], *fields]}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._snapshot, name)
+
+
+def rows_with_row_ids(spark: SparkSession, snapshot: Any, files: pa.Table) -> DataFrame:
+    """The rows of `files` (live files of `snapshot`, which `row_tracking.keeps_row_ids`) with the table's
+    columns plus its two hidden row tracking columns holding each row's row ID and row commit version:
+    the file's materialized value where it has one, else the default (`baseRowId` + the row's position
+    in the file, and `defaultRowCommitVersion`). Its columns are those of
+    `row_tracking.with_materialized_fields`."""
+    from .. import row_tracking
+
+    fields = row_tracking.materialized_fields(snapshot.configuration)
+    view = _WithHiddenColumns(snapshot, fields)
+    keys = _FileKeys(spark, view, files)
+    df = keys.dataframe(files)
+    row_id, version = (f["name"] for f in fields)
+    base, default_version, key = "__deltalog_base_row_id", "__deltalog_row_commit_version", "__deltalog_key"
+    if keys.by_size:
+        key_values = files.column("size")
+        on = F.col(FILE_SIZE_COLUMN) == F.col(key)
+    else:
+        key_values = pa.array([local_file_key(snapshot.table_uri, p) for p in files.column("path").to_pylist()])
+        on = local_file_expr(F.col(FILE_COLUMN)) == F.col(key)
+    lookup = spark.createDataFrame(pa.table({key: key_values, base: files.column("base_row_id"),
+                                             default_version: files.column("default_row_commit_version")}))
+    df = (df.join(F.broadcast(lookup), on)
+          .withColumn(row_id, F.coalesce(F.col(quote_identifier(row_id)), F.col(base) + F.col(ROW_INDEX_COLUMN)))
+          .withColumn(version, F.coalesce(F.col(quote_identifier(version)), F.col(default_version)))
+          .drop(base, default_version, key, ROW_INDEX_COLUMN, keys.column))
+    return df
 
 
 def _take(files: pa.Table, rows: Sequence[int]) -> pa.Table:

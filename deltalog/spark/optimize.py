@@ -23,6 +23,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from ..actions import now_ms
 from ..clustering import CLUSTERING_CURVE, CLUSTERING_PROVIDER, clustering_columns
+from .. import row_tracking
 from ..errors import InvalidTableError
 from ..paths import absolute_file_path
 from ..skipping import ALWAYS, as_expr, bind_to, prune_snapshot, resolve_column
@@ -30,6 +31,7 @@ from ..stats import indexed_columns
 from ..table import DeltaTable
 from ..transaction import reruns_after_conflict, row_level
 from . import zorder
+from .operations import rows_with_row_ids
 from .reader import snapshot_dataframe
 from .writer import dictionary_free_columns, write_files
 
@@ -296,6 +298,16 @@ def optimize(spark: SparkSession, table_uri: str, zorder_by: Any = None, where: 
     if candidates.num_rows == 0:
         return None
 
+    # On a table with row tracking, rows keep their row IDs and commit versions in its hidden columns.
+    keep_ids = row_tracking.keeps_row_ids(snapshot.protocol, snapshot.configuration, candidates)
+    write_schema = (row_tracking.with_materialized_fields(snapshot.schema_json, snapshot.configuration) if keep_ids
+                    else snapshot.schema_json)
+
+    def read(files: pa.Table) -> DataFrame:
+        if keep_ids:
+            return rows_with_row_ids(spark, snapshot, files)
+        return snapshot_dataframe(spark, _subset(snapshot, files))
+
     if columns:
         plan = _cluster_plan(candidates, columns, curve, max_size, incremental_ratio, max_deleted_rows_ratio)
         if not plan:
@@ -305,12 +317,11 @@ def optimize(spark: SparkSession, table_uri: str, zorder_by: Any = None, where: 
         rewrite = candidates.take(pa.array(rows, pa.int64()))
         if target_files is not None or len(plan) > MAX_SEPARATE_PARTITIONS:
             num_files = int(target_files) if target_files is not None else sum(n for _, n in plan)
-            df = snapshot_dataframe(spark, _subset(snapshot, rewrite))
+            df = read(rewrite)
             out_df, model = zorder.cluster(df, columns, max(1, num_files), curve, snapshot.partition_columns,
                                            num_ranges, total_rows=_num_records(rewrite))
         else:
-            parts = [(snapshot_dataframe(spark, _subset(snapshot, candidates.take(pa.array(chosen, pa.int64())))), n)
-                     for chosen, n in plan]
+            parts = [(read(candidates.take(pa.array(chosen, pa.int64()))), n) for chosen, n in plan]
             out_df, model = zorder.cluster_parts(parts, columns, curve, snapshot.partition_columns, num_ranges,
                                                  total_rows=_num_records(rewrite))
         plain_columns = model.mostly_distinct()
@@ -324,9 +335,7 @@ def optimize(spark: SparkSession, table_uri: str, zorder_by: Any = None, where: 
         rewrite = candidates.take(pa.array(rows, pa.int64()))
         touched = len({_partition_key(pv) for pv in rewrite.column("partition_values").to_pylist()})
         # One Spark partition per bin (union keeps them apart), so each bin becomes one file.
-        frames: list[DataFrame] = [
-            snapshot_dataframe(spark, _subset(snapshot, candidates.take(pa.array(b, pa.int64())))).coalesce(1)
-            for b in bins]
+        frames: list[DataFrame] = [read(candidates.take(pa.array(b, pa.int64()))).coalesce(1) for b in bins]
         out_df = reduce(DataFrame.union, frames)
         tags = None
         plain_columns = []
@@ -341,8 +350,11 @@ def optimize(spark: SparkSession, table_uri: str, zorder_by: Any = None, where: 
         [absolute_file_path(snapshot.table_uri, p) for p in rewrite.column("path").to_pylist()]))
     parquet_options = {f"parquet.enable.dictionary#{c}": "false" for c in sorted(plain_columns)
                        if "." not in c and "#" not in c}
-    adds = write_files(out_df, table, snapshot.partition_columns, snapshot.schema_json, snapshot.configuration,
+    adds = write_files(out_df, table, snapshot.partition_columns, write_schema, snapshot.configuration,
                        parquet_options=parquet_options)
+    if keep_ids:
+        adds = [replace(a, stats=row_tracking.without_hidden_stats(a.stats, snapshot.configuration)) for a in adds]
+        txn.rows_keep_ids = True
     adds = [replace(a, data_change=False, tags=dict(tags) if tags else a.tags,
                     clustering_provider=CLUSTERING_PROVIDER if liquid and not purge else None) for a in adds]
     ts = now_ms()

@@ -19,12 +19,14 @@ from deltalake import QueryBuilder
 
 from deltalog import row_tracking
 from deltalog.actions import AddFile, CommitInfo, DomainMetadata, RemoveFile, parse_commit
+from deltalog.column_mapping import physical_names
 from deltalog.deletion_vectors import deleted_rows
 from deltalog.paths import file_path_of
 from deltalog.scan import read_table
 from deltalog.snapshot import Snapshot
 from deltalog.spark import operations as ops
 from deltalog.spark.optimize import optimize
+from deltalog.spark.reader import snapshot_dataframe
 from deltalog.table import DeltaTable
 from deltalog.write import write_deltalake
 from tests.shared_data import WILD, require
@@ -38,19 +40,29 @@ def _commit(uri: str, version: int) -> list:
         return parse_commit(f.read(), "test")
 
 
-def _row_ids(uri: str, version: int) -> dict[int, int]:
-    """Row ID of every live row, by the row's `id` column: baseRowId + its position in its file."""
+def _row_ids(uri: str, version: int, commit_versions: bool = False) -> dict[int, int]:
+    """Row ID (or row commit version) of every live row, by the row's `id` column, as a reader finds
+    it: the file's hidden materialized column where it holds a value, else baseRowId + the row's
+    position in its file (defaultRowCommitVersion)."""
     import pyarrow.parquet as pq
 
     snap = Snapshot.load(uri, version=version)
+    key = row_tracking.ROW_COMMIT_VERSION_COLUMN_KEY if commit_versions else row_tracking.ROW_ID_COLUMN_KEY
+    hidden = snap.configuration.get(key)
     out: dict[int, int] = {}
     for a in snap.add_files():
-        ids = pq.read_table(file_path_of(uri, a.path), columns=["id"]).column("id").to_pylist()
+        path = file_path_of(uri, a.path)
+        stored = pq.read_schema(path).names
+        id_column = physical_names(snap.schema_json, snap.configuration).get("id", "id")
+        t = pq.read_table(path, columns=[id_column] + ([hidden] if hidden in stored else []))
+        ids = t.column(id_column).to_pylist()
+        materialized = t.column(hidden).to_pylist() if hidden in stored else [None] * len(ids)
         gone = set(deleted_rows(snap.store, a.deletion_vector).tolist()) if a.deletion_vector else set()
-        for position, key in enumerate(ids):
+        for position, (k, value) in enumerate(zip(ids, materialized)):
             if position not in gone:
-                assert key not in out, f"version {version}: row {key} appears twice"
-                out[key] = a.base_row_id + position
+                assert k not in out, f"version {version}: row {k} appears twice"
+                default = a.default_row_commit_version if commit_versions else a.base_row_id + position
+                out[k] = value if value is not None else default
     return out
 
 
@@ -125,11 +137,43 @@ def test_dml_keeps_row_ids_of_untouched_rows_and_gives_fresh_ones_to_new_rows(sp
     mark = row_tracking.high_water_mark(Snapshot.load(uri).domain_metadata.values())
     assert mark == max(last.values())
 
-    optimize(spark, uri)  # rewrites rows: fresh IDs, the old ones are never given again
-    _check_version(uri, latest + 1)
-    after = _row_ids(uri, latest + 1)
-    assert after.keys() == last.keys() and min(after.values()) > mark
-    assert _our_rows(uri, latest + 1) == _delta_rs_rows(uri, latest + 1)
+
+@pytest.mark.parametrize("mapping", ["none", "name"])
+def test_optimize_keeps_every_row_id_and_commit_version(spark, tmp_path, mapping):
+    """OPTIMIZE (compaction, then Z-order reading the hidden columns it wrote) writes each row's ID and
+    commit version into the table's hidden materialized columns: a reader finds the same ones as
+    before, and the commit says so. New rows still get IDs above every earlier one."""
+    uri = str(tmp_path / "t")
+    configuration = {**TRACKED, **({"delta.columnMapping.mode": "name"} if mapping == "name" else {})}
+    ops.write_dataframe(spark.range(600).selectExpr("id", "'a' AS s").repartition(3), uri,
+                        configuration=configuration)
+    ops.write_dataframe(spark.range(600, 700).selectExpr("id", "'a' AS s").repartition(2), uri, mode="append")
+    ops.delete(spark, uri, "id % 7 = 0")  # marks rows: the rewrite must skip them, not shift the positions
+    before_ids, before_versions = _row_ids(uri, 2), _row_ids(uri, 2, commit_versions=True)
+    assert set(before_versions.values()) == {0, 1}
+    mark = row_tracking.high_water_mark(Snapshot.load(uri).domain_metadata.values())
+    for version, run in ((3, lambda: optimize(spark, uri)), (4, lambda: optimize(spark, uri, zorder_by=["s", "id"]))):
+        assert run() == version
+        _check_version(uri, version)
+        assert Snapshot.load(uri).num_files == 1
+        assert _row_ids(uri, version) == before_ids
+        assert _row_ids(uri, version, commit_versions=True) == before_versions
+        assert _our_rows(uri, version) == _delta_rs_rows(uri, version)
+        info = next(a for a in _commit(uri, version) if isinstance(a, CommitInfo))
+        assert info.extra["tags"][row_tracking.PRESERVED_TAG] == "true"
+    # the hidden columns are no column of the table: not in its schema, stats or reads
+    snap = Snapshot.load(uri)
+    hidden = {snap.configuration[row_tracking.ROW_ID_COLUMN_KEY],
+              snap.configuration[row_tracking.ROW_COMMIT_VERSION_COLUMN_KEY]}
+    assert [f["name"] for f in snap.schema_json["fields"]] == ["id", "s"]
+    assert snapshot_dataframe(spark, snap).columns == ["id", "s"]
+    assert not hidden & set(json.loads(snap.add_files()[0].stats)["minValues"])
+    assert QueryBuilder().register("t", deltalake.DeltaTable(uri)).execute("select * from t").read_all() \
+        .schema.names == ["id", "s"]
+    ops.write_dataframe(spark.range(700, 710).selectExpr("id", "'b' AS s"), uri, mode="append")
+    latest = _row_ids(uri, 5)
+    assert min(latest[k] for k in range(700, 710)) > mark
+    assert len(set(latest.values())) == len(latest)
 
 
 def test_enabling_on_an_existing_table_gives_every_file_row_ids(spark, tmp_path):
