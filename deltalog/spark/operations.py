@@ -1283,6 +1283,8 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
         out = parts[0]
         for p in parts[1:]:
             out = out.unionByName(p)
+        if carry:
+            out = _in_few_files(out, n_updated + num_source, snapshot)
         materialize = bool(txn.protocol and txn.protocol.has_writer_feature("materializePartitionColumns"))
         # the metadata this commit writes (with any new column's physical name under column mapping)
         adds = write_files(out, name, snapshot.partition_columns, txn.metadata.schema_json,

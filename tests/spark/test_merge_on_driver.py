@@ -133,3 +133,27 @@ def test_row_match_reads_only_live_rows_of_the_files(spark, tmp_path):
     for f, row, n in zip(*(pairs.column(c).to_pylist() for c in (row_match.FILE, row_match.ROW_INDEX, "n"))):
         stored = pq.read_table(f"{uri}/{files[f]}")  # the row it names, read straight from the file
         assert stored.column("id")[row].as_py() == (500 if n == 2 else 999)
+
+
+def test_a_small_merge_on_read_writes_its_changed_rows_as_one_file_both_ways(spark, tmp_path, monkeypatch):
+    """An upsert of 50 rows from an 8-partition source (every row updates one target row) and one with
+    inserts too: the new rows go into as few files as their size needs, not one per source partition."""
+    def upsert(uri, ids):
+        source = spark.range(0, ids * 20, 20).selectExpr("id", "id % 7 AS k", "'b' AS s").repartition(8)
+        ops.merge(spark, uri, source, ON, when_matched_update="*", when_not_matched_insert="*",
+                  source_alias="s", target_alias="t")
+        before = {a.path for a in Snapshot.load(uri, version=Snapshot.load(uri).version - 1).add_files()}
+        return [a for a in Snapshot.load(uri).add_files() if a.path not in before]
+
+    for ids, inserted in ((50, 0), (100, 50)):  # ids 0..980 update, 1000..1980 insert
+        new_files = {}
+
+        def change(uri):
+            new_files[uri] = upsert(uri, ids)
+
+        rows, on_driver = _both_ways(spark, tmp_path / str(ids), monkeypatch, lambda uri: _table(spark, uri), change)
+        assert on_driver == 1
+        assert len(rows) == 1000 + inserted
+        assert sum(r["s"] == "b" for r in rows) == ids
+        assert [len(adds) for adds in new_files.values()] == [1, 1]
+        assert [sum(a.num_records for a in adds) for adds in new_files.values()] == [ids, ids]
