@@ -5,7 +5,10 @@ Two ways, same result:
 
 - `native` (default): Spark's own Parquet writer into a staging folder inside the table, then each file's
   statistics come from its Parquet footer (no data is read again) and the file is moved to its final
-  `col=value/` folder. This costs the same as `df.write.parquet` plus a footer read per file.
+  `col=value/` folder. This costs the same as `df.write.parquet` plus a footer read per file. On an
+  object store (no rename there), where Spark has the scheme's Hadoop connector, the jar's
+  DirectCommitProtocol has each task write its files at their final keys and name them to the driver,
+  which reads exactly those footers; without a connector, the arrow way below.
 - `arrow`: `mapInArrow` on the executors, writing with pyarrow and accumulating the statistics from the
   record batches as they stream past. Works without a shared staging rename, but pays for Spark's
   row-to-Arrow conversion (about 1.2x the native write).
