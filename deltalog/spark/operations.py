@@ -31,7 +31,7 @@ from ..actions import AddFile, Metadata, RemoveFile, SetTransaction, now_ms
 from ..errors import DeltaError, InvalidTableError, NotATableError, SchemaMismatchError
 from .. import sql
 from ..column_mapping import MODE as MAPPING_MODE, is_mapped, physical_names
-from ..paths import parse_partition_value
+from ..paths import absolute_file_path, parse_partition_value
 from ..schema import (
     check_column_names, find_field, nullable_type, partition_column_types, quote_identifier, schema_string,
     to_arrow_schema,
@@ -42,7 +42,8 @@ from ..definition import TableDefinition, added_checks, changed_properties, desc
 from ..snapshot import files_table
 from ..table import DeltaTable, new_metadata
 from ..transaction import rearranged_only, reruns_after_conflict
-from .. import change_data, deletion_vectors
+from .. import change_data, deletion_vectors, row_tracking
+from ..filesystem import read_parquet
 from .change_data import change_rows, write_change_data
 from .reader import (
     FILE_COLUMN, FILE_SIZE_COLUMN, ROW_INDEX_COLUMN, deleted_rows_column, files_dataframe, has_deletion_vectors,
@@ -58,6 +59,7 @@ _SPARK_MODE = {"append": "Append", "overwrite": "Overwrite", "error": "ErrorIfEx
 _ACTION = "__deltalog_action"
 _NEW = "__deltalog_new_"
 _SOURCE_ID = "__deltalog_source_id"
+_ROW_ID = "__deltalog_row_id"  # a matched target row's row ID (row tracking), for its new version
 _OLD = "__deltalog_old_"  # a matched target row's value, carried from the matching join (merge-on-read)
 _BY_SOURCE_NEW = "__deltalog_by_source_value_"  # not a prefix of _NEW's names, nor _NEW of its
 # A merge source whose cached size is under this is broadcast to the join with the target's rows.
@@ -414,8 +416,6 @@ def rows_with_row_ids(spark: SparkSession, snapshot: Any, files: pa.Table) -> Da
     the file's materialized value where it has one, else the default (`baseRowId` + the row's position
     in the file, and `defaultRowCommitVersion`). Its columns are those of
     `row_tracking.with_materialized_fields`."""
-    from .. import row_tracking
-
     fields = row_tracking.materialized_fields(snapshot.configuration)
     view = _WithHiddenColumns(snapshot, fields)
     keys = _FileKeys(spark, view, files)
@@ -1115,8 +1115,13 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
             on_driver = _match_on_driver(spark, snapshot, candidates, source, on, keys, target_schema)
         # (an upsert whose every row updates one target row: its new rows are the source's own rows)
         each_source_row_once = False
+        # row tracking: updated rows keep their row IDs, written into the hidden columns (driver match)
+        keep_ids, hidden = False, []
         if on_driver is not None:
             matched_rows, touched, driver_marks, each_source_row_once = on_driver
+            keep_ids = _ROW_ID in matched_rows.columns
+            if keep_ids:
+                hidden = [f["name"] for f in row_tracking.materialized_fields(snapshot.configuration)]
             n_updated = sum(len(rows) for _, rows in driver_marks)
             phases.done("match (on the driver)")
         elif candidates.num_rows and (by_row or insert is not None):
@@ -1229,7 +1234,7 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
         if touched.num_rows and carry:
             updated = acting.filter(F.col(_ACTION) == "update")
             deleted = acting.filter(F.col(_ACTION) == "delete")
-            if late_update and each_source_row_once:
+            if late_update and each_source_row_once and not keep_ids:
                 updated = src  # no join: every source row is the new version of one target row
             elif late_update:  # the source rows of the updated pairs, for the values they set
                 pairs = updated.alias("__deltalog_pair")
@@ -1241,6 +1246,9 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
             out_cols = [(F.expr(update[c]).cast(target_schema[c].dataType) if c in late_update else
                          F.col((_NEW if update and c in update else _OLD) + str(i))).alias(c)
                         for i, c in enumerate(target_columns)]
+            if keep_ids:  # the new version keeps the row's ID; its commit version is this commit's
+                out_cols += [F.col(f"__deltalog_pair.{_ROW_ID}").alias(hidden[0]),
+                             F.lit(None).cast("long").alias(hidden[1])]
             parts.append(updated.select(*out_cols))
         elif touched.num_rows:
             old = file_keys.dataframe(touched)
@@ -1275,7 +1283,8 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
                 unmatched = unmatched.filter(F.coalesce(F.expr(when_not_matched_condition), F.lit(False)))
             # A source alias stays resolvable in the insert expressions.
             n_insert_df = unmatched.select(*[F.expr(insert.get(c, "null")).cast(target_schema[c].dataType).alias(c)
-                                             for c in target_columns])
+                                             for c in target_columns],
+                                           *[F.lit(None).cast("long").alias(h) for h in hidden])
             parts.append(n_insert_df)
 
         if not touched.num_rows and n_insert_df is None and not txn.metadata_changed:
@@ -1287,8 +1296,15 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
             out = _in_few_files(out, n_updated + num_source, snapshot)
         materialize = bool(txn.protocol and txn.protocol.has_writer_feature("materializePartitionColumns"))
         # the metadata this commit writes (with any new column's physical name under column mapping)
-        adds = write_files(out, name, snapshot.partition_columns, txn.metadata.schema_json,
+        write_schema = txn.metadata.schema_json
+        if keep_ids:
+            write_schema = row_tracking.with_materialized_fields(write_schema, txn.metadata.configuration)
+        adds = write_files(out, name, snapshot.partition_columns, write_schema,
                            dict(txn.metadata.configuration), method=method, store_partition_columns=materialize)
+        if keep_ids:
+            adds = [replace(a, stats=row_tracking.without_hidden_stats(a.stats, txn.metadata.configuration))
+                    for a in adds]
+            txn.rows_keep_ids = True
         written = _sum_records(adds)
         phases.done("write")
         if marking and touched.num_rows:
@@ -1477,9 +1493,36 @@ def _match_on_driver(spark: SparkSession, snapshot: Any, candidates: pa.Table, s
              for add, rows in zip(_add_files_of(touched), grouped.column(f"{ROW_INDEX}_list"))]
     matched = pa.table({_ACTION: pa.array(["update"] * pairs.num_rows, pa.string()),
                         _SOURCE_ID: pairs.column(_SOURCE_ID).cast(pa.int64())})
+    if row_tracking.keeps_row_ids(snapshot.protocol, snapshot.configuration, candidates):
+        matched = matched.append_column(_ROW_ID, _matched_row_ids(snapshot, candidates, pairs))
     each_source_row_once = (pairs.num_rows == source_keys.num_rows
                             and pc.count_distinct(pairs.column(_SOURCE_ID)).as_py() == pairs.num_rows)
     return spark.createDataFrame(matched), touched, marks, each_source_row_once
+
+
+def _matched_row_ids(snapshot: Any, candidates: pa.Table, pairs: pa.Table) -> pa.Array:
+    """The row ID of each matched target row (`pairs`: FILE, ROW_INDEX): its file's materialized value
+    where the file has the hidden column (an OPTIMIZE wrote it), else baseRowId + its position."""
+    from ..row_match import FILE, ROW_INDEX
+
+    hidden = snapshot.configuration[row_tracking.ROW_ID_COLUMN_KEY]
+    files = pairs.column(FILE).to_numpy()
+    positions = pairs.column(ROW_INDEX).to_numpy().astype(np.int64)
+    bases = np.asarray(candidates.column("base_row_id").to_pylist(), dtype=np.int64)
+    out = bases[files] + positions
+    for i in np.unique(files):
+        uri = absolute_file_path(snapshot.table_uri, candidates.column("path")[int(i)].as_py())
+        stored = read_parquet(uri, columns=[hidden], missing_ok=True)
+        if hidden not in stored.column_names:
+            continue
+        here = files == i
+        values = stored.column(hidden).take(pa.array(positions[here]))
+        materialized = values.to_numpy(zero_copy_only=False)
+        valid = ~pc.is_null(values).to_numpy(zero_copy_only=False)
+        chosen = out[here]
+        chosen[valid] = materialized[valid].astype(np.int64)
+        out[here] = chosen
+    return pa.array(out, pa.int64())
 
 
 def _duplicate_source_error(table: str, keys: list[tuple[str, str]], row: Any, times: Any) -> Exception:

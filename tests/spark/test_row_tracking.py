@@ -126,14 +126,19 @@ def test_dml_keeps_row_ids_of_untouched_rows_and_gives_fresh_ones_to_new_rows(sp
     for v in range(latest + 1):
         _check_version(uri, v)
         assert _our_rows(uri, v) == _delta_rs_rows(uri, v), v
-    first, last = _row_ids(uri, 0), _row_ids(uri, latest)
-    updated = set(range(0, 2000, 50))
+    first, before_merge, last = _row_ids(uri, 0), _row_ids(uri, 2), _row_ids(uri, latest)
+    updated = {k for k in range(0, 2000, 50) if k in before_merge}
+    inserted = set(range(0, 2000, 50)) - set(before_merge)
     untouched = [k for k in last if k < 1000 and k not in updated]
     assert untouched and all(last[k] == first[k] for k in untouched)  # row IDs of rows no one changed
-    # the merge's new rows (updated and inserted) got IDs above every earlier one
-    assert min(last[k] for k in updated) > max(_row_ids(uri, 2).values())
+    # updated rows keep their IDs (in the new files' hidden column), with the merge as their commit
+    # version; inserted rows got IDs above every earlier one
+    assert updated and all(last[k] == before_merge[k] for k in updated)
+    versions = _row_ids(uri, latest, commit_versions=True)
+    assert {versions[k] for k in updated | inserted} == {3}
+    assert min(last[k] for k in inserted) > max(before_merge.values())
     tags = [next(a for a in _commit(uri, v) if isinstance(a, CommitInfo)).extra["tags"] for v in range(4)]
-    assert [t[row_tracking.PRESERVED_TAG] for t in tags] == ["true", "true", "true", "false"]
+    assert [t[row_tracking.PRESERVED_TAG] for t in tags] == ["true", "true", "true", "true"]
     mark = row_tracking.high_water_mark(Snapshot.load(uri).domain_metadata.values())
     assert mark == max(last.values())
 
@@ -174,6 +179,14 @@ def test_optimize_keeps_every_row_id_and_commit_version(spark, tmp_path, mapping
     latest = _row_ids(uri, 5)
     assert min(latest[k] for k in range(700, 710)) > mark
     assert len(set(latest.values())) == len(latest)
+    # a DV merge after OPTIMIZE: updated rows keep the IDs OPTIMIZE materialized (0 was deleted: new)
+    ops.merge(spark, uri, spark.range(0, 700, 100).selectExpr("id", "'c' AS s"), on="t.id = s.id",
+              source_alias="s", target_alias="t", when_matched_update="*", when_not_matched_insert="*")
+    _check_version(uri, 6)
+    merged = _row_ids(uri, 6)
+    assert all(merged[k] == latest[k] for k in range(100, 700, 100))
+    assert merged[0] > max(latest.values())
+    assert _our_rows(uri, 6) == _delta_rs_rows(uri, 6)
 
 
 def test_enabling_on_an_existing_table_gives_every_file_row_ids(spark, tmp_path):
