@@ -1413,13 +1413,13 @@ def _in_few_files(df: DataFrame, rows: int, snapshot: Any) -> DataFrame:
     """`df` in as few partitions as `rows` of the table's average row size fill files of its target size:
     merge-on-read writes only the changed rows, which would otherwise become one small file per
     partition of the source."""
-    from .optimize import _max_file_size
+    from .optimize import target_file_size
 
     records = _records(snapshot.files)
     if not records:
         return df
     row_bytes = _bytes(snapshot.files) / records
-    return df.coalesce(max(1, math.ceil(rows * row_bytes / _max_file_size(snapshot, None))))
+    return df.coalesce(max(1, math.ceil(rows * row_bytes / target_file_size(snapshot))))
 
 
 def _set_transactions(app_transactions: dict[str, int] | None) -> list[SetTransaction]:

@@ -145,7 +145,9 @@ def _select_files(snapshot: Any, where: Any) -> tuple[pa.Table, Any]:
     return snapshot.files.filter(prune_snapshot(snapshot, expr)), expr
 
 
-def _max_file_size(snapshot: Any, max_file_size: int | None) -> int:
+def target_file_size(snapshot: Any, max_file_size: int | None = None) -> int:
+    """The size files are written up to: `max_file_size` when given, else the table's
+    `delta.targetFileSize`, else 128 MiB."""
     if max_file_size is not None:
         return int(max_file_size)
     raw = snapshot.configuration.get(TARGET_FILE_SIZE_KEY)
@@ -288,7 +290,7 @@ def optimize(spark: SparkSession, table_uri: str, zorder_by: Any = None, where: 
     if liquid and not purge:
         zorder_by, curve = liquid, CLUSTERING_CURVE
     columns = validate_zorder_columns(snapshot, zorder_by)
-    max_size = _max_file_size(snapshot, max_file_size)
+    max_size = target_file_size(snapshot, max_file_size)
     if max_size <= 0:
         raise InvalidTableError(f"{table}: max_file_size must be positive, got {max_size}.")
     min_size = max_size if min_file_size is None else int(min_file_size)
