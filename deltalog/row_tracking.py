@@ -25,6 +25,7 @@ import uuid
 from dataclasses import replace
 from typing import Any, Iterable
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -189,3 +190,42 @@ def without_hidden_stats(stats: str | None, configuration: dict[str, str]) -> st
         if isinstance(parsed.get(key), dict):
             parsed[key] = {k: v for k, v in parsed[key].items() if k not in hidden}
     return json.dumps(parsed, separators=(",", ":"))
+
+
+def file_row_ids(store: Any, file: AddFile | RemoveFile, configuration: dict[str, str]) -> np.ndarray:
+    """The row ID of every row of one data file, by position (deleted rows too): the hidden materialized
+    column's value where the file holds one, else `baseRowId` + the row's position, as readers find it."""
+    from .filesystem import read_parquet
+    from .paths import absolute_file_path
+
+    column = (configuration or {}).get(ROW_ID_COLUMN_KEY)
+    data = read_parquet(absolute_file_path(store.table_uri, file.path), columns=[column] if column else [],
+                        storage_options=getattr(store, "storage_options", None), missing_ok=True)
+    stored = data.column(0).combine_chunks() if data.num_columns else pa.nulls(data.num_rows, pa.int64())
+    if not stored.null_count:
+        return stored.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    if file.base_row_id is None:
+        raise InvalidTableError(f"{store.table_uri}: the file {file.path!r} has no baseRowId, so its rows "
+                                f"have no row IDs ({FEATURE}).")
+    ids = np.arange(file.base_row_id, file.base_row_id + data.num_rows, dtype=np.int64)
+    if stored.null_count < len(stored):
+        ids = np.where(stored.is_valid().to_numpy(zero_copy_only=False),
+                       stored.fill_null(0).to_numpy(zero_copy_only=False), ids)
+    return ids
+
+
+def locate_rows(store: Any, files: list[AddFile], configuration: dict[str, str], row_ids: np.ndarray,
+                threads: int = 4) -> list[tuple[AddFile, np.ndarray]]:
+    """Where the rows with `row_ids` are among `files`: (file, positions) for each file holding some.
+    Rows deleted by a file's DV are found too; the caller decides what a row found twice or not at all means."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    wanted = np.unique(np.asarray(row_ids, dtype=np.int64))
+
+    def find(file: AddFile) -> tuple[AddFile, np.ndarray]:
+        return file, np.flatnonzero(np.isin(file_row_ids(store, file, configuration), wanted, assume_unique=False))
+
+    if not len(wanted) or not files:
+        return []
+    with ThreadPoolExecutor(max(1, min(threads, len(files)))) as pool:
+        return [(f, p) for f, p in pool.map(find, files) if len(p)]

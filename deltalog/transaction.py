@@ -20,6 +20,8 @@ from dataclasses import replace
 from typing import Any, Callable, Iterable
 from urllib.parse import unquote
 
+import numpy as np
+
 from .actions import (
     SUPPORTED_WRITER_FEATURES, Action, AddCDCFile, AddFile, CommitInfo, DomainMetadata, Metadata, Protocol,
     RemoveFile, SetTransaction, commit_to_bytes, now_ms, parse_commit,
@@ -97,10 +99,10 @@ def reruns_after_conflict(rerun_if: Callable[[ConcurrentModificationError], bool
     times; then the last conflict is raised.
 
     Row-level concurrency (DVs at WriteSerializable) lets OPTIMIZE and DML on the same files both land
-    this way. Without row tracking a loser cannot carry its work over to the winner's files (which rows
-    of the rewritten files are the ones it marked is not recorded), so it redoes it; that is sound
-    because OPTIMIZE changes no row a reader sees, so running the DML after it (or OPTIMIZE after the
-    DML) is a serial order of the two."""
+    this way where the loser cannot carry its work over to the winner's files by row ID (no row
+    tracking, or the DV purge; see `Transaction._carried_files`); it redoes it, which is sound because
+    OPTIMIZE changes no row a reader sees, so running the DML after it (or OPTIMIZE after the DML) is a
+    serial order of the two."""
 
     def decorate(operation: Callable) -> Callable:
         @functools.wraps(operation)
@@ -158,6 +160,10 @@ def commit_file_name(version: int) -> str:
 def _key(path: str) -> str:
     """Paths are compared URI-decoded, as the protocol reconciles them."""
     return unquote(path)
+
+
+def _dv_id(a: AddFile | RemoveFile) -> str | None:
+    return deletion_vectors.unique_id(a.deletion_vector) if a.deletion_vector else None
 
 
 def _predicate_matches(predicate: Any, partition_values: dict[str, str | None]) -> bool:
@@ -304,6 +310,8 @@ class _WinningCommit:
         # the time readers give this version: its in-commit timestamp when it has one
         ict = self.commit_info.extra.get("inCommitTimestamp") if self.commit_info else None
         self.read_timestamp = ict if isinstance(ict, int) else self.timestamp
+        tags = (self.commit_info.extra.get("tags") if self.commit_info else None) or {}
+        self.kept_row_ids = isinstance(tags, dict) and tags.get(row_tracking.PRESERVED_TAG) == "true"
 
 
 class Transaction:
@@ -332,6 +340,12 @@ class Transaction:
         self.attempts = 0
         # DV files written while rebasing on winners' deletion vectors (row-level concurrency)
         self.rebased_dv_files: list[str] = []
+        # Whether a rewrite that loses to DML may carry the DML's marks into its new files
+        # (`_carried_files`): not the DV purge, whose point is to leave no deleted row in any file.
+        self.may_carry_marks = True
+        # set once marks were carried; then the first attempt's DV files (and files emptied) are unnamed
+        self.carried_marks = False
+        self._emptied_files: list[str] = []
         # Set by a writer that evaluated the table's CHECK constraints and invariants on every row it
         # adds (the Spark writer); without it, adding rows to a table that declares any is refused.
         self.constraints_enforced = False
@@ -625,9 +639,11 @@ class Transaction:
             except FileExistsError:
                 # Lost the race: check every commit that landed since, then try after the last one.
                 for winner in self._winning_commits_from(version):
-                    rebase = self._check_conflicts(winner, level)
+                    rebase, carried = self._check_conflicts(winner, level)
                     if rebase:
                         actions = self._rebase_marks(actions, rebase)
+                    if carried:
+                        actions = self._carry_marks(actions, winner, carried)
                     winners.append(winner)
                     version = winner.version + 1
                 continue
@@ -721,11 +737,15 @@ class Transaction:
         """`commit(**commit_args)`; when it fails or is interrupted, `discard_uncommitted(new_files)`:
         the data files written for this commit. Only for files this transaction wrote (never for adds
         of existing files, as RESTORE makes)."""
+        new_files = list(new_files)
         try:
-            return self.commit(**commit_args)
+            version = self.commit(**commit_args)
         except BaseException:
             self.discard_uncommitted([*new_files, *self.rebased_dv_files])
             raise
+        if self.carried_marks:  # the DV files (or a file) written for the first attempt are no longer named
+            self.discard_uncommitted([*new_files, *self.rebased_dv_files, *self._emptied_files])
+        return version
 
     def discard_uncommitted(self, files: Iterable[AddFile | str]) -> list[str]:
         """After this transaction failed or was interrupted, delete the data files it wrote — but only
@@ -792,11 +812,12 @@ class Transaction:
         level = validate_isolation_level(raw, self.table_uri) if raw else DEFAULT_ISOLATION_LEVEL
         return level == WRITE_SERIALIZABLE and deletion_vectors.is_enabled(conf)
 
-    def _check_conflicts(self, winner: _WinningCommit, level: str) -> dict[str, tuple[AddFile, Any]]:
+    def _check_conflicts(self, winner: _WinningCommit, level: str) -> tuple[dict[str, tuple[AddFile, Any]], list[str]]:
         """Raises the conflict `winner` makes for this transaction, if any. Returns, for the files this
         transaction marks rows of that the winner marked too, on other rows (WriteSerializable's
         row-level concurrency), the winner's add and the union of both writers' deleted rows: this
-        transaction's DVs are to be rebased on them (`_rebase_marks`)."""
+        transaction's DVs are to be rebased on them (`_rebase_marks`). And the files both removed whose
+        marked rows are carried by row ID to the files that now hold them (`_carried_files`)."""
         separate = ("Partition the table and give each writer explicit predicates on the partition "
                     "columns so they touch disjoint files, or retry the operation.")
         # 1. protocol: also two writers creating version 0.
@@ -848,6 +869,10 @@ class Transaction:
         # a file are not rows this transaction read unless it changed that file too; then rule 7
         # compares the rows both marked.
         by_row = level == WRITE_SERIALIZABLE and not self._read_whole_table
+        # OPTIMIZE against DML on a table whose rows keep their IDs: rules 6 and 7 are met by carrying.
+        carried = self._carried_files(winner)
+        if carried is not None:
+            return {}, carried
         # 6. files removed that this transaction read.
         if winner.removes:
             if self._read_whole_table:
@@ -882,7 +907,102 @@ class Transaction:
                                  separate + (f" At {WRITE_SERIALIZABLE}, writers that mark different rows of a "
                                              f"file in deletion vectors ({deletion_vectors.ENABLE_KEY}) both "
                                              f"land." if level == WRITE_SERIALIZABLE else ""))
-        return rebase
+        return rebase, []
+
+    def _rearranges_rows(self) -> bool:
+        """Whether this transaction only moves rows to new files, each keeping its row ID (OPTIMIZE on a
+        table with row tracking)."""
+        files = self.file_actions
+        return self.rows_keep_ids and bool(files) and not any(a.data_change for a in files)
+
+    def _carried_files(self, winner: _WinningCommit) -> list[str] | None:
+        """Row-level concurrency across a rewrite. When one side only moved rows to new files keeping
+        their row IDs (OPTIMIZE) and the other marked or removed rows of files the first rewrote, the
+        later one need not run again: the rows are found in the new files by row ID, and the marks
+        carried there (`_carry_marks`). That is a serial order of the two, as the rewrite changes no row a
+        reader sees. Returns the keys of the files both removed (maybe none) where this applies, else
+        None: the usual rules decide."""
+        md = self.metadata
+        protocol = self.snapshot.protocol if self.snapshot is not None else None
+        if (md is None or not self._row_level_concurrency() or not row_tracking.is_active(protocol, md.configuration)
+                or row_tracking.materialized_fields(md.configuration) is None):
+            return None
+        we_rearrange = self._rearranges_rows()
+        they_rearrange = not winner.changes_data and winner.kept_row_ids
+        if we_rearrange == they_rearrange:  # two rewrites of the same rows, or DML against DML
+            return None
+        if we_rearrange and not self.may_carry_marks:
+            return None
+        ours = {_key(a.path): a for a in self._actions if isinstance(a, RemoveFile)}
+        theirs = {_key(r.path): r for r in winner.removes}
+        shared = [k for k in theirs if k in ours]
+        # both must have seen the same rows of each file (a third commit between would differ)
+        if any(_dv_id(ours[k]) != _dv_id(theirs[k]) for k in shared):
+            return None
+        if we_rearrange and (self._read_whole_table or any(k in self._read_paths and k not in ours for k in theirs)):
+            return None
+        return shared
+
+    def _carry_marks(self, actions: list[Action], winner: _WinningCommit, keys: list[str]) -> list[Action]:
+        """`actions` with the rows marked deleted in the files of `keys` (see `_carried_files`) marked where
+        they are now. Losing OPTIMIZE: the rows the winner marked or removed are marked in this
+        transaction's new files (an emptied one is dropped), and its removes name the winner's DVs.
+        Losing DML: the rows this transaction marked are marked in the winner's new files instead."""
+        conf = self.metadata.configuration
+        ours = {_key(a.path): a for a in self._actions if isinstance(a, RemoveFile)}
+        ts = now_ms()
+        if self._rearranges_rows():
+            gone = [self._rows_gone(ours[k], winner.marked.get(k)) for k in keys]
+            targets = [a for a in self._actions if isinstance(a, AddFile)]
+        else:
+            marked = self._marked_files()
+            gone = [self._rows_gone(ours[k], marked[k][1] if k in marked else None) for k in keys]
+            targets = list(winner.adds)
+        row_ids = np.concatenate(gone) if gone else np.zeros(0, np.int64)
+        found = row_tracking.locate_rows(self.store, targets, conf, row_ids)
+        if sum(len(p) for _, p in found) != len(np.unique(row_ids)):
+            raise self._conflict(ConcurrentDeleteReadException, winner,
+                                 "rows this transaction marked could not be found by their row IDs in the "
+                                 "rewritten files", "Retry the operation.")
+        marks = deletion_vectors.mark_rows(self.store, found, ts)
+        self.carried_marks = True
+        log.info("%s: carried %d marked row(s) of %d file(s) by row ID into %d file(s) %s concurrent %s "
+                 "(version %d), instead of running again", self.table_uri, len(row_ids), len(keys), len(found),
+                 "this transaction rewrote, past the" if self._rearranges_rows() else "rewritten by the",
+                 winner.operation, winner.version)
+        if marks.dv_file:
+            self.rebased_dv_files.append(marks.dv_file)
+        if self._rearranges_rows():
+            now = {k: winner.marked[k].remove(ts, data_change=False) if k in winner.marked else None for k in keys}
+            now.update({_key(a.path): replace(a, data_change=False) for a in marks.adds})
+            emptied = {_key(r.path) for r in marks.removes} - {_key(a.path) for a in marks.adds}
+            self._emptied_files.extend(emptied)
+            now.update(dict.fromkeys(emptied))
+            extra: list[Action] = []
+        else:
+            now = dict.fromkeys(keys)
+            extra = [*marks.removes, *marks.adds]
+
+        def carried(a: Action) -> Action | None:
+            k = _key(a.path) if isinstance(a, (AddFile, RemoveFile)) else None
+            return now[k] if k in now else a
+
+        self._actions = [c for c in map(carried, self._actions) if c is not None] + extra
+        return [c for c in map(carried, actions) if c is not None] + extra
+
+    def _rows_gone(self, removed: RemoveFile, now: AddFile | None) -> Any:
+        """The row IDs of the rows of a file that are deleted now (by `now`'s DV; all of them without
+        `now`: the file was removed) and were not when `removed` was read."""
+        if removed.base_row_id is None and self.snapshot is not None:  # IDs are assigned at commit
+            live = row_tracking.live_row_ids(self.snapshot.files, [removed.path])
+            removed = replace(removed, base_row_id=live.get(removed.path, (None, None))[0])
+        ids = row_tracking.file_row_ids(self.store, removed, self.metadata.configuration)
+        before = deletion_vectors.deleted_rows(self.store, removed.deletion_vector)
+        if now is None:
+            keep = np.ones(len(ids), dtype=bool)
+            keep[before] = False
+            return ids[keep]
+        return ids[np.setdiff1d(deletion_vectors.deleted_rows(self.store, now.deletion_vector), before)]
 
     def _marked_files(self) -> dict[str, tuple[RemoveFile, AddFile]]:
         """This transaction's files it marks rows of: their remove (old DV) and add (new DV), by key."""

@@ -278,6 +278,7 @@ def optimize(spark: SparkSession, table_uri: str, zorder_by: Any = None, where: 
         raise InvalidTableError(f"{table_uri}: unknown clustering curve {curve!r}; allowed: "
                                 f"{', '.join(zorder.CURVES)}.")
     txn = DeltaTable(table_uri).transaction()
+    txn.may_carry_marks = not purge  # a purge that loses runs again, so that it leaves no deleted row behind
     snapshot = txn.snapshot
     if snapshot is None:
         raise InvalidTableError(f"{table_uri}: OPTIMIZE needs an existing Delta table; none is here.")

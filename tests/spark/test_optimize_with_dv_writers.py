@@ -21,6 +21,7 @@ from deltalog.spark import operations as ops
 from deltalog.spark.optimize import optimize
 from deltalog.table import DeltaTable
 from tests.races import winner_commits_first
+from tests.row_ids import check_version, row_ids
 
 pytestmark = pytest.mark.spark
 ROWS = 400
@@ -168,3 +169,140 @@ def test_deletes_and_purges_racing_in_threads_all_land(spark, tmp_path):
     assert Snapshot.load(uri).files.column("deletion_vector").null_count == Snapshot.load(uri).num_files
     from deltalog.scan import read_table
     assert sorted(read_table(Snapshot.load(uri)).column("id").to_pylist()) == sorted(_delta_rs_rows(uri))
+
+
+def _tracked_table(spark, uri: str) -> dict[int, int]:
+    """The four-file table with row tracking too; returns every row's row ID by `id`."""
+    ops.write_dataframe(spark.range(ROWS).selectExpr("id", "0L AS v").repartition(4, "id"), uri,
+                        configuration={"delta.enableDeletionVectors": "true", "delta.enableRowTracking": "true",
+                                       "delta.isolationLevel": "WriteSerializable"})
+    assert Snapshot.load(uri).num_files == 4
+    return row_ids(uri, 0)
+
+
+@pytest.mark.parametrize("kind", ["delete", "merge"])
+@pytest.mark.parametrize("loser", ["dml", "optimize"])
+def test_with_row_tracking_the_loser_carries_its_marks_by_row_id_and_does_not_run_again(spark, tmp_path, kind, loser):
+    """Row IDs say where OPTIMIZE put each row, so the loser lands on its first run: a losing DML marks its
+    rows in OPTIMIZE's new file; a losing OPTIMIZE marks the rows the DML deleted or updated in its own."""
+    uri = str(tmp_path / "t")
+    before = _tracked_table(spark, uri)
+    if loser == "dml":
+        with winner_commits_first(lambda _: optimize(spark, uri)) as state:
+            version = _dml(spark, uri, kind)
+        operations = [kind.upper(), "OPTIMIZE"]
+    else:
+        with winner_commits_first(lambda _: _dml(spark, uri, kind)) as state:
+            version = optimize(spark, uri)
+        operations = ["OPTIMIZE", kind.upper()]
+    assert state["winner_version"] == 1 and version == 2
+    assert state["calls"] == 2  # the winner's commit and the loser's one run: nothing ran again
+    history = DeltaTable(uri).history(limit=2)
+    assert [h["operation"] for h in history] == operations
+    assert history[0]["readVersion"] == 0  # planned on the files of version 0, carried to version 2
+    expected = _after_dml(kind)
+    assert _delta_rs_rows(uri) == expected
+    from deltalog.scan import read_table
+    ours = read_table(Snapshot.load(uri))
+    assert dict(zip(ours.column("id").to_pylist(), ours.column("v").to_pylist())) == expected
+    # one file holds the original rows, with the two rows marked in its DV
+    snapshot = Snapshot.load(uri)
+    dvs = [dv for dv in snapshot.files.column("deletion_vector").to_pylist() if dv]
+    assert [dv["cardinality"] for dv in dvs] == [2]
+    assert snapshot.num_files == (1 if kind == "delete" else 2)
+    # every untouched row kept its row ID through both commits; the protocol holds at each version
+    for v in (1, 2):
+        check_version(uri, v)
+    after = row_ids(uri, 2)
+    assert {k: after[k] for k in before if k in expected and k not in (3, 250)} == \
+        {k: before[k] for k in before if k in expected and k not in (3, 250)}
+    # nothing the first attempt wrote is left unnamed
+    assert _files_no_version_names(uri) == set()
+
+
+def test_with_row_tracking_optimize_carries_rows_a_delete_removed_with_their_whole_file(spark, tmp_path):
+    """A DELETE that empties a file removes it; OPTIMIZE, losing, marks every row of that file deleted
+    in its new file."""
+    uri = str(tmp_path / "t")
+    _tracked_table(spark, uri)
+    first = Snapshot.load(uri).add_files()[0]
+    from deltalog.scan import read_data_file
+    snap = Snapshot.load(uri)
+    in_first = read_data_file(snap.store, snap.schema_json, snap.configuration, [], first.path, {}, None)
+    ids = sorted(in_first.column("id").to_pylist())
+    predicate = f"id IN ({', '.join(map(str, ids))})"
+    with winner_commits_first(lambda _: ops.delete(spark, uri, predicate)) as state:
+        version = optimize(spark, uri)
+    assert version == 2 and state["calls"] == 2
+    removed = [a for a in DeltaTable(uri).history(limit=2)]
+    assert removed[1]["operation"] == "DELETE"
+    expected = {i: 0 for i in range(ROWS) if i not in set(ids)}
+    assert _delta_rs_rows(uri) == expected
+    dvs = [dv for dv in Snapshot.load(uri).files.column("deletion_vector").to_pylist() if dv]
+    assert [dv["cardinality"] for dv in dvs] == [len(ids)]
+    check_version(uri, 2)
+    assert _files_no_version_names(uri) == set()
+
+
+def test_with_row_tracking_a_purge_that_loses_runs_again_and_leaves_no_deleted_row(spark, tmp_path):
+    """REORG ... APPLY (PURGE) is run to leave no deleted row in any file: losing to a DELETE, it does
+    not carry the DELETE's marks into its files; it runs again."""
+    uri = str(tmp_path / "t")
+    _tracked_table(spark, uri)
+    ops.delete(spark, uri, "id < 40")  # gives files DVs, for the purge to have work
+    with winner_commits_first(lambda _: ops.delete(spark, uri, "id IN (100, 300)")) as state:
+        version = optimize(spark, uri, purge=True)
+    assert state["calls"] == 3 and version == 3  # the loser's first run, the winner's, the rerun
+    assert DeltaTable(uri).history(limit=1)[0]["readVersion"] == 2
+    assert Snapshot.load(uri).files.column("deletion_vector").null_count == Snapshot.load(uri).num_files
+    assert _delta_rs_rows(uri) == {i: 0 for i in range(40, ROWS) if i not in (100, 300)}
+
+
+def test_with_row_tracking_dml_and_optimize_racing_in_threads_all_land_keeping_row_ids(spark, tmp_path):
+    """Not forced: deletes and merges in one thread, compactions in another until it is done. Every
+    commit lands, the rows are those of the DML alone, read alike by delta-rs, and every row no DML
+    touched keeps the row ID it had at version 0; each version is a valid row-tracked one."""
+    import threading
+
+    uri = str(tmp_path / "t")
+    before = _tracked_table(spark, uri)
+    errors: list[BaseException] = []
+    done = threading.Event()
+    expected = {i: 0 for i in range(ROWS)}
+
+    def dml():
+        try:
+            for start in (10, 150, 300):
+                ops.delete(spark, uri, f"id >= {start} AND id < {start + 10}")
+                for i in range(start, start + 10):
+                    del expected[i]
+                source = spark.sql(f"SELECT id, 9L AS v FROM VALUES ({start + 20}L), ({start + 1000}L) AS s(id)")
+                ops.merge(spark, uri, source, on="t.id = s.id", source_alias="s", target_alias="t",
+                          when_matched_update="*", when_not_matched_insert="*")
+                expected.update({start + 20: 9, start + 1000: 9})
+        except BaseException as e:  # noqa: BLE001 - asserted below
+            errors.append(e)
+        finally:
+            done.set()
+
+    def compactions():
+        try:
+            while not done.is_set():
+                optimize(spark, uri)
+        except BaseException as e:  # noqa: BLE001 - asserted below
+            errors.append(e)
+
+    threads = [threading.Thread(target=dml), threading.Thread(target=compactions)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert _delta_rs_rows(uri) == expected
+    last = Snapshot.load(uri).version
+    for v in range(1, last + 1):
+        check_version(uri, v)
+    after = row_ids(uri, last)
+    untouched = [k for k in before if expected.get(k) == 0]
+    assert {k: after[k] for k in untouched} == {k: before[k] for k in untouched}
+    assert "OPTIMIZE" in [h["operation"] for h in DeltaTable(uri).history()]
