@@ -11,6 +11,8 @@ import json
 import os
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession, functions as F
 
@@ -156,10 +158,15 @@ def files_dataframe(spark: SparkSession, snapshot: Any, files: Any, with_file: b
     if with_deleted or not has_deletion_vectors(files):
         return _files_dataframe(spark, snapshot, files, with_file, with_row_index, with_size)
     # Files with a DV are read with their row indexes (the native scan's `_metadata.row_index`) and
-    # their deleted rows dropped; files without one are read as they are.
+    # their deleted rows dropped; files without one are read as they are. Where DVs cover most of the
+    # table and files are told by size, one scan of every file is cheaper than two (the row index of a
+    # file without a DV is tested against an empty bitmap).
     marked = pc.is_valid(files.column("deletion_vector"))
+    one_scan = _mostly_marked(files, marked) and tells_files_by_size(spark, files)
+    if one_scan:
+        marked = pa.array(np.ones(files.num_rows, dtype=bool))
     with_dv = files.filter(marked)
-    by_size = tells_files_by_size(spark, with_dv)
+    by_size = one_scan or tells_files_by_size(spark, with_dv)
     is_deleted = deleted_rows_column(spark, snapshot, with_dv, by_size=by_size)
     if is_deleted is not None:
         # the path only where it is wanted or tells the files apart: Spark copies it into every row
@@ -184,6 +191,12 @@ def files_dataframe(spark: SparkSession, snapshot: Any, files: Any, with_file: b
 
 
 _DV_FILE, _DV_ROW = "__deltalog_dv_file", "__deltalog_dv_row"
+
+
+def _mostly_marked(files: Any, marked: Any) -> bool:
+    """Whether the files with a DV (`marked`) hold at least half the bytes of `files`."""
+    sizes = files.column("size")
+    return 2 * (pc.sum(sizes.filter(marked)).as_py() or 0) >= (pc.sum(sizes).as_py() or 0)
 
 
 def local_file_key(table_uri: str, log_path: str) -> str:

@@ -119,3 +119,37 @@ def test_a_data_file_replaced_behind_the_log_is_an_error_not_wrong_rows(spark, t
     pq.write_table(pq.read_table(path), path, compression="none", write_statistics=False)
     with pytest.raises(Exception, match="records no file of that size"):
         snapshot_dataframe(spark, snap).collect()
+
+
+def test_one_scan_of_marked_and_unmarked_files_split_into_many_tasks(spark, tmp_path, monkeypatch):
+    """DVs on most of the table: every file is read in one scan (a file without a DV is tested against
+    an empty bitmap). A file of many row groups split over many tasks still loses exactly its deleted
+    rows: its first and last, and rows at and past row group boundaries."""
+    import pyarrow.parquet as pq
+
+    from deltalog import write, write_deltalake
+    from deltalog.paths import decode_path
+    from deltalog.spark import operations as ops
+
+    uri = str(tmp_path / "t")
+    monkeypatch.setattr(write._FileSink, "ROW_GROUP_ROWS", 1000)
+    rows = pa.table({"id": pa.array(range(0, 30000), pa.int64())})
+    write_deltalake(uri, pa.RecordBatchReader.from_batches(rows.schema, rows.to_batches(max_chunksize=1000)),
+                    configuration={"delta.enableDeletionVectors": "true"})
+    write_deltalake(uri, pa.table({"id": pa.array(range(30000, 31000), pa.int64())}), mode="append")
+    first = str(tmp_path / "t" / decode_path(Snapshot.load(uri).files.column("path")[0].as_py()))
+    assert pq.ParquetFile(first).metadata.num_row_groups == 30
+    gone = {0, 999, 1000, 17777, 29999}
+    ops.delete(spark, uri, f"id IN ({', '.join(map(str, sorted(gone)))})")
+    snap = Snapshot.load(uri)
+    assert snap.files.column("deletion_vector").null_count == 1
+    previous = spark.conf.get("spark.sql.files.maxPartitionBytes")
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "16k")
+    try:
+        df = snapshot_dataframe(spark, snap)
+        assert "Union" not in df._jdf.queryExecution().executedPlan().toString()
+        assert df.rdd.getNumPartitions() > 2
+        ids = sorted(r["id"] for r in df.collect())
+    finally:
+        spark.conf.set("spark.sql.files.maxPartitionBytes", previous)
+    assert ids == [i for i in range(31000) if i not in gone]

@@ -121,6 +121,7 @@ public final class DeletedRowsCatalog implements FunctionCatalog {
     private transient RoaringBitmap rows;
     private transient PeekableIntIterator cursor;
     private transient long lastRow;
+    private transient long nextDeleted;  // the first deleted row at or after lastRow (Long.MAX_VALUE: none)
 
     IsDeleted(byte[] blob, boolean deterministic) {
       this.blob = blob;
@@ -162,7 +163,10 @@ public final class DeletedRowsCatalog implements FunctionCatalog {
       return deterministic;
     }
 
-    /** Called by Spark's generated code for every row. */
+    /**
+     * Called by Spark's generated code for every row. Rows of a file arrive in order, so most calls
+     * only compare the row with the next deleted one; the bitmap's cursor moves on the few others.
+     */
     public boolean invoke(long size, long row) {
       if (rows == null || size != lastSize) {
         if (bySize == null) bySize = parse(blob);
@@ -175,11 +179,16 @@ public final class DeletedRowsCatalog implements FunctionCatalog {
         lastSize = size;
         cursor = null;
       }
-      if (row < 0 || row > 0xffffffffL) return false;
-      if (cursor == null || row < lastRow) cursor = rows.getIntIterator();  // (re)start the walk
+      if (cursor == null || row < lastRow) {  // (re)start the walk
+        cursor = rows.getIntIterator();
+        nextDeleted = -1;
+      }
       lastRow = row;
+      if (row < nextDeleted) return false;
+      if (row > 0xffffffffL || row < 0) return false;
       cursor.advanceIfNeeded((int) row);  // unsigned, as the bitmap orders its values
-      return cursor.hasNext() && cursor.peekNext() == (int) row;
+      nextDeleted = cursor.hasNext() ? Integer.toUnsignedLong(cursor.peekNext()) : Long.MAX_VALUE;
+      return row == nextDeleted;
     }
 
     @Override
