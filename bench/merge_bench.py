@@ -1,7 +1,7 @@
 """MERGE cost against a full rebuild of the same table, copy-on-write and with deletion vectors,
 through deltalog.spark.operations.
 
-    python bench/merge_bench.py [--rows 2000000] [--files 16] [--only ...]
+    python bench/merge_bench.py [--rows 2000000] [--files 16] [--only ...] [--repeat 1]
 
 Builds an orders-like table (rows x 11 columns, `files` files) with `write_dataframe`, then times:
   rebuild       overwrite the whole table
@@ -60,6 +60,9 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=2_000_000)
     ap.add_argument("--files", type=int, default=16)
     ap.add_argument("--only", default="rebuild,clustered,scattered,insert,clustered_dv,scattered_dv,read,floor")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="run each timed step this many times, each on the table as it was before the step's "
+                         "first run (restored from a copy, not timed), and report the median")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="deltalog-merge-bench-")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -72,11 +75,25 @@ def main() -> None:
     try:
         write_dataframe(rows_df(spark, 0, n, f), uri, mode="overwrite")
 
-        def timed(name, fn):
-            t = time.time()
-            fn()
-            times[name] = time.time() - t
-            print(f"{name:10s} {times[name]:7.1f} s", flush=True)
+        def timed(name, fn, table: str | None = None):
+            """`fn` run `--repeat` times; `table` (the one it changes) is put back as it was before each
+            later run, so that every run does the same work."""
+            before = table + ".before" if table and args.repeat > 1 else None
+            if before:
+                shutil.copytree(table, before)
+            runs = []
+            for i in range(args.repeat):
+                if i and before:
+                    shutil.rmtree(table)
+                    shutil.copytree(before, table)
+                t = time.time()
+                fn()
+                runs.append(time.time() - t)
+            if before:
+                shutil.rmtree(before)
+            times[name] = sorted(runs)[len(runs) // 2]
+            more = f" (median of {len(runs)}: {', '.join(f'{r:.1f}' for r in runs)})" if len(runs) > 1 else ""
+            print(f"{name:10s} {times[name]:7.1f} s{more}", flush=True)
 
         def check(expected_rows: int, where: str, bump: int, path: str = uri) -> None:
             df = register_view(spark, "t", path)
@@ -91,15 +108,15 @@ def main() -> None:
             timed("rebuild", lambda: write_dataframe(rows_df(spark, 0, n, f), uri, mode="overwrite"))
         if "clustered" in todo:
             timed("clustered", lambda: merge(spark, uri, rows_df(spark, n - n // 100, n, f, bump=1), on,
-                                             when_matched_update="*", when_not_matched_insert="*"))
+                                             when_matched_update="*", when_not_matched_insert="*"), uri)
             check(n, f"id >= {n - n // 100}", 1)
         if "scattered" in todo:
             timed("scattered", lambda: merge(spark, uri, rows_df(spark, 0, n, f, bump=2, where="id % 100 = 0"), on,
-                                             when_matched_update="*", when_not_matched_insert="*"))
+                                             when_matched_update="*", when_not_matched_insert="*"), uri)
             check(n, "id % 100 = 0", 2)
         if "insert" in todo:
             timed("insert", lambda: merge(spark, uri, rows_df(spark, n, n + n // 100, f), on,
-                                          when_matched_update="*", when_not_matched_insert="*"))
+                                          when_matched_update="*", when_not_matched_insert="*"), uri)
             check(n + n // 100, f"id >= {n}", 0)
         if "floor" in todo:
             timed("floor", lambda: rows_df(spark, 0, n, f, bump=2, where="id % 100 = 0").write.mode("overwrite")
@@ -110,11 +127,11 @@ def main() -> None:
             write_dataframe(rows_df(spark, 0, n, f), dv_uri, mode="overwrite", configuration=dvs)
             if "clustered_dv" in todo:
                 timed("clustered_dv", lambda: merge(spark, dv_uri, rows_df(spark, n - n // 100, n, f, bump=1), on,
-                                                    when_matched_update="*", when_not_matched_insert="*"))
+                                                    when_matched_update="*", when_not_matched_insert="*"), dv_uri)
             if "scattered_dv" in todo:
                 timed("scattered_dv", lambda: merge(spark, dv_uri,
                                                     rows_df(spark, 0, n, f, bump=2, where="id % 100 = 0"), on,
-                                                    when_matched_update="*", when_not_matched_insert="*"))
+                                                    when_matched_update="*", when_not_matched_insert="*"), dv_uri)
             check(n, "id % 100 = 0" if "scattered_dv" in todo else f"id >= {n - n // 100}",
                   2 if "scattered_dv" in todo else 1, dv_uri)
         if "read" in todo:

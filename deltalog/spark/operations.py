@@ -437,6 +437,23 @@ def rows_with_row_ids(spark: SparkSession, snapshot: Any, files: pa.Table) -> Da
     return df
 
 
+def _with_default_row_ids(spark: SparkSession, snapshot: Any, files: pa.Table, keys: _FileKeys,
+                          rows: DataFrame) -> DataFrame:
+    """`rows` (of `files`, with their `keys` column, ROW_INDEX_COLUMN and _ROW_ID: the materialized row ID
+    or null) with _ROW_ID defaulted to the file's baseRowId + the row's position, by a broadcast lookup
+    of the files (run on the matched rows only, not on every row scanned)."""
+    base, key = "__deltalog_base_row_id", "__deltalog_lookup_key"
+    if keys.by_size:
+        key_values = files.column("size")
+    else:
+        key_values = pa.array([local_file_key(snapshot.table_uri, p) for p in files.column("path").to_pylist()])
+    lookup = spark.createDataFrame(pa.table({key: key_values, base: files.column("base_row_id")}))
+    on = (F.col(keys.column) == F.col(key)) if keys.by_size else (local_file_expr(F.col(keys.column)) == F.col(key))
+    return (rows.join(F.broadcast(lookup), on)
+            .withColumn(_ROW_ID, F.coalesce(F.col(_ROW_ID), F.col(base) + F.col(ROW_INDEX_COLUMN)))
+            .drop(base, key))
+
+
 def _take(files: pa.Table, rows: Sequence[int]) -> pa.Table:
     return files.take(pa.array(sorted(rows), pa.int64())) if rows else files.slice(0, 0)
 
@@ -1128,7 +1145,16 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
             # Rows deleted by DVs are filtered out after the join, on the few rows it keeps (a file's
             # key and row index are then at hand anyway), rather than on every row scanned.
             late = file_keys.deleted_rows(candidates) if by_row and has_deletion_vectors(candidates) else None
-            target = (file_keys.dataframe(candidates, with_deleted=late is not None) if by_row else
+            # row tracking: the updated rows' new versions keep their row IDs (merge-on-read), read from
+            # the hidden column where OPTIMIZE materialized them, else baseRowId + the row's position
+            keep_ids = carry and by_row and row_tracking.keeps_row_ids(snapshot.protocol, snapshot.configuration,
+                                                                       candidates)
+            target_keys = file_keys
+            if keep_ids:
+                fields = row_tracking.materialized_fields(snapshot.configuration)
+                hidden = [f["name"] for f in fields]
+                target_keys = _FileKeys(spark, _WithHiddenColumns(snapshot, fields[:1]), candidates)
+            target = (target_keys.dataframe(candidates, with_deleted=late is not None) if by_row else
                       files_dataframe(spark, snapshot, candidates)).alias(target_alias)
             joined = target.join(F.broadcast(src) if small_source else src, F.expr(on), "inner")
             if late is not None:
@@ -1150,10 +1176,14 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
                     new_values += [_stored_value(f"{T}.{quote_identifier(c)}", stored.get(c.lower()),
                                                  target_schema[c].dataType).alias(_OLD + str(i))
                                    for i, c in enumerate(target_columns) if feed or not (update and c in update)]
+                if keep_ids:
+                    new_values.append(F.col(f"{T}.{quote_identifier(hidden[0])}").alias(_ROW_ID))
                 matched_rows = joined.select(F.col(f"{T}.{file_key}").alias(file_key),
                                              F.col(f"{T}.{ROW_INDEX_COLUMN}").alias(ROW_INDEX_COLUMN),
                                              action.alias(_ACTION), *new_values, *key_cols,
                                              F.col(f"{S}.{_SOURCE_ID}").alias(_SOURCE_ID))
+                if keep_ids:
+                    matched_rows = _with_default_row_ids(spark, snapshot, candidates, file_keys, matched_rows)
             else:
                 matched_rows = joined.select(F.col(f"{S}.{_SOURCE_ID}").alias(_SOURCE_ID))
             matched_rows = matched_rows.persist(StorageLevel.MEMORY_AND_DISK)
@@ -1247,7 +1277,7 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
                          F.col((_NEW if update and c in update else _OLD) + str(i))).alias(c)
                         for i, c in enumerate(target_columns)]
             if keep_ids:  # the new version keeps the row's ID; its commit version is this commit's
-                out_cols += [F.col(f"__deltalog_pair.{_ROW_ID}").alias(hidden[0]),
+                out_cols += [F.col(f"__deltalog_pair.{_ROW_ID}" if late_update else _ROW_ID).alias(hidden[0]),
                              F.lit(None).cast("long").alias(hidden[1])]
             parts.append(updated.select(*out_cols))
         elif touched.num_rows:

@@ -44,7 +44,12 @@ def _our_rows(uri: str, version: int) -> dict[int, str]:
     return dict(zip(t.column("id").to_pylist(), t.column("s").to_pylist()))
 
 
-def test_dml_keeps_row_ids_of_untouched_rows_and_gives_fresh_ones_to_new_rows(spark, tmp_path):
+@pytest.mark.parametrize("match", ["driver", "spark", "spark_target_values"])
+def test_dml_keeps_row_ids_of_untouched_rows_and_gives_fresh_ones_to_new_rows(spark, tmp_path, match, monkeypatch):
+    """`match`: the merge's rows matched on the driver, or by Spark (its updates from the source alone,
+    or from target values too)."""
+    if match != "driver":
+        monkeypatch.setattr(ops, "_DRIVER_MATCH_SOURCE_ROWS", 0)
     uri = str(tmp_path / "t")
     ops.write_dataframe(spark.range(1000).selectExpr("id", "'a' AS s").repartition(4), uri, configuration=TRACKED)
     snap = Snapshot.load(uri)
@@ -57,8 +62,9 @@ def test_dml_keeps_row_ids_of_untouched_rows_and_gives_fresh_ones_to_new_rows(sp
     ops.write_dataframe(spark.range(1000, 1100).selectExpr("id", "'a' AS s"), uri, mode="append")  # v1
     ops.delete(spark, uri, "id % 10 = 3")  # v2: marks rows
     source = spark.sql("SELECT id, 'b' AS s FROM range(0, 2000, 50)")
+    update = {"id": "s.id", "s": "concat(s.s, t.s)"} if match == "spark_target_values" else "*"
     ops.merge(spark, uri, source, on="t.id = s.id", source_alias="s", target_alias="t",  # v3
-              when_matched_update="*", when_not_matched_insert="*")
+              when_matched_update=update, when_not_matched_insert="*")
     latest = Snapshot.load(uri).version
     assert latest == 3
     for v in range(latest + 1):
@@ -81,11 +87,15 @@ def test_dml_keeps_row_ids_of_untouched_rows_and_gives_fresh_ones_to_new_rows(sp
     assert mark == max(last.values())
 
 
+@pytest.mark.parametrize("match", ["driver", "spark"])
 @pytest.mark.parametrize("mapping", ["none", "name"])
-def test_optimize_keeps_every_row_id_and_commit_version(spark, tmp_path, mapping):
+def test_optimize_keeps_every_row_id_and_commit_version(spark, tmp_path, mapping, match, monkeypatch):
     """OPTIMIZE (compaction, then Z-order reading the hidden columns it wrote) writes each row's ID and
     commit version into the table's hidden materialized columns: a reader finds the same ones as
-    before, and the commit says so. New rows still get IDs above every earlier one."""
+    before, and the commit says so. New rows still get IDs above every earlier one. A merge after it
+    (matched on the driver or by Spark) keeps the materialized IDs of the rows it updates."""
+    if match == "spark":
+        monkeypatch.setattr(ops, "_DRIVER_MATCH_SOURCE_ROWS", 0)
     uri = str(tmp_path / "t")
     configuration = {**TRACKED, **({"delta.columnMapping.mode": "name"} if mapping == "name" else {})}
     ops.write_dataframe(spark.range(600).selectExpr("id", "'a' AS s").repartition(3), uri,
