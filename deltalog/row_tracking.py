@@ -14,8 +14,9 @@ This is done per commit attempt (`assign`), as the version and the mark move whe
 `delta.enableRowTracking=true` also promises stable row IDs: rows copied or updated "should" keep them
 through hidden materialized columns (named by the table's configuration), which take precedence over the
 default generated values. OPTIMIZE writes them (`materialized_fields`), so compaction and clustering keep
-every row's ID and commit version; a merge-on-read MERGE writes the row IDs of the rows it updates
-(their commit version is the merge's). Copy-on-write DML gives the rows it rewrites fresh IDs. Each commit's tags say which (`delta.rowTracking.preserved`), as the protocol asks.
+every row's ID and commit version; DML writes the row IDs of the rows it updates (their commit version
+is the DML's) and, copy-on-write, the ID and commit version of every row it copies. Each commit's tags
+say whether rewritten rows kept theirs (`delta.rowTracking.preserved`), as the protocol asks.
 """
 from __future__ import annotations
 

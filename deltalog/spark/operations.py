@@ -364,11 +364,11 @@ class _FileKeys:
     while it copies the path into every row: a 10M-row merge match took 2.1 s with paths, 0.9 s with
     sizes. (The Python data source of object stores without a Hadoop connector gives paths.)"""
 
-    def __init__(self, spark: SparkSession, snapshot: Any, files: pa.Table):
+    def __init__(self, spark: SparkSession, snapshot: Any, files: pa.Table, by_size: bool | None = None):
         self.spark, self.snapshot = spark, snapshot
-        self.by_size = (not read_through_data_source(spark, snapshot.table_uri) and files.num_rows > 0
-                        and sizes_differ(files)
-                        and (not has_deletion_vectors(files) or tells_files_by_size(spark, files)))
+        self.by_size = by_size if by_size is not None else (
+            not read_through_data_source(spark, snapshot.table_uri) and files.num_rows > 0
+            and sizes_differ(files) and (not has_deletion_vectors(files) or tells_files_by_size(spark, files)))
         self.column = FILE_SIZE_COLUMN if self.by_size else FILE_COLUMN
 
     def dataframe(self, files: pa.Table, with_row_index: bool = True, with_deleted: bool = False) -> DataFrame:
@@ -410,15 +410,16 @@ class _WithHiddenColumns:
         return getattr(self._snapshot, name)
 
 
-def rows_with_row_ids(spark: SparkSession, snapshot: Any, files: pa.Table) -> DataFrame:
+def rows_with_row_ids(spark: SparkSession, snapshot: Any, files: pa.Table, like: _FileKeys | None = None) -> DataFrame:
     """The rows of `files` (live files of `snapshot`, which `row_tracking.keeps_row_ids`) with the table's
     columns plus its two hidden row tracking columns holding each row's row ID and row commit version:
     the file's materialized value where it has one, else the default (`baseRowId` + the row's position
     in the file, and `defaultRowCommitVersion`). Its columns are those of
-    `row_tracking.with_materialized_fields`."""
+    `row_tracking.with_materialized_fields`; with `like`, also that key's column and ROW_INDEX_COLUMN
+    (as `like.dataframe` gives them)."""
     fields = row_tracking.materialized_fields(snapshot.configuration)
     view = _WithHiddenColumns(snapshot, fields)
-    keys = _FileKeys(spark, view, files)
+    keys = _FileKeys(spark, view, files, by_size=like.by_size if like is not None else None)
     df = keys.dataframe(files)
     row_id, version = (f["name"] for f in fields)
     base, default_version, key = "__deltalog_base_row_id", "__deltalog_row_commit_version", "__deltalog_key"
@@ -433,7 +434,7 @@ def rows_with_row_ids(spark: SparkSession, snapshot: Any, files: pa.Table) -> Da
     df = (df.join(F.broadcast(lookup), on)
           .withColumn(row_id, F.coalesce(F.col(quote_identifier(row_id)), F.col(base) + F.col(ROW_INDEX_COLUMN)))
           .withColumn(version, F.coalesce(F.col(quote_identifier(version)), F.col(default_version)))
-          .drop(base, default_version, key, ROW_INDEX_COLUMN, keys.column))
+          .drop(base, default_version, key, *([] if like is not None else [ROW_INDEX_COLUMN, keys.column])))
     return df
 
 
@@ -556,9 +557,29 @@ def _actions_per_file(hits: pa.Table, key: str) -> list[dict[str, Any]]:
     return list(out.values())
 
 
-def _remaining_rows(spark: SparkSession, snapshot: Any, files: pa.Table, predicate: str) -> DataFrame:
-    """The rows of `files` that do NOT satisfy `predicate` (null counts as not satisfied)."""
-    return files_dataframe(spark, snapshot, files).filter(~F.coalesce(F.expr(predicate), F.lit(False)))
+def _remaining_rows(spark: SparkSession, snapshot: Any, files: pa.Table, predicate: str) -> tuple[DataFrame, bool]:
+    """The rows of `files` that do NOT satisfy `predicate` (null counts as not satisfied), and whether
+    they keep their row IDs: on a table with row tracking they come with its hidden columns
+    (`rows_with_row_ids`), to be written by `_write_kept_rows`."""
+    keeps_ids = row_tracking.keeps_row_ids(snapshot.protocol, snapshot.configuration, files)
+    rows = rows_with_row_ids(spark, snapshot, files) if keeps_ids else files_dataframe(spark, snapshot, files)
+    return rows.filter(~F.coalesce(F.expr(predicate), F.lit(False))), keeps_ids
+
+
+def _write_kept_rows(txn: Any, plan: dict[str, Any], table: str, partition_by: Sequence[str],
+                     schema_json: dict[str, Any], configuration: dict[str, str], method: str,
+                     store_partition_columns: bool) -> list[AddFile]:
+    """The files of the rows a copy-on-write delete keeps (`plan["keep"]`), each row keeping its row ID
+    and commit version in the hidden columns where the table tracks them."""
+    keeps_ids = plan.get("keeps_ids", False)
+    if keeps_ids:
+        schema_json = row_tracking.with_materialized_fields(schema_json, configuration)
+    adds = write_files(plan["keep"], table, partition_by, schema_json, configuration, method=method,
+                       store_partition_columns=store_partition_columns)
+    if keeps_ids:
+        adds = [replace(a, stats=row_tracking.without_hidden_stats(a.stats, configuration)) for a in adds]
+        txn.rows_keep_ids = True
+    return adds
 
 
 def _deleted_rows_changes(spark: SparkSession, snapshot: Any, removed: pa.Table, predicate: str,
@@ -608,8 +629,9 @@ def _delete_plan(spark: SparkSession, txn: Any, predicate: str | None) -> dict[s
                 "deleted": marked.rows, "whole_table": False, "marked": marked,
                 "marked_files": candidates.filter(hit)}
     whole, partial, matched = _split_files_by_predicate(spark, snapshot, candidates, text)
-    keep = _remaining_rows(spark, snapshot, partial, text) if partial.num_rows else None
-    return {"remove": whole, "rewrite": partial, "keep": keep, "deleted": matched, "whole_table": False}
+    keep, keeps_ids = _remaining_rows(spark, snapshot, partial, text) if partial.num_rows else (None, False)
+    return {"remove": whole, "rewrite": partial, "keep": keep, "deleted": matched, "whole_table": False,
+            "keeps_ids": keeps_ids}
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -810,8 +832,7 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
             txn.discard_uncommitted([*adds, *written_dv])
             raise
     if remove is not None and remove.get("keep") is not None:
-        kept_adds = write_files(remove["keep"], name, parts, schema_json, conf, method=method,
-                                store_partition_columns=materialize)
+        kept_adds = _write_kept_rows(txn, remove, name, parts, schema_json, conf, method, materialize)
         rewritten = pa.concat_tables([remove["remove"], remove["rewrite"]])
         try:
             cdc = _deleted_rows_changes(df.sparkSession, snapshot, rewritten, replace_where, method, adds,
@@ -903,8 +924,8 @@ def delete(spark: SparkSession, table_uri: str, predicate: str | None = None,
     cdc = []
     if plan["keep"] is not None:
         materialize = bool(txn.protocol and txn.protocol.has_writer_feature("materializePartitionColumns"))
-        adds = write_files(plan["keep"], snapshot.table_uri, snapshot.partition_columns, snapshot.schema_json,
-                           snapshot.configuration, method=method, store_partition_columns=materialize)
+        adds = _write_kept_rows(txn, plan, snapshot.table_uri, snapshot.partition_columns, snapshot.schema_json,
+                                snapshot.configuration, method, materialize)
         try:
             cdc = _deleted_rows_changes(spark, snapshot, removed, predicate, method)
         except BaseException:
@@ -1281,7 +1302,13 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
                              F.lit(None).cast("long").alias(hidden[1])]
             parts.append(updated.select(*out_cols))
         elif touched.num_rows:
-            old = file_keys.dataframe(touched)
+            # row tracking: every row rewritten keeps its row ID, and copied rows their commit version
+            keep_ids = row_tracking.keeps_row_ids(snapshot.protocol, snapshot.configuration, touched)
+            if keep_ids:
+                hidden = [f["name"] for f in row_tracking.materialized_fields(snapshot.configuration)]
+                old = rows_with_row_ids(spark, snapshot, touched, like=file_keys)
+            else:
+                old = file_keys.dataframe(touched)
             changes = acting.select(file_key, ROW_INDEX_COLUMN, _ACTION,
                                     *[c for c in acting.columns if c.startswith((_NEW, _BY_SOURCE_NEW))])
             broadcast_changes = small_source and not by_source  # by-source changes may be many rows
@@ -1298,6 +1325,11 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
                 if update and c in update:
                     value = F.when(F.col(_ACTION) == "update", F.col(_NEW + str(i))).otherwise(value)
                 out_cols.append(value.alias(c))
+            if keep_ids:
+                rewritten = F.col(_ACTION).isin("update", "by_source_update")
+                out_cols += [F.col(quote_identifier(hidden[0])).alias(hidden[0]),
+                             F.when(rewritten, F.lit(None).cast("long"))
+                             .otherwise(F.col(quote_identifier(hidden[1]))).alias(hidden[1])]
             parts.append(j.select(*out_cols))
             updated = with_actions.filter(F.col(_ACTION).isin("update", "by_source_update"))
             deleted = with_actions.filter(F.col(_ACTION).isin("delete", "by_source_delete"))

@@ -232,3 +232,41 @@ def test_bad_row_tracking_settings_are_refused(tmp_path):
         write_deltalake(uri, pa.table({"id": [1]}), configuration={"delta.enableRowTracking": "true",
                                                                     "delta.rowTrackingSuspended": "true"})
     assert not DeltaTable(uri).exists()
+
+
+@pytest.mark.parametrize("dml", ["delete", "merge", "replace_where"])
+def test_copy_on_write_dml_keeps_the_row_ids_of_the_rows_it_rewrites(spark, tmp_path, dml):
+    """Without deletion vectors DML rewrites whole files: the rows it copies keep their row IDs and
+    commit versions, rows it updates keep their IDs (their commit version becomes the DML's), and new
+    rows get fresh IDs. delta-rs reads every version as we do, and the commit says the IDs were kept."""
+    uri = str(tmp_path / "t")
+    ops.write_dataframe(spark.range(1000).selectExpr("id", "'a' AS s").repartition(4), uri,
+                        configuration={"delta.enableRowTracking": "true"})
+    ops.delete(spark, uri, "id % 10 = 9")  # v1: copy-on-write too, so v2 meets materialized IDs
+    before, versions_before = _row_ids(uri, 1), _row_ids(uri, 1, commit_versions=True)
+    assert sorted(before.values()) == sorted(v for k, v in _row_ids(uri, 0).items() if k % 10 != 9)
+    if dml == "delete":
+        ops.delete(spark, uri, "id % 10 = 3")
+        changed, new = set(), set()
+    elif dml == "merge":
+        source = spark.sql("SELECT id, 'b' AS s FROM range(0, 2000, 50)")
+        ops.merge(spark, uri, source, on="t.id = s.id", source_alias="s", target_alias="t",
+                  when_matched_update="*", when_not_matched_insert="*")
+        changed = {k for k in range(0, 2000, 50) if k in before}
+        new = set(range(0, 2000, 50)) - set(before)
+    else:
+        ops.write_dataframe(spark.sql("SELECT id, 'c' AS s FROM range(3, 1000, 10)"), uri, mode="overwrite",
+                            replace_where="id % 10 = 3")
+        changed, new = set(), set(range(3, 1000, 10))
+    assert Snapshot.load(uri).files.column("deletion_vector").null_count == Snapshot.load(uri).num_files
+    for v in range(3):
+        _check_version(uri, v)
+        assert _our_rows(uri, v) == _delta_rs_rows(uri, v), v
+    after, versions_after = _row_ids(uri, 2), _row_ids(uri, 2, commit_versions=True)
+    copied = [k for k in after if k not in changed and k not in new]
+    assert copied and {k: after[k] for k in copied} == {k: before[k] for k in copied}
+    assert {k: versions_after[k] for k in copied} == {k: versions_before[k] for k in copied}
+    assert all(after[k] == before[k] for k in changed) and all(versions_after[k] == 2 for k in changed | new)
+    assert all(after[k] > max(before.values()) for k in new)
+    tags = next(a for a in _commit(uri, 2) if isinstance(a, CommitInfo)).extra["tags"]
+    assert tags[row_tracking.PRESERVED_TAG] == "true"
