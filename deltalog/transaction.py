@@ -951,7 +951,8 @@ class Transaction:
         conf = self.metadata.configuration
         ours = {_key(a.path): a for a in self._actions if isinstance(a, RemoveFile)}
         ts = now_ms()
-        if self._rearranges_rows():
+        rearranging = self._rearranges_rows()
+        if rearranging:
             gone = [self._rows_gone(ours[k], winner.marked.get(k)) for k in keys]
             targets = [a for a in self._actions if isinstance(a, AddFile)]
         else:
@@ -968,11 +969,11 @@ class Transaction:
         self.carried_marks = True
         log.info("%s: carried %d marked row(s) of %d file(s) by row ID into %d file(s) %s concurrent %s "
                  "(version %d), instead of running again", self.table_uri, len(row_ids), len(keys), len(found),
-                 "this transaction rewrote, past the" if self._rearranges_rows() else "rewritten by the",
+                 "this transaction rewrote, past the" if rearranging else "rewritten by the",
                  winner.operation, winner.version)
         if marks.dv_file:
             self.rebased_dv_files.append(marks.dv_file)
-        if self._rearranges_rows():
+        if rearranging:
             now = {k: winner.marked[k].remove(ts, data_change=False) if k in winner.marked else None for k in keys}
             now.update({_key(a.path): replace(a, data_change=False) for a in marks.adds})
             emptied = {_key(r.path) for r in marks.removes} - {_key(a.path) for a in marks.adds}

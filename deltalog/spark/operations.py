@@ -31,7 +31,7 @@ from ..actions import AddFile, Metadata, RemoveFile, SetTransaction, now_ms
 from ..errors import DeltaError, InvalidTableError, NotATableError, SchemaMismatchError
 from .. import sql
 from ..column_mapping import MODE as MAPPING_MODE, is_mapped, physical_names
-from ..paths import absolute_file_path, parse_partition_value
+from ..paths import parse_partition_value
 from ..schema import (
     check_column_names, find_field, nullable_type, partition_column_types, quote_identifier, schema_string,
     to_arrow_schema,
@@ -43,7 +43,6 @@ from ..snapshot import files_table
 from ..table import DeltaTable, new_metadata
 from ..transaction import rearranged_only, reruns_after_conflict
 from .. import change_data, deletion_vectors, row_tracking
-from ..filesystem import read_parquet
 from .change_data import change_rows, write_change_data
 from .cluster import is_local_master
 from .reader import (
@@ -423,20 +422,31 @@ def rows_with_row_ids(spark: SparkSession, snapshot: Any, files: pa.Table, like:
     keys = _FileKeys(spark, view, files, by_size=like.by_size if like is not None else None)
     df = keys.dataframe(files)
     row_id, version = (f["name"] for f in fields)
-    base, default_version, key = "__deltalog_base_row_id", "__deltalog_row_commit_version", "__deltalog_key"
+    base, default_version = "__deltalog_base_row_id", "__deltalog_row_commit_version"
+    lookup, on = _file_lookup(spark, snapshot, files, keys, {base: "base_row_id",
+                                                             default_version: "default_row_commit_version"})
+    return (df.join(F.broadcast(lookup), on)
+            .withColumn(row_id, F.coalesce(F.col(quote_identifier(row_id)), F.col(base) + F.col(ROW_INDEX_COLUMN)))
+            .withColumn(version, F.coalesce(F.col(quote_identifier(version)), F.col(default_version)))
+            .drop(base, default_version, _LOOKUP_KEY,
+                  *([] if like is not None else [ROW_INDEX_COLUMN, keys.column])))
+
+
+_LOOKUP_KEY = "__deltalog_lookup_key"
+
+
+def _file_lookup(spark: SparkSession, snapshot: Any, files: pa.Table, keys: _FileKeys,
+                 columns: dict[str, str]) -> tuple[DataFrame, Column]:
+    """A small DataFrame of `files`' log `columns` ({name: column of `files`}) keyed by _LOOKUP_KEY as
+    `keys` names a row's file, and the condition joining rows that carry `keys.column` to it."""
     if keys.by_size:
         key_values = files.column("size")
-        on = F.col(FILE_SIZE_COLUMN) == F.col(key)
+        on = F.col(keys.column) == F.col(_LOOKUP_KEY)
     else:
         key_values = pa.array([local_file_key(snapshot.table_uri, p) for p in files.column("path").to_pylist()])
-        on = local_file_expr(F.col(FILE_COLUMN)) == F.col(key)
-    lookup = spark.createDataFrame(pa.table({key: key_values, base: files.column("base_row_id"),
-                                             default_version: files.column("default_row_commit_version")}))
-    df = (df.join(F.broadcast(lookup), on)
-          .withColumn(row_id, F.coalesce(F.col(quote_identifier(row_id)), F.col(base) + F.col(ROW_INDEX_COLUMN)))
-          .withColumn(version, F.coalesce(F.col(quote_identifier(version)), F.col(default_version)))
-          .drop(base, default_version, key, *([] if like is not None else [ROW_INDEX_COLUMN, keys.column])))
-    return df
+        on = local_file_expr(F.col(keys.column)) == F.col(_LOOKUP_KEY)
+    table = pa.table({_LOOKUP_KEY: key_values, **{name: files.column(c) for name, c in columns.items()}})
+    return spark.createDataFrame(table), on
 
 
 def _with_default_row_ids(spark: SparkSession, snapshot: Any, files: pa.Table, keys: _FileKeys,
@@ -444,16 +454,11 @@ def _with_default_row_ids(spark: SparkSession, snapshot: Any, files: pa.Table, k
     """`rows` (of `files`, with their `keys` column, ROW_INDEX_COLUMN and _ROW_ID: the materialized row ID
     or null) with _ROW_ID defaulted to the file's baseRowId + the row's position, by a broadcast lookup
     of the files (run on the matched rows only, not on every row scanned)."""
-    base, key = "__deltalog_base_row_id", "__deltalog_lookup_key"
-    if keys.by_size:
-        key_values = files.column("size")
-    else:
-        key_values = pa.array([local_file_key(snapshot.table_uri, p) for p in files.column("path").to_pylist()])
-    lookup = spark.createDataFrame(pa.table({key: key_values, base: files.column("base_row_id")}))
-    on = (F.col(keys.column) == F.col(key)) if keys.by_size else (local_file_expr(F.col(keys.column)) == F.col(key))
+    base = "__deltalog_base_row_id"
+    lookup, on = _file_lookup(spark, snapshot, files, keys, {base: "base_row_id"})
     return (rows.join(F.broadcast(lookup), on)
             .withColumn(_ROW_ID, F.coalesce(F.col(_ROW_ID), F.col(base) + F.col(ROW_INDEX_COLUMN)))
-            .drop(base, key))
+            .drop(base, _LOOKUP_KEY))
 
 
 def _take(files: pa.Table, rows: Sequence[int]) -> pa.Table:
@@ -1576,23 +1581,14 @@ def _matched_row_ids(snapshot: Any, candidates: pa.Table, pairs: pa.Table) -> pa
     where the file has the hidden column (an OPTIMIZE wrote it), else baseRowId + its position."""
     from ..row_match import FILE, ROW_INDEX
 
-    hidden = snapshot.configuration[row_tracking.ROW_ID_COLUMN_KEY]
     files = pairs.column(FILE).to_numpy()
     positions = pairs.column(ROW_INDEX).to_numpy().astype(np.int64)
-    bases = np.asarray(candidates.column("base_row_id").to_pylist(), dtype=np.int64)
-    out = bases[files] + positions
+    out = np.empty(len(positions), dtype=np.int64)
     for i in np.unique(files):
-        uri = absolute_file_path(snapshot.table_uri, candidates.column("path")[int(i)].as_py())
-        stored = read_parquet(uri, columns=[hidden], missing_ok=True)
-        if hidden not in stored.column_names:
-            continue
+        row = candidates.slice(int(i), 1)
+        add = replace(_add_files_of(row)[0], base_row_id=row.column("base_row_id")[0].as_py())
         here = files == i
-        values = stored.column(hidden).take(pa.array(positions[here]))
-        materialized = values.to_numpy(zero_copy_only=False)
-        valid = ~pc.is_null(values).to_numpy(zero_copy_only=False)
-        chosen = out[here]
-        chosen[valid] = materialized[valid].astype(np.int64)
-        out[here] = chosen
+        out[here] = row_tracking.file_row_ids(snapshot.store, add, snapshot.configuration)[positions[here]]
     return pa.array(out, pa.int64())
 
 

@@ -71,6 +71,17 @@ def _files_no_version_names(uri: str) -> set[str]:
     return {os.path.basename(p) for p in on_disk} - named
 
 
+def _run_together(*jobs) -> None:
+    """Each job in a thread of its own, all started before any is waited for."""
+    import threading
+
+    threads = [threading.Thread(target=job) for job in jobs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 @pytest.mark.parametrize("kind", ["delete", "merge"])
 def test_dml_that_loses_to_optimize_runs_again_and_lands(spark, tmp_path, kind):
     uri = str(tmp_path / "t")
@@ -156,11 +167,7 @@ def test_deletes_and_purges_racing_in_threads_all_land(spark, tmp_path):
         except BaseException as e:  # noqa: BLE001 - asserted below
             errors.append(e)
 
-    threads = [threading.Thread(target=deletes), threading.Thread(target=purges)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    _run_together(deletes, purges)
     assert errors == []
     gone = {i for rows in deleted for i in rows}
     assert _delta_rs_rows(uri) == {i: 0 for i in range(ROWS) if i not in gone}
@@ -292,11 +299,7 @@ def test_with_row_tracking_dml_and_optimize_racing_in_threads_all_land_keeping_r
         except BaseException as e:  # noqa: BLE001 - asserted below
             errors.append(e)
 
-    threads = [threading.Thread(target=dml), threading.Thread(target=compactions)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    _run_together(dml, compactions)
     assert errors == []
     assert _delta_rs_rows(uri) == expected
     last = Snapshot.load(uri).version
