@@ -157,46 +157,80 @@ def files_dataframe(spark: SparkSession, snapshot: Any, files: Any, with_file: b
                           file_column=FILE_COLUMN, row_index_column=ROW_INDEX_COLUMN)
     if with_deleted or not has_deletion_vectors(files):
         return _files_dataframe(spark, snapshot, files, with_file, with_row_index, with_size)
-    # Files with a DV are read with their row indexes (the native scan's `_metadata.row_index`) and
-    # their deleted rows dropped; files without one are read as they are. Where DVs cover most of the
-    # table and files are told by size, one scan of every file is cheaper than two (the row index of a
-    # file without a DV is tested against an empty bitmap).
+    flags = deletion_flags_option(spark, snapshot, files)
+    if flags is not None:
+        # every file through the jar's Parquet format, which flags deleted rows per batch of the scan
+        return _files_dataframe(spark, snapshot, files, with_file, with_row_index, with_size, flags=flags)
+    # the jar cannot be loaded, or a DV holds a row index past 32 bits: the deleted rows, read on the
+    # driver, are anti-joined. Decoding Spark's spelling of every row's file path costs twice the scan:
+    # the hash key is the row index alone, and the path is compared only for the rows whose index some
+    # DV holds (wrapped in coalesce so that Spark does not make it a second key).
     marked = pc.is_valid(files.column("deletion_vector"))
-    one_scan = _mostly_marked(files, marked) and tells_files_by_size(spark, files)
-    if one_scan:
-        marked = pa.array(np.ones(files.num_rows, dtype=bool))
     with_dv = files.filter(marked)
-    by_size = one_scan or tells_files_by_size(spark, with_dv)
-    is_deleted = deleted_rows_column(spark, snapshot, with_dv, by_size=by_size)
-    if is_deleted is not None:
-        # the path only where it is wanted or tells the files apart: Spark copies it into every row
-        df = _files_dataframe(spark, snapshot, with_dv, with_file=with_file or not by_size, with_row_index=True,
-                              with_size=by_size or with_size).filter(~is_deleted)
-    else:
-        df = _files_dataframe(spark, snapshot, with_dv, with_file=True, with_row_index=True, with_size=with_size)
-        deleted = _deleted_rows_dataframe(spark, snapshot, with_dv)
-        # Decoding Spark's spelling of every row's file path costs twice the scan: the hash key is the
-        # row index alone, and the path is compared only for the rows whose index some DV holds
-        # (wrapped in coalesce so that Spark does not make it a second key).
-        same_file = F.coalesce(local_file_expr(F.col(FILE_COLUMN)) == F.col(_DV_FILE), F.lit(False))
-        df = df.join(F.broadcast(deleted), (F.col(ROW_INDEX_COLUMN) == F.col(_DV_ROW)) & same_file, "left_anti")
+    df = _files_dataframe(spark, snapshot, with_dv, with_file=True, with_row_index=True, with_size=with_size)
+    deleted = _deleted_rows_dataframe(spark, snapshot, with_dv)
+    same_file = F.coalesce(local_file_expr(F.col(FILE_COLUMN)) == F.col(_DV_FILE), F.lit(False))
+    df = df.join(F.broadcast(deleted), (F.col(ROW_INDEX_COLUMN) == F.col(_DV_ROW)) & same_file, "left_anti")
     # drop() by name (absent names are ignored): one call into the JVM, where a select builds a column
     # object per column
-    df = df.drop(*[c for c, wanted in ((FILE_COLUMN, with_file), (ROW_INDEX_COLUMN, with_row_index),
-                                       (FILE_SIZE_COLUMN, with_size)) if not wanted])
+    df = df.drop(*[c for c, wanted in ((FILE_COLUMN, with_file), (ROW_INDEX_COLUMN, with_row_index)) if not wanted])
     unmarked = files.filter(pc.invert(marked))
     if unmarked.num_rows:
         df = _files_dataframe(spark, snapshot, unmarked, with_file, with_row_index, with_size).unionByName(df)
     return df
 
 
+_FLAGGED_FORMAT = "io.deltalog.dv.DeletionVectorParquetFormat"
+_DELETED_FLAG = "__deltalog_deleted"
+_FLAGS_OPTION = "deltalog.deletionVectors"
+
+
+def deletion_flags_option(spark: SparkSession, snapshot: Any, files: Any) -> str | None:
+    """The option of the jar's `DeletionVectorParquetFormat` for these files (base64: per file its key,
+    size and 32-bit Roaring bitmap, empty without a DV); None where tasks cannot load the jar or a DV
+    holds a row index past 32 bits."""
+    import base64
+    import struct
+
+    from pyroaring import BitMap
+
+    from ..deletion_vectors import read_deletion_vector
+
+    if not has_jar_class(spark, "dv.DeletionVectorParquetFormat"):
+        return None
+    parts = []
+    for log_path, dv, size in zip(files.column("path").to_pylist(), files.column("deletion_vector").to_pylist(),
+                                  files.column("size").to_pylist()):
+        bitmap = b""
+        if dv:
+            rows = read_deletion_vector(snapshot.store, dv)
+            if len(rows) and rows.max() > 0xFFFFFFFF:
+                return None
+            bitmap = BitMap(np.asarray(rows.to_array(), dtype=np.uint32)).serialize()
+        key = local_file_key(snapshot.table_uri, log_path).encode("utf-8")
+        parts += [struct.pack(">i", len(key)), key, struct.pack(">qi", size, len(bitmap)), bitmap]
+    return base64.b64encode(b"".join(parts)).decode("ascii")
+
+
+def _parquet(spark: SparkSession, schema: Any, uris: list[str], flags: str | None, base_path: str | None = None
+             ) -> DataFrame:
+    """`spark.read.parquet(*uris)` with this schema; with `flags` (`deletion_flags_option`), through the
+    jar's format, keeping the rows no deletion vector deletes."""
+    from pyspark.sql.types import BooleanType, StructField, StructType
+
+    reader = spark.read
+    if base_path:
+        reader = reader.option("basePath", base_path)
+    if flags is None:
+        return reader.schema(schema).parquet(*uris)
+    # the flag is the last data column (partition columns, found in folders, come after it)
+    fields = [f for f in schema.fields]
+    schema = StructType(fields + [StructField(_DELETED_FLAG, BooleanType())])
+    df = reader.format(_FLAGGED_FORMAT).option(_FLAGS_OPTION, flags).schema(schema).load(uris)
+    return df.filter(~F.col(_DELETED_FLAG)).drop(_DELETED_FLAG)
+
+
 _DV_FILE, _DV_ROW = "__deltalog_dv_file", "__deltalog_dv_row"
-
-
-def _mostly_marked(files: Any, marked: Any) -> bool:
-    """Whether the files with a DV (`marked`) hold at least half the bytes of `files`."""
-    sizes = files.column("size")
-    return 2 * (pc.sum(sizes.filter(marked)).as_py() or 0) >= (pc.sum(sizes).as_py() or 0)
 
 
 def local_file_key(table_uri: str, log_path: str) -> str:
@@ -306,7 +340,7 @@ def _deleted_rows_dataframe(spark: SparkSession, snapshot: Any, files: Any) -> D
 
 
 def _files_dataframe(spark: SparkSession, snapshot: Any, files: Any, with_file: bool = False,
-                     with_row_index: bool = False, with_size: bool = False) -> DataFrame:
+                     with_row_index: bool = False, with_size: bool = False, flags: str | None = None) -> DataFrame:
     schema = spark_schema(snapshot.schema_json)
     extra = []
     if with_file:
@@ -332,13 +366,13 @@ def _files_dataframe(spark: SparkSession, snapshot: Any, files: Any, with_file: 
     mapped = is_mapped(snapshot.configuration)
     files = logical_partition_values(files, snapshot.schema_json, snapshot.configuration)
     if not partitions:  # already the table's columns, then the extra ones
-        return _read_parquet(spark, snapshot, snapshot.schema_json, uris, extra)
+        return _read_parquet(spark, snapshot, snapshot.schema_json, uris, extra, flags)
     # (each column object costs a call into the JVM: built only where needed)
     columns = [F.col(quote_identifier(f.name)) for f in schema.fields]
     extra_names = [F.col(n) for n, on in ((FILE_COLUMN, with_file), (ROW_INDEX_COLUMN, with_row_index),
                                           (FILE_SIZE_COLUMN, with_size)) if on]
     if not mapped and not widened_columns(snapshot.schema_json) and _folders_match(_SubSnapshot(snapshot, files), spark):
-        return spark.read.schema(schema).option("basePath", root).parquet(*uris).select(*columns, *extra)
+        return _parquet(spark, schema, uris, flags, base_path=root).select(*columns, *extra)
     types = partition_column_types(snapshot.schema_json, partitions)
     data_schema = without_columns(snapshot.schema_json, partitions)
     groups: dict[tuple, list[str]] = {}
@@ -347,7 +381,7 @@ def _files_dataframe(spark: SparkSession, snapshot: Any, files: Any, with_file: 
         groups.setdefault(tuple(pv.get(c) for c in partitions), []).append(uri)
     out: DataFrame | None = None
     for key, group in groups.items():
-        df = _read_parquet(spark, snapshot, data_schema, group, extra)
+        df = _read_parquet(spark, snapshot, data_schema, group, extra, flags)
         for c, raw in zip(partitions, key):
             df = df.withColumn(c, F.lit(parse_partition_value(raw, types[c])).cast(schema[c].dataType))
         df = df.select(*columns, *extra_names)
@@ -356,7 +390,7 @@ def _files_dataframe(spark: SparkSession, snapshot: Any, files: Any, with_file: 
 
 
 def _read_parquet(spark: SparkSession, snapshot: Any, schema_json: dict[str, Any], uris: list[str],
-                  extra: list) -> DataFrame:
+                  extra: list, flags: str | None = None) -> DataFrame:
     """The files' columns of `schema_json` (logical names) plus `extra` (file metadata columns). With
     column mapping the files are read by physical name (or Parquet field id) and renamed: a cast to the
     logical type renames nested fields too, as Spark casts structs by position. With widened columns
@@ -364,7 +398,7 @@ def _read_parquet(spark: SparkSession, snapshot: Any, schema_json: dict[str, Any
     mode = mode_of(snapshot.configuration)
     widened = widened_columns(schema_json)
     if mode not in ("name", "id") and not widened:
-        return spark.read.schema(spark_schema(schema_json)).parquet(*uris).select("*", *extra)
+        return _parquet(spark, spark_schema(schema_json), uris, flags).select("*", *extra)
     if mode == "id":
         spark.conf.set("spark.sql.parquet.fieldId.read.enabled", "true")
     physical = physical_schema(schema_json, mode)
@@ -374,7 +408,7 @@ def _read_parquet(spark: SparkSession, snapshot: Any, schema_json: dict[str, Any
         types = dict(stored)
         read_schema = {**physical, "fields": [{**f, "type": json.loads(types[f["name"]])} if f["name"] in types
                                               else f for f in physical["fields"]]}
-        df = spark.read.schema(spark_schema(read_schema)).parquet(*group)
+        df = _parquet(spark, spark_schema(read_schema), group, flags)
         df = df.select(*[F.col(quote_identifier(p["name"])).cast(f.dataType).alias(f.name)
                          for p, f in zip(read_schema["fields"], logical.fields)], *extra)
         out = df if out is None else out.unionByName(df)

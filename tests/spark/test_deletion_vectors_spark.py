@@ -18,6 +18,23 @@ from tests.shared_data import CONFORMANCE, require
 pytestmark = pytest.mark.spark
 
 
+@pytest.fixture
+def spark_conf(spark):
+    """Sets Spark confs for one test: `spark_conf(key, value)`, put back as they were at teardown."""
+    previous: dict[str, str | None] = {}
+
+    def set_conf(key: str, value: str) -> None:
+        previous.setdefault(key, spark.conf.get(key, None))
+        spark.conf.set(key, value)
+
+    yield set_conf
+    for key, value in previous.items():
+        if value is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, value)
+
+
 def _loadable(case: str):
     try:
         return Snapshot.load(str(CONFORMANCE / case))
@@ -25,21 +42,21 @@ def _loadable(case: str):
         return None  # refused for another feature (tests/engine/test_deletion_vectors.py checks which)
 
 
-@pytest.mark.parametrize("rows_filter", ["jar_by_size", "jar_by_path", "anti_join"])
+@pytest.mark.parametrize("rows_filter", ["flagged_batches", "flagged_rows", "anti_join"])
 @pytest.mark.parametrize("case", DV_TABLES)
-def test_spark_reads_dv_tables_as_delta_rs_does(spark, case, rows_filter, monkeypatch):
+def test_spark_reads_dv_tables_as_delta_rs_does(spark, case, rows_filter, monkeypatch, spark_conf):
+    """Through the jar's Parquet format (batches of the vectorized reader, or rows of Spark's other
+    reader), and through the anti-join that serves where tasks cannot load the jar."""
     import deltalake
 
     from deltalog.spark import reader
 
     if rows_filter == "anti_join":
         monkeypatch.setattr(reader, "has_jar_class", lambda *a: False)
-    elif rows_filter == "jar_by_path":  # as where two files of the scan have one size
-        found = reader.has_jar_class
-        monkeypatch.setattr(reader, "has_jar_class", lambda s, name: name != "dv.DeletedRowsCatalog" and found(s, name))
     else:
-        assert reader.has_jar_class(spark, "dv.DeletedRows")
-        assert reader.has_jar_class(spark, "dv.DeletedRowsCatalog")
+        assert reader.has_jar_class(spark, "dv.DeletionVectorParquetFormat")
+    if rows_filter == "flagged_rows":
+        spark_conf("spark.sql.parquet.enableVectorizedReader", "false")
 
     require(CONFORMANCE / case)
     snap = _loadable(case)
@@ -117,14 +134,16 @@ def test_a_data_file_replaced_behind_the_log_is_an_error_not_wrong_rows(spark, t
     assert sorted(r["id"] for r in snapshot_dataframe(spark, snap).collect()) == [0, 1, 2, 3, 4, 6, 7, 8, 9]
     path = str(tmp_path / "t" / decode_path(snap.files.column("path")[0].as_py()))
     pq.write_table(pq.read_table(path), path, compression="none", write_statistics=False)
-    with pytest.raises(Exception, match="records no file of that size"):
+    with pytest.raises(Exception, match="but the Delta log records"):
         snapshot_dataframe(spark, snap).collect()
 
 
-def test_one_scan_of_marked_and_unmarked_files_split_into_many_tasks(spark, tmp_path, monkeypatch):
-    """DVs on most of the table: every file is read in one scan (a file without a DV is tested against
-    an empty bitmap). A file of many row groups split over many tasks still loses exactly its deleted
-    rows: its first and last, and rows at and past row group boundaries."""
+@pytest.mark.parametrize("reader", ["batches", "rows"])
+def test_one_scan_of_marked_and_unmarked_files_split_into_many_tasks(spark, tmp_path, spark_conf, reader):
+    """Every file is read in one scan (a file without a DV flags no row). A file of many row groups
+    split over many tasks, or read with row groups skipped by a filter, still loses exactly its deleted
+    rows (its first and last, rows at and past row group boundaries): there the rows' positions come
+    from Spark's row index, not from counting. The same through Spark's row-based Parquet reader."""
     import pyarrow.parquet as pq
 
     from deltalog import write, write_deltalake
@@ -132,10 +151,11 @@ def test_one_scan_of_marked_and_unmarked_files_split_into_many_tasks(spark, tmp_
     from deltalog.spark import operations as ops
 
     uri = str(tmp_path / "t")
-    monkeypatch.setattr(write._FileSink, "ROW_GROUP_ROWS", 1000)
-    rows = pa.table({"id": pa.array(range(0, 30000), pa.int64())})
-    write_deltalake(uri, pa.RecordBatchReader.from_batches(rows.schema, rows.to_batches(max_chunksize=1000)),
-                    configuration={"delta.enableDeletionVectors": "true"})
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(write._FileSink, "ROW_GROUP_ROWS", 1000)
+        rows = pa.table({"id": pa.array(range(0, 30000), pa.int64())})
+        write_deltalake(uri, pa.RecordBatchReader.from_batches(rows.schema, rows.to_batches(max_chunksize=1000)),
+                        configuration={"delta.enableDeletionVectors": "true"})
     write_deltalake(uri, pa.table({"id": pa.array(range(30000, 31000), pa.int64())}), mode="append")
     first = str(tmp_path / "t" / decode_path(Snapshot.load(uri).files.column("path")[0].as_py()))
     assert pq.ParquetFile(first).metadata.num_row_groups == 30
@@ -143,13 +163,14 @@ def test_one_scan_of_marked_and_unmarked_files_split_into_many_tasks(spark, tmp_
     ops.delete(spark, uri, f"id IN ({', '.join(map(str, sorted(gone)))})")
     snap = Snapshot.load(uri)
     assert snap.files.column("deletion_vector").null_count == 1
-    previous = spark.conf.get("spark.sql.files.maxPartitionBytes")
-    spark.conf.set("spark.sql.files.maxPartitionBytes", "16k")
-    try:
-        df = snapshot_dataframe(spark, snap)
-        assert "Union" not in df._jdf.queryExecution().executedPlan().toString()
-        assert df.rdd.getNumPartitions() > 2
-        ids = sorted(r["id"] for r in df.collect())
-    finally:
-        spark.conf.set("spark.sql.files.maxPartitionBytes", previous)
-    assert ids == [i for i in range(31000) if i not in gone]
+    if reader == "rows":
+        spark_conf("spark.sql.parquet.enableVectorizedReader", "false")
+    whole = snapshot_dataframe(spark, snap)
+    # row groups 17 and up only (the others skipped by their stats): positions are not counted from 0
+    assert sorted(r["id"] for r in whole.filter("id >= 17000").collect()) == [
+        i for i in range(17000, 31000) if i not in gone]
+    spark_conf("spark.sql.files.maxPartitionBytes", "16k")
+    df = snapshot_dataframe(spark, snap)
+    assert "Union" not in df._jdf.queryExecution().executedPlan().toString()
+    assert df.rdd.getNumPartitions() > 2
+    assert sorted(r["id"] for r in df.collect()) == [i for i in range(31000) if i not in gone]
