@@ -227,7 +227,8 @@ def _parquet(spark: SparkSession, schema: Any, uris: list[str], flags: str | Non
     fields = [f for f in schema.fields]
     schema = StructType(fields + [StructField(_DELETED_FLAG, BooleanType())])
     df = reader.format(_FLAGGED_FORMAT).option(_FLAGS_OPTION, flags).schema(schema).load(uris)
-    return df.filter(~F.col(_DELETED_FLAG)).drop(_DELETED_FLAG)
+    # (SQL text: building the column objects costs 15 ms of calls into the JVM, more than the rest)
+    return df.where(f"NOT {_DELETED_FLAG}").drop(_DELETED_FLAG)
 
 
 _DV_FILE, _DV_ROW = "__deltalog_dv_file", "__deltalog_dv_row"
