@@ -1,6 +1,6 @@
-"""Deletion vectors in the Spark reader: the native Parquet scan's row indexes, filtered by the jar's
-`DeletedRows` (or, where tasks cannot load the jar, anti-joined with the deleted rows), give exactly
-the rows delta-rs reads, for every DV table other writers produced."""
+"""Deletion vectors in the Spark reader: the jar's `DeletionVectorParquetFormat` (Spark's Parquet scan
+flagging each batch's deleted rows by their positions) or, where tasks cannot load the jar, an anti-join
+with the deleted rows, gives exactly the rows delta-rs reads, for every DV table other writers produced."""
 from __future__ import annotations
 
 import datetime as dt
