@@ -153,15 +153,14 @@ def assign(actions: list[Any], version: int, mark: int, live: dict[str, tuple[in
 
 def materialized_fields(configuration: dict[str, str]) -> list[dict[str, Any]] | None:
     """The schema fields (Spark StructType JSON) of the hidden columns that keep rewritten rows' row IDs
-    and row commit versions, or None where they cannot be written here: row tracking is not active
-    with its column names, or column mapping is in `id` mode (the hidden columns would need field ids
-    no schema gives them)."""
+    and row commit versions, or None where row tracking is not active with its column names."""
     from .column_mapping import mode_of
 
     names = [(configuration or {}).get(k) for k in (ROW_ID_COLUMN_KEY, ROW_COMMIT_VERSION_COLUMN_KEY)]
-    if not all(names) or mode_of(configuration) == "id":
+    if not all(names):
         return None
-    metadata = (lambda n: {"delta.columnMapping.physicalName": n}) if mode_of(configuration) == "name" \
+    # Under column mapping they are found by name (their physical name), in `id` mode too: no field id.
+    metadata = (lambda n: {"delta.columnMapping.physicalName": n}) if mode_of(configuration) in ("name", "id") \
         else (lambda n: {})
     return [{"name": n, "type": "long", "nullable": True, "metadata": metadata(n)} for n in names]
 

@@ -88,7 +88,7 @@ def test_dml_keeps_row_ids_of_untouched_rows_and_gives_fresh_ones_to_new_rows(sp
 
 
 @pytest.mark.parametrize("match", ["driver", "spark"])
-@pytest.mark.parametrize("mapping", ["none", "name"])
+@pytest.mark.parametrize("mapping", ["none", "name", "id"])
 def test_optimize_keeps_every_row_id_and_commit_version(spark, tmp_path, mapping, match, monkeypatch):
     """OPTIMIZE (compaction, then Z-order reading the hidden columns it wrote) writes each row's ID and
     commit version into the table's hidden materialized columns: a reader finds the same ones as
@@ -97,7 +97,7 @@ def test_optimize_keeps_every_row_id_and_commit_version(spark, tmp_path, mapping
     if match == "spark":
         monkeypatch.setattr(ops, "_DRIVER_MATCH_SOURCE_ROWS", 0)
     uri = str(tmp_path / "t")
-    configuration = {**TRACKED, **({"delta.columnMapping.mode": "name"} if mapping == "name" else {})}
+    configuration = {**TRACKED, **({"delta.columnMapping.mode": mapping} if mapping != "none" else {})}
     ops.write_dataframe(spark.range(600).selectExpr("id", "'a' AS s").repartition(3), uri,
                         configuration=configuration)
     ops.write_dataframe(spark.range(600, 700).selectExpr("id", "'a' AS s").repartition(2), uri, mode="append")
