@@ -192,24 +192,32 @@ def deletion_flags_option(spark: SparkSession, snapshot: Any, files: Any) -> str
     import base64
     import struct
 
-    from pyroaring import BitMap
-
-    from ..deletion_vectors import read_deletion_vector
-
     if not has_jar_class(spark, "dv.DeletionVectorParquetFormat"):
         return None
     parts = []
     for log_path, dv, size in zip(files.column("path").to_pylist(), files.column("deletion_vector").to_pylist(),
                                   files.column("size").to_pylist()):
-        bitmap = b""
-        if dv:
-            rows = read_deletion_vector(snapshot.store, dv)
-            if len(rows) and rows.max() > 0xFFFFFFFF:
-                return None
-            bitmap = BitMap(np.asarray(rows.to_array(), dtype=np.uint32)).serialize()
+        bitmap = _portable_bitmap(snapshot, dv)
+        if bitmap is None:
+            return None
         key = local_file_key(snapshot.table_uri, log_path).encode("utf-8")
         parts += [struct.pack(">i", len(key)), key, struct.pack(">qi", size, len(bitmap)), bitmap]
     return base64.b64encode(b"".join(parts)).decode("ascii")
+
+
+def _portable_bitmap(snapshot: Any, dv: dict[str, Any] | None) -> bytes | None:
+    """A DV's rows as a portable 32-bit Roaring bitmap, what the jar reads (empty without a DV); None
+    where a row index is past 32 bits."""
+    from pyroaring import BitMap
+
+    from ..deletion_vectors import read_deletion_vector
+
+    if not dv:
+        return b""
+    rows = read_deletion_vector(snapshot.store, dv)
+    if len(rows) and rows.max() > 0xFFFFFFFF:
+        return None
+    return BitMap(np.asarray(rows.to_array(), dtype=np.uint32)).serialize()
 
 
 def _parquet(spark: SparkSession, schema: Any, uris: list[str], flags: str | None, base_path: str | None = None
@@ -271,11 +279,6 @@ def deleted_rows_column(spark: SparkSession, snapshot: Any, files: Any, determin
     than the path it would copy into a Java string for every row."""
     import struct
 
-    import numpy as np
-    from pyroaring import BitMap
-
-    from ..deletion_vectors import read_deletion_vector
-
     sizes = files.column("size").to_pylist()
     if not by_size and not has_jar_class(spark, "dv.DeletedRows"):
         return None
@@ -284,12 +287,9 @@ def deleted_rows_column(spark: SparkSession, snapshot: Any, files: Any, determin
                                   sizes):
         if not dv and not by_size:
             continue
-        bitmap = b""
-        if dv:
-            rows = read_deletion_vector(snapshot.store, dv)
-            if len(rows) and rows.max() > 0xFFFFFFFF:
-                return None
-            bitmap = BitMap(np.asarray(rows.to_array(), dtype=np.uint32)).serialize()
+        bitmap = _portable_bitmap(snapshot, dv)
+        if bitmap is None:
+            return None
         if by_size:
             parts += [struct.pack(">q", size)]
         else:
@@ -324,9 +324,6 @@ def _size_function(spark: SparkSession, blob: bytes, deterministic: bool) -> str
 
 def _deleted_rows_dataframe(spark: SparkSession, snapshot: Any, files: Any) -> DataFrame:
     """(local path, row index) of every row the files' deletion vectors delete, read on the driver."""
-    import numpy as np
-    import pyarrow as pa
-
     from ..deletion_vectors import deleted_rows
 
     paths, rows = [], []
