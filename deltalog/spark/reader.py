@@ -194,30 +194,38 @@ def deletion_flags_option(spark: SparkSession, snapshot: Any, files: Any) -> str
 
     if not has_jar_class(spark, "dv.DeletionVectorParquetFormat"):
         return None
+    bitmaps = _portable_bitmaps(snapshot, files.column("deletion_vector").to_pylist())
+    if any(b is None for b in bitmaps):
+        return None
     parts = []
-    for log_path, dv, size in zip(files.column("path").to_pylist(), files.column("deletion_vector").to_pylist(),
-                                  files.column("size").to_pylist()):
-        bitmap = _portable_bitmap(snapshot, dv)
-        if bitmap is None:
-            return None
+    for log_path, bitmap, size in zip(files.column("path").to_pylist(), bitmaps, files.column("size").to_pylist()):
         key = local_file_key(snapshot.table_uri, log_path).encode("utf-8")
         parts += [struct.pack(">i", len(key)), key, struct.pack(">qi", size, len(bitmap)), bitmap]
     return base64.b64encode(b"".join(parts)).decode("ascii")
 
 
-def _portable_bitmap(snapshot: Any, dv: dict[str, Any] | None) -> bytes | None:
-    """A DV's rows as a portable 32-bit Roaring bitmap, what the jar reads (empty without a DV); None
-    where a row index is past 32 bits."""
+def _portable_bitmaps(snapshot: Any, dvs: list[dict[str, Any] | None]) -> list[bytes | None]:
+    """Each DV's rows as a portable 32-bit Roaring bitmap, what the jar reads (empty without a DV; None
+    where a row index is past 32 bits). Read by several threads: on an object store each DV is a
+    request of its own."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from pyroaring import BitMap
 
     from ..deletion_vectors import read_deletion_vector
 
-    if not dv:
-        return b""
-    rows = read_deletion_vector(snapshot.store, dv)
-    if len(rows) and rows.max() > 0xFFFFFFFF:
-        return None
-    return BitMap(np.asarray(rows.to_array(), dtype=np.uint32)).serialize()
+    def portable(dv: dict[str, Any] | None) -> bytes | None:
+        if not dv:
+            return b""
+        rows = read_deletion_vector(snapshot.store, dv)
+        if len(rows) and rows.max() > 0xFFFFFFFF:
+            return None
+        return BitMap(np.asarray(rows.to_array(), dtype=np.uint32)).serialize()
+
+    if sum(1 for dv in dvs if dv) < 8:
+        return [portable(dv) for dv in dvs]
+    with ThreadPoolExecutor(8) as pool:
+        return list(pool.map(portable, dvs))
 
 
 def _parquet(spark: SparkSession, schema: Any, uris: list[str], flags: str | None, base_path: str | None = None
@@ -282,14 +290,14 @@ def deleted_rows_column(spark: SparkSession, snapshot: Any, files: Any, determin
     sizes = files.column("size").to_pylist()
     if not by_size and not has_jar_class(spark, "dv.DeletedRows"):
         return None
+    dvs = files.column("deletion_vector").to_pylist()
+    bitmaps = _portable_bitmaps(snapshot, dvs)
+    if any(b is None for b in bitmaps):
+        return None
     parts = []
-    for log_path, dv, size in zip(files.column("path").to_pylist(), files.column("deletion_vector").to_pylist(),
-                                  sizes):
+    for log_path, dv, bitmap, size in zip(files.column("path").to_pylist(), dvs, bitmaps, sizes):
         if not dv and not by_size:
             continue
-        bitmap = _portable_bitmap(snapshot, dv)
-        if bitmap is None:
-            return None
         if by_size:
             parts += [struct.pack(">q", size)]
         else:

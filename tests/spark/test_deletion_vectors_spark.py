@@ -196,3 +196,18 @@ def test_files_whose_paths_need_escaping_keep_their_deletion_vectors(spark, tmp_
     theirs = delta_rs_rows(deltalake.DeltaTable(uri))
     assert ours == sorted(zip(theirs.column("id").to_pylist(), theirs.column("p").to_pylist()))
     assert ours == [(i, parts[i % 4]) for i in range(40) if i % 5 != 3]
+
+
+def test_many_files_with_deletion_vectors(spark, tmp_path):
+    """Twelve files, each with its own DV (read by several threads): each loses exactly its rows."""
+    from deltalog import write_deltalake
+    from deltalog.spark import operations as ops
+
+    uri = str(tmp_path / "t")
+    for start in range(0, 120, 10):
+        write_deltalake(uri, pa.table({"id": pa.array(range(start, start + 10), pa.int64())}),
+                        mode="append", configuration={"delta.enableDeletionVectors": "true"})
+    ops.delete(spark, uri, "id % 3 = 0")
+    snap = Snapshot.load(uri)
+    assert snap.num_files == 12 and snap.files.column("deletion_vector").null_count == 0
+    assert sorted(r["id"] for r in snapshot_dataframe(spark, snap).collect()) == [i for i in range(120) if i % 3]
