@@ -111,10 +111,16 @@ def test_files_of_one_size_are_told_apart_by_path(spark, tmp_path):
     do, so it goes by path, and each file's DV applies to that file alone."""
     from deltalog.spark.reader import tells_files_by_size
 
+    from deltalog.spark.reader import deleted_rows_column
+
     uri, snap = _dv_table_of_two_equal_files(spark, tmp_path)
     assert not tells_files_by_size(spark, snap.files) and tells_files_by_size(spark, snap.files.slice(0, 1))
     ids = sorted(r["id"] for r in snapshot_dataframe(spark, snap).collect())
     assert ids == sorted([i for i in range(10) if i != 5] * 2)
+    # as a merge tests the rows it keeps: the jar's DeletedRows, by path
+    rows = files_dataframe(spark, snap, snap.files, with_file=True, with_row_index=True, with_deleted=True)
+    kept = rows.filter(~deleted_rows_column(spark, snap, snap.files, by_size=False))
+    assert sorted(r["id"] for r in kept.collect()) == ids
 
 
 def test_a_data_file_replaced_behind_the_log_is_an_error_not_wrong_rows(spark, tmp_path):

@@ -72,18 +72,28 @@ public final class DeletedRows implements UDF2<String, Long, Boolean> {
     while (in.hasRemaining()) {
       byte[] key = new byte[in.getInt()];
       in.get(key);
-      int size = in.getInt();
+      out.put(new String(key, StandardCharsets.UTF_8), readBitmap(in));
+    }
+    return out;
+  }
+
+  /**
+   * The blobs' bitmap entry at `in`'s position: the int length of a portable 32-bit Roaring bitmap (0:
+   * none, an empty bitmap) and the bitmap; `in` is left after it.
+   */
+  static RoaringBitmap readBitmap(ByteBuffer in) {
+    int length = in.getInt();
+    RoaringBitmap rows = new RoaringBitmap();
+    if (length > 0) {
       ByteBuffer bitmap = in.slice();
-      bitmap.limit(size);
-      RoaringBitmap rows = new RoaringBitmap();
+      bitmap.limit(length);
       try {
         rows.deserialize(bitmap);
       } catch (IOException e) {
         throw new UncheckedIOException(e);
       }
-      in.position(in.position() + size);
-      out.put(new String(key, StandardCharsets.UTF_8), rows);
+      in.position(in.position() + length);
     }
-    return out;
+    return rows;
   }
 }

@@ -1,8 +1,6 @@
 package io.deltalog.dv;
 
-import java.io.IOException;
 import java.io.Serializable;
-import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
@@ -94,18 +92,7 @@ public final class DeletedRowsCatalog implements FunctionCatalog {
     HashMap<Long, RoaringBitmap> out = new HashMap<>();
     while (in.hasRemaining()) {
       long size = in.getLong();
-      int length = in.getInt();
-      RoaringBitmap rows = new RoaringBitmap();
-      if (length > 0) {
-        ByteBuffer bitmap = in.slice();
-        bitmap.limit(length);
-        try {
-          rows.deserialize(bitmap);
-        } catch (IOException e) {
-          throw new UncheckedIOException(e);
-        }
-        in.position(in.position() + length);
-      }
+      RoaringBitmap rows = DeletedRows.readBitmap(in);
       out.put(size, rows);
     }
     return out;

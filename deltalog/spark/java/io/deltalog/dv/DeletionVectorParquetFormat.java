@@ -1,8 +1,6 @@
 package io.deltalog.dv;
 
-import java.io.IOException;
 import java.io.Serializable;
-import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
@@ -179,19 +177,7 @@ public class DeletionVectorParquetFormat extends ParquetFileFormat {
         in.get(key);
         String name = new String(key, StandardCharsets.UTF_8);
         sizes.put(name, in.getLong());
-        int length = in.getInt();
-        RoaringBitmap rows = new RoaringBitmap();
-        if (length > 0) {
-          ByteBuffer bitmap = in.slice();
-          bitmap.limit(length);
-          try {
-            rows.deserialize(bitmap);
-          } catch (IOException e) {
-            throw new UncheckedIOException(e);
-          }
-          in.position(in.position() + length);
-        }
-        bitmaps.put(name, rows);
+        bitmaps.put(name, DeletedRows.readBitmap(in));
       }
     }
 
