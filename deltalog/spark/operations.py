@@ -1308,19 +1308,23 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
                     (pairs, F.broadcast(src) if small_source else src)
                 updated = rows.join(pairs, F.col(f"__deltalog_pair.{_SOURCE_ID}") == F.col(f"{S}.{_SOURCE_ID}"))
             old_cols = [F.col(_OLD + str(i)).alias(c) for i, c in enumerate(target_columns)] if feed else []
-            if keep_ids or feed or not _atomic_types(target_schema):
+            # the new version keeps the row's ID (row tracking); its commit version is this commit's
+            row_id = f"__deltalog_pair.{_ROW_ID}" if late_update else _ROW_ID
+            if _atomic_types(target_schema) and not feed:  # SQL text: one JVM call; column objects cost 3 each
+                exprs = [(f"CAST(({update[c]}) AS {target_schema[c].dataType.simpleString()})" if c in late_update else
+                          quote_identifier((_NEW if update and c in update else _OLD) + str(i)))
+                         + f" AS {quote_identifier(c)}" for i, c in enumerate(target_columns)]
+                if keep_ids:
+                    exprs += [f"{'.'.join(map(quote_identifier, row_id.split('.')))} AS {quote_identifier(hidden[0])}",
+                              f"CAST(NULL AS BIGINT) AS {quote_identifier(hidden[1])}"]
+                parts.append(updated.selectExpr(*exprs))
+            else:  # (the change feed selects out_cols again; a nested type's simpleString() is no SQL)
                 out_cols = [(F.expr(update[c]).cast(target_schema[c].dataType) if c in late_update else
                              F.col((_NEW if update and c in update else _OLD) + str(i))).alias(c)
                             for i, c in enumerate(target_columns)]
-                if keep_ids:  # the new version keeps the row's ID; its commit version is this commit's
-                    out_cols += [F.col(f"__deltalog_pair.{_ROW_ID}" if late_update else _ROW_ID).alias(hidden[0]),
-                                 F.lit(None).cast("long").alias(hidden[1])]
+                if keep_ids:
+                    out_cols += [F.col(row_id).alias(hidden[0]), F.lit(None).cast("long").alias(hidden[1])]
                 parts.append(updated.select(*out_cols))
-            else:  # the same as SQL text: one call into the JVM, where column objects cost 3 per column
-                parts.append(updated.selectExpr(*[
-                    (f"CAST(({update[c]}) AS {target_schema[c].dataType.simpleString()})" if c in late_update else
-                     quote_identifier((_NEW if update and c in update else _OLD) + str(i))) + f" AS {quote_identifier(c)}"
-                    for i, c in enumerate(target_columns)]))
         elif touched.num_rows:
             # row tracking: every row rewritten keeps its row ID, and copied rows their commit version
             keep_ids = row_tracking.keeps_row_ids(snapshot.protocol, snapshot.configuration, touched)
