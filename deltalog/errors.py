@@ -28,6 +28,10 @@ class SchemaMismatchError(InvalidTableError):
     """Data written does not match the table schema."""
 
 
+class UnsafePathError(DeltaError):
+    """A path that would reach outside a table or warehouse (a symlink, an absolute or `../` path)."""
+
+
 class VersionNotFoundError(DeltaError):
     """Time travel to a version or timestamp the log does not hold."""
 

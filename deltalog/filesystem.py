@@ -199,8 +199,12 @@ def exists(uri: str, storage_options: dict[str, Any] | None = None) -> bool:
 
 def list_files(uri: str, recursive: bool = True,
                storage_options: dict[str, Any] | None = None) -> list[pafs.FileInfo]:
-    """Entries under a folder (none if it does not exist); `path`s relative to `uri`."""
+    """Entries under a folder (none if it does not exist); `path`s relative to `uri`. A recursive
+    listing on local disk neither lists symlinks nor descends into symlinked folders: what they point
+    at is not the table's (pyarrow's recursive selector follows them, and VACUUM deleted through one)."""
     fs, root = arrow_filesystem(uri, storage_options)
+    if recursive and isinstance(fs, pafs.LocalFileSystem):
+        return _list_local_tree(root)
     try:
         infos = fs.get_file_info(pafs.FileSelector(root, recursive=recursive, allow_not_found=True))
     except FileNotFoundError:
@@ -210,7 +214,55 @@ def list_files(uri: str, recursive: bool = True,
                           mtime=i.mtime, size=i.size) for i in infos]
 
 
-def delete_file(uri: str, storage_options: dict[str, Any] | None = None) -> None:
+def _list_local_tree(root: str) -> list[pafs.FileInfo]:
+    out: list[pafs.FileInfo] = []
+    pending = [""]
+    while pending:
+        rel_dir = pending.pop()
+        try:
+            entries = list(os.scandir(os.path.join(root, rel_dir) if rel_dir else root))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for entry in entries:
+            if entry.is_symlink():
+                continue
+            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue  # deleted while listed
+            if entry.is_dir(follow_symlinks=False):
+                out.append(pafs.FileInfo(rel, pafs.FileType.Directory, mtime_ns=st.st_mtime_ns))
+                pending.append(rel)
+            elif entry.is_file(follow_symlinks=False):
+                out.append(pafs.FileInfo(rel, pafs.FileType.File, mtime_ns=st.st_mtime_ns, size=st.st_size))
+    return out
+
+
+def check_inside(path: str, root: str) -> None:
+    """UnsafePathError unless the local `path`, with every symlink on the way resolved, is under
+    `root` (also resolved). Object-store keys have no links: a key under the root's prefix is inside."""
+    from .errors import UnsafePathError
+
+    if is_object_store_uri(root):
+        if not (str(path).rstrip("/") + "/").startswith(str(root).rstrip("/") + "/"):
+            raise UnsafePathError(f"{path} is outside {root}; nothing was deleted there.")
+        return
+    from .storage import table_path_from_uri
+
+    real_root = os.path.realpath(table_path_from_uri(root))
+    real = os.path.realpath(table_path_from_uri(path))
+    if real != real_root and not real.startswith(real_root.rstrip(os.sep) + os.sep):
+        raise UnsafePathError(
+            f"refusing to delete {path}: it resolves (through a symlink) to {real}, outside {real_root}. "
+            f"Nothing outside a table is ever deleted; remove the link by hand if it is no longer needed.")
+
+
+def delete_file(uri: str, storage_options: dict[str, Any] | None = None, *, within: str | None = None) -> None:
+    """Delete one file (gone already is fine). With `within` (a table or warehouse root), a path that
+    resolves outside it is refused with UnsafePathError, whatever symlink leads there."""
+    if within is not None:
+        check_inside(uri, within)
     fs, path = arrow_filesystem(uri, storage_options)
     try:
         fs.delete_file(path)
@@ -219,7 +271,12 @@ def delete_file(uri: str, storage_options: dict[str, Any] | None = None) -> None
 
 
 def delete_tree(uri: str, storage_options: dict[str, Any] | None = None) -> None:
+    """Delete a folder and what is in it. Symlinks inside are removed, never followed; a folder that is
+    itself a symlink loses only the link, never what it points at."""
     fs, path = arrow_filesystem(uri, storage_options)
+    if isinstance(fs, pafs.LocalFileSystem) and os.path.islink(path):
+        os.unlink(path)
+        return
     try:
         fs.delete_dir(path)
     except FileNotFoundError:

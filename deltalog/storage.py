@@ -232,6 +232,9 @@ class LocalLogStore(LogStore):
         return st.st_size, st.st_mtime_ns // 1_000_000
 
     def delete_data_file(self, relative: str) -> None:
+        from .filesystem import check_inside
+
+        check_inside(self._data_path(relative), self.table_uri)  # never through a symlink out of the table
         try:
             os.unlink(self._data_path(relative))
         except FileNotFoundError:

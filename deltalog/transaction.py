@@ -32,7 +32,7 @@ from .errors import (
     CommitFailedError, CommitsRefusedError, ConcurrentAppendException, ConcurrentDeleteDeleteException,
     ConcurrentDeleteReadException, ConcurrentModificationError, ConcurrentTransactionException,
     DeltaError, InvalidTableError, MetadataChangedException, NotATableError, ProtocolChangedException,
-    UnsupportedFeatureError,
+    UnsafePathError, UnsupportedFeatureError,
 )
 from .storage import LogStore, log_store_for
 from .schema import schema_string, uses_type
@@ -777,6 +777,8 @@ class Transaction:
                 deleted.append(rel)
             except OSError:
                 pass
+            except UnsafePathError as e:
+                log.warning("%s: %s", self.table_uri, e)
         return deleted
 
     def _winning_commits_from(self, version: int) -> list[_WinningCommit]:

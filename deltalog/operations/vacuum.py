@@ -21,7 +21,7 @@ from .. import filesystem as fs
 from ..actions import commit_objects
 from ..change_data import CHANGE_DATA_DIR
 from ..deletion_vectors import dv_file_path
-from ..errors import CorruptLogError, InvalidTableError, UnsupportedFeatureError
+from ..errors import CorruptLogError, InvalidTableError, UnsafePathError, UnsupportedFeatureError
 from ..paths import decode_path, is_absolute_path
 from ..snapshot import Snapshot, tombstone_retention_ms
 from ..storage import LOG_DIR, TEMP_PREFIX
@@ -182,8 +182,10 @@ def vacuum(table_uri: str, retain_hours: float | None = None, dry_run: bool = Fa
     deleted = []
     for rel, full, _ in doomed:
         try:
-            fs.delete_file(full)
+            fs.delete_file(full, within=root)
             deleted.append(rel)
+        except UnsafePathError as e:
+            log.warning("%s: VACUUM left %s alone: %s", root, rel, e)
         except OSError as e:
             log.warning("%s: VACUUM could not delete %s: %s", root, rel, e)
     dirs = _remove_empty_dirs(root, deleted)

@@ -38,7 +38,7 @@ from ..actions import AddFile
 from ..column_mapping import (is_mapped, mode_of, physical_names, physical_schema, physical_stats_configuration,
                               with_arrow_field_ids)
 from ..constraints import table_constraints
-from ..errors import IncompleteWriteError, InvalidTableError, SchemaMismatchError
+from ..errors import DeltaError, IncompleteWriteError, InvalidTableError, SchemaMismatchError
 from ..filesystem import arrow_filesystem, delete_file, parquet_metadata, is_object_store_uri, join, task_storage_options
 from ..paths import (
     decode_path, encode_path, new_data_file_path, parse_partition_folder, parse_partition_value, partition_folder,
@@ -250,8 +250,8 @@ def _check_rows_accounted_for(rows_written: int, adds: list[AddFile], root: str,
         adds = [a for a in adds if a not in unseen]
     for a in adds:  # not committed: nobody references them
         try:
-            delete_file(join(root, decode_path(a.path)))
-        except OSError:
+            delete_file(join(root, decode_path(a.path)), within=root)
+        except (OSError, DeltaError):
             pass
     raise IncompleteWriteError(
         f"{root}: Spark wrote {rows_written} row(s) but the data files the driver found hold {found}; "
@@ -335,7 +335,7 @@ def _write_direct(df: DataFrame, root: str, partition_columns: list[str], schema
             size = f.size()
             metadata = pq.ParquetFile(f).metadata
         if metadata.num_rows == 0:  # Spark writes one empty file for an empty unpartitioned DataFrame
-            delete_file(join(root, relative))
+            delete_file(join(root, relative), within=root)
             return None
         collector = StatsCollector(schema_json, partition_columns, configuration)
         collector.update_from_parquet_metadata(metadata)

@@ -197,3 +197,55 @@ def test_restore_to_a_version_whose_files_are_file_uris(tmp_path):
     files = Snapshot.load(uri).file_uris()  # delta-rs 1.6 reads `file:` adds as relative paths
     assert files == [str(outside)]
     assert sorted(pq.read_table(files[0]).column("id").to_pylist()) == list(range(5))
+
+
+def test_vacuum_never_deletes_through_a_symlink_out_of_the_table(tmp_path):
+    """A partition folder linked to storage elsewhere, and a file linked from elsewhere: VACUUM leaves
+    what they point at, while still removing the table's own orphans."""
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, batch(0, 3), partition_by=["part"])
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "linkdir").mkdir(parents=True)
+    (elsewhere / "linkdir" / "in_link.parquet").write_bytes(b"not the table's")
+    (elsewhere / "lone.parquet").write_bytes(b"not the table's either")
+    os.symlink(elsewhere / "linkdir", os.path.join(uri, "part=z"))
+    os.symlink(elsewhere / "lone.parquet", os.path.join(uri, "part=a", "part-linked.parquet"))
+    orphan = os.path.join(uri, "part=a", "part-orphan.parquet")
+    open(orphan, "wb").write(b"orphan")
+    for p in (orphan, elsewhere / "linkdir" / "in_link.parquet", elsewhere / "lone.parquet"):
+        age(p, 3 * 86400)
+    assert vacuum(uri, retain_hours=0, force=True, dry_run=True) == ["part=a/part-orphan.parquet"]
+    assert vacuum(uri, retain_hours=0, force=True) == ["part=a/part-orphan.parquet"]
+    assert (elsewhere / "linkdir" / "in_link.parquet").read_bytes() == b"not the table's"
+    assert (elsewhere / "lone.parquet").exists()
+    assert ids(uri) == [0, 1, 2]
+
+
+def test_deletes_refuse_paths_that_resolve_outside_their_root(tmp_path):
+    from deltalog import filesystem as fs
+    from deltalog.errors import UnsafePathError
+    from deltalog.storage import LocalLogStore
+
+    root = tmp_path / "t"
+    root.mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "f.parquet").write_bytes(b"x")
+    os.symlink(outside, root / "p=1")
+    with pytest.raises(UnsafePathError, match="outside"):
+        fs.delete_file(str(root / "p=1" / "f.parquet"), within=str(root))
+    with pytest.raises(UnsafePathError, match="outside"):
+        LocalLogStore(str(root)).delete_data_file("p=1/f.parquet")
+    with pytest.raises(UnsafePathError):
+        fs.delete_file(str(root / ".." / "outside" / "f.parquet"), within=str(root))
+    assert (outside / "f.parquet").exists()
+    # a folder that is a link loses only the link; links inside a deleted folder are not followed
+    (root / "q=1").mkdir()
+    os.symlink(outside, root / "q=1" / "inner")
+    fs.delete_tree(str(root / "p=1"))
+    fs.delete_tree(str(root))
+    assert not root.exists() and (outside / "f.parquet").read_bytes() == b"x"
+    # a recursive listing does not descend into links
+    (root / "a").mkdir(parents=True)
+    os.symlink(outside, root / "a" / "b")
+    assert [i.path for i in fs.list_files(str(root))] == ["a"]
