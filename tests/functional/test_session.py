@@ -200,3 +200,47 @@ def test_dbt_debug_output_shows_no_secret(tmp_path):
     text = out.stdout + out.stderr
     assert "spark.authenticate.secret" in text, text  # the profile was shown ...
     assert "hunter2-very-secret" not in text          # ... without its secret
+
+
+@pytest.mark.parametrize("extra,named", [
+    ({"method": "thrift", "host": "prod-spark.example.internal", "port": 10001, "cluster": "abc"}, "thrift"),
+    ({"host": "prod-spark.example.internal"}, "`host`"),
+    ({"http_path": "/sql/1.0/warehouses/x", "token": "dapi-secret"}, "`http_path`"),
+    ({"catalog": "main"}, "`catalog`"),
+    ({"connect_retries": 3}, "`connect_retries`"),
+    ({"method": "connect"}, "Spark Connect"),
+    ({"warehose": "./wh"}, "Did you mean `warehouse`"),
+])
+def test_profile_keys_this_adapter_does_not_take_are_refused_by_name(extra, named):
+    with pytest.raises(Exception, match="deltalog profile") as e:
+        DeltalogCredentials.from_dict({"schema": "analytics", **extra})
+    text = str(e.value)
+    assert named in text and "Nothing was run" in text
+    assert "master" in text or "Allowed" in text
+    assert "dapi-secret" not in text
+
+
+def test_profile_method_session_and_dbt_keys_are_accepted():
+    creds = DeltalogCredentials.from_dict({"schema": "a", "method": "session", "threads": 4})
+    assert creds.method == "session"
+
+
+def test_a_dbt_spark_profile_fails_every_command_before_anything_is_written(tmp_path):
+    """As a user moving from dbt-spark would write it: once this ran on an embedded Spark (PASS=1)."""
+    (tmp_path / "dbt_project.yml").write_text("name: p\nversion: '1.0'\nprofile: p\nconfig-version: 2\n")
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "m.sql").write_text("select 1 as id")
+    (tmp_path / "profiles.yml").write_text(
+        "p:\n  target: prod\n  outputs:\n    prod:\n      type: deltalog\n      schema: s\n      method: thrift\n"
+        "      host: prod-spark.example.internal\n      port: 10001\n      cluster: abc\n      threads: 4\n")
+    before = set(os.listdir(tmp_path))
+    for command in ("debug", "run"):
+        out = subprocess.run([sys.executable, "-c", "from dbt.cli.main import cli; cli()", command,
+                              "--profiles-dir", str(tmp_path), "--project-dir", str(tmp_path)],
+                             capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        text = out.stdout + out.stderr
+        assert out.returncode != 0, text
+        assert "method: thrift" in text and "`host`" in text and "master" in text, text
+        assert "PASS=1" not in text
+    assert not (tmp_path / "warehouse").exists()
+    assert set(os.listdir(tmp_path)) - before <= {"logs", "target", ".user.yml"}  # dbt's own files

@@ -51,10 +51,19 @@ class DeltalogCredentials(Credentials):
     # the CI variable is set (one-shot runs gain nothing from a server left behind).
     spark_server: Union[bool, str] = "auto"
     spark_server_idle_timeout: int = 900
+    # where Spark runs: `session` (in this process: embedded, or driving a cluster) is what is built
+    method: str = "session"
 
     @classmethod
     def __pre_deserialize__(cls, data: Any) -> Any:
+        import dataclasses
+
+        from dbt.adapters.deltalog.profile_keys import profile_errors
+
         data = super().__pre_deserialize__(data)
+        # A key this adapter ignored could make a profile meant for a remote server build here instead.
+        if why := profile_errors(data, [f.name for f in dataclasses.fields(cls)]):
+            raise DbtRuntimeError(f"deltalog profile: {why} Nothing was run.")
         if "database" not in data:
             data["database"] = None
         return data
@@ -68,6 +77,7 @@ class DeltalogCredentials(Credentials):
                 f"({self.schema}); a schema is a folder of the warehouse."
             )
         self.database = None
+        self.method = str(self.method).strip().lower()
         if not isinstance(self.spark_conf, dict):
             raise DbtRuntimeError("deltalog profile: `spark_conf` must be a mapping of Spark settings")
         if not isinstance(self.storage_options, dict):
