@@ -290,10 +290,12 @@ def read_parquet(uri: str, columns: list[str] | None = None, storage_options: di
     import pyarrow.parquet as pq
 
     fs, path = arrow_filesystem(uri, storage_options)
+    # Delta timestamps are microseconds; INT96 (Spark's legacy encoding) read as nanoseconds wraps
+    # dates past 2262 (9999-12-31 became 1816-03-29)
     if columns is None or not missing_ok:
-        return pq.read_table(path, columns=columns, filesystem=fs)
+        return pq.read_table(path, columns=columns, filesystem=fs, coerce_int96_timestamp_unit="us")
     with fs.open_input_file(path) as f:
-        file = pq.ParquetFile(f)
+        file = pq.ParquetFile(f, coerce_int96_timestamp_unit="us")
         present = set(file.schema_arrow.names)
         return file.read(columns=[c for c in columns if c in present])
 

@@ -368,3 +368,22 @@ def test_a_write_missing_rows_is_never_committed(spark, tmp_path, monkeypatch, m
     on_disk = {os.path.relpath(os.path.join(d, n), uri) for d, _, ns in os.walk(uri) for n in ns
                if n.endswith(".parquet") and "_delta_log" not in d}
     assert on_disk == live
+
+
+def test_int96_timestamps_read_as_microseconds_by_spark_and_by_arrow(spark):
+    """delta-rs's table_with_edge_timestamps (Spark 3.1 wrote INT96): 9999-12-31 is 9999-12-31 through
+    Spark's native reader and through the pure-Arrow reader (which the object-store data source uses)."""
+    from deltalog.scan import read_table
+    from deltalog.spark.reader import snapshot_dataframe
+    from tests.engine.test_wild_conformance import DELTA_RS_WRAPS_INT96, edge_timestamps
+    from tests.shared_data import WILD, require
+
+    case = "deltars/table_with_edge_timestamps"
+    snap = Snapshot.load(str(require(WILD / case)))
+    before = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "UTC")
+    try:
+        assert edge_timestamps(snapshot_dataframe(spark, snap).toArrow()) == DELTA_RS_WRAPS_INT96[case]
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", before)
+    assert edge_timestamps(read_table(snap)) == DELTA_RS_WRAPS_INT96[case]
