@@ -38,20 +38,28 @@ _Z85_INDEX = {c: i for i, c in enumerate(_Z85)}
 
 
 def z85_decode(text: str) -> bytes:
-    """ZeroMQ's Z85 (RFC 32): 5 characters for every 4 bytes."""
+    """ZeroMQ's Z85 (RFC 32): 5 characters for every 4 bytes. The last group may be a partial one as
+    the `z85` crate (delta-kernel-rs) writes it: one leading `#` per byte missing from a 4-byte word
+    (`##093` is the 2 bytes `03 00`). No full group can start with `#` (84 * 85**4 > 2**32), so the
+    form is unambiguous."""
     if len(text) % 5:
         raise ValueError(f"Z85 text must have a multiple of 5 characters, got {len(text)}")
     out = bytearray()
     for i in range(0, len(text), 5):
+        group = text[i:i + 5]
+        missing = len(group) - len(group.lstrip("#"))
+        if missing and (i + 5 < len(text) or missing > 3):
+            raise ValueError(f"Z85 group {group!r} is out of range (only the last group may be partial, "
+                             f"with 1 to 3 leading '#')")
         value = 0
-        for c in text[i:i + 5]:
+        for c in "0" * missing + group[missing:]:
             try:
                 value = value * 85 + _Z85_INDEX[c]
             except KeyError:
                 raise ValueError(f"{c!r} is not a Z85 character") from None
-        if value > 0xFFFFFFFF:
-            raise ValueError(f"Z85 group {text[i:i + 5]!r} is out of range")
-        out += value.to_bytes(4, "big")
+        if value >= 1 << (8 * (4 - missing)):
+            raise ValueError(f"Z85 group {group!r} is out of range")
+        out += value.to_bytes(4, "big")[missing:]
     return bytes(out)
 
 

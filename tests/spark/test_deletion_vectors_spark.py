@@ -77,6 +77,24 @@ def test_spark_reads_dv_tables_as_delta_rs_does(spark, case, rows_filter, monkey
         assert canonical(ours.to_pylist()) == canonical(theirs.to_pylist())
 
 
+@pytest.mark.parametrize("rows_filter", ["flagged_batches", "anti_join"])
+def test_inline_dv_with_a_partial_z85_group_at_every_version(spark, rows_filter, monkeypatch):
+    """kernel_x/cdf-table-with-dv (delta-kernel-rs's inline DV `...##093` at version 5), read by Spark
+    at every version as delta-rs reads it."""
+    import deltalake
+
+    from deltalog.spark import reader
+    from tests.shared_data import WILD
+
+    if rows_filter == "anti_join":
+        monkeypatch.setattr(reader, "has_jar_class", lambda *a: False)
+    path = str(require(WILD / "kernel_x" / "cdf-table-with-dv" / "cdf-table-with-dv"))
+    for version in range(7):
+        ours = sorted(r[0] for r in snapshot_dataframe(spark, Snapshot.load(path, version=version)).collect())
+        theirs = delta_rs_rows(deltalake.DeltaTable(path, version=version)).column("value").to_pylist()
+        assert ours == sorted(theirs), version
+
+
 def test_row_positions_of_remaining_rows_skip_the_deleted_ones(spark):
     case = "wild/kernel/table-with-dv-small"
     require(CONFORMANCE / case)
