@@ -52,6 +52,10 @@ class CommitFailedError(DeltaError):
     """A commit could not land after the allowed number of attempts."""
 
 
+class CommitOutcomeUnknownError(CommitFailedError):
+    """The store did not answer whether a commit landed, and reading the version back did not tell."""
+
+
 class ConcurrentModificationError(DeltaError):
     """Base of the conflicts a losing transaction raises. Nothing was committed by the loser."""
 

@@ -22,7 +22,7 @@ from urllib.parse import urlparse
 
 from .errors import DeltaError, NotATableError
 from .filesystem import storage_options_for
-from .storage import LOG_DIR, LogFile, LogStore, classify
+from .storage import LOG_DIR, LogFile, LogStore, WriteOutcomeUnknown, classify
 
 SINGLE_WRITER_OPTION = "deltalog_single_writer"
 # object_store's client settings (not a cloud's own keys): they go to `client_options`
@@ -124,11 +124,18 @@ class ObjectLogStore(LogStore):
         import obstore
         from obstore.exceptions import AlreadyExistsError
 
+        from obstore.exceptions import GenericError
+
         self._check_commit_safety()
         try:
             obstore.put(self.store, self._key(name), data, mode="create")
         except AlreadyExistsError:
+            # also when the client retried a create whose first response was lost: the caller reads
+            # the object back to tell its own write from another writer's
             raise FileExistsError(f"{self.table_uri}/{LOG_DIR}/{name} already exists") from None
+        except (GenericError, TimeoutError, ConnectionError) as exc:
+            raise WriteOutcomeUnknown(f"{self.table_uri}/{LOG_DIR}/{name}: the store did not answer the "
+                                      f"conditional create ({exc})") from exc
 
     def write_atomic(self, name: str, data: bytes) -> None:
         import obstore
@@ -163,12 +170,35 @@ class ObjectLogStore(LogStore):
         import obstore
         from obstore.exceptions import AlreadyExistsError
 
+        from obstore.exceptions import GenericError
+
         data = handle.getvalue()
-        try:
-            obstore.put(self.store, relative, data, mode="create")
-        except AlreadyExistsError:
-            raise FileExistsError(f"{self.table_uri}/{relative} already exists") from None
+        # The name is fresh (a new UUID): only this write can have created it. A create whose response
+        # was lost is retried by the client and then answered "already exists" for its own object.
+        for attempt in range(3):
+            try:
+                obstore.put(self.store, relative, data, mode="create")
+                break
+            except AlreadyExistsError:
+                if self._holds(relative, data):
+                    break
+                raise FileExistsError(f"{self.table_uri}/{relative} already exists with other bytes than "
+                                      f"this write's") from None
+            except (GenericError, TimeoutError, ConnectionError):
+                if self._holds(relative, data):
+                    break
+                if attempt == 2:
+                    raise
         return len(data), int(time.time() * 1000)
+
+    def _holds(self, relative: str, data: bytes) -> bool:
+        """Whether the object at `relative` holds exactly `data` (False when absent or unreadable)."""
+        import obstore
+
+        try:
+            return bytes(obstore.get(self.store, relative).bytes()) == data
+        except Exception:
+            return False
 
     def delete_data_file(self, relative: str) -> None:
         import obstore

@@ -32,6 +32,11 @@ _CHECKPOINT_MULTI = re.compile(r"^(\d{20})\.checkpoint\.(\d{10})\.(\d{10})\.parq
 _CHECKPOINT_V2 = re.compile(r"^(\d{20})\.checkpoint\.[0-9a-fA-F-]{36}\.(json|parquet)$")
 
 
+class WriteOutcomeUnknown(OSError):
+    """A write the store never answered (a timeout, a reset connection after the request was sent): it
+    may have landed or not, and may still land. Only the stored object can tell."""
+
+
 @dataclass(frozen=True)
 class LogFile:
     """One file of `_delta_log`. `kind` is commit, checkpoint, crc, last_checkpoint or other."""

@@ -24,17 +24,17 @@ import numpy as np
 
 from .actions import (
     SUPPORTED_WRITER_FEATURES, Action, AddCDCFile, AddFile, CommitInfo, DomainMetadata, Metadata, Protocol,
-    RemoveFile, SetTransaction, commit_to_bytes, now_ms, parse_commit,
+    RemoveFile, SetTransaction, commit_objects, commit_to_bytes, now_ms, parse_commit,
 )
 from . import column_mapping
 from .constraints import CONSTRAINT_PREFIX, table_constraints
 from .errors import (
-    CommitFailedError, CommitsRefusedError, ConcurrentAppendException, ConcurrentDeleteDeleteException,
+    CommitFailedError, CommitOutcomeUnknownError, CommitsRefusedError, ConcurrentAppendException, ConcurrentDeleteDeleteException,
     ConcurrentDeleteReadException, ConcurrentModificationError, ConcurrentTransactionException,
     DeltaError, InvalidTableError, MetadataChangedException, NotATableError, ProtocolChangedException,
     UnsafePathError, UnsupportedFeatureError,
 )
-from .storage import LogStore, log_store_for
+from .storage import LOG_DIR, LogStore, WriteOutcomeUnknown, log_store_for
 from .schema import schema_string, uses_type
 from . import deletion_vectors, row_tracking
 
@@ -151,6 +151,12 @@ def _engine_version() -> str:
 ENGINE_INFO = f"dbt-deltalog/{_engine_version()}"
 
 PartitionPredicate = Callable[[dict], bool]
+
+
+# whose commit a version holds, after a create the store refused or never answered
+_OURS, _THEIRS, _ABSENT = "ours", "theirs", "absent"
+# how often an unanswered create of one version is sent again before the outcome is reported unknown
+_UNANSWERED_RETRIES = 3
 
 
 def commit_file_name(version: int) -> str:
@@ -620,6 +626,7 @@ class Transaction:
         )
         winners: list[_WinningCommit] = []
         version = self.read_version + 1
+        unanswered = 0
         self._check_table_still_there()
         while True:
             if self.attempts >= self.max_attempts:
@@ -636,7 +643,24 @@ class Transaction:
             data = commit_to_bytes([commit_info, *final])
             try:
                 self.store.write_if_absent(commit_file_name(version), data)
-            except FileExistsError:
+            except (FileExistsError, WriteOutcomeUnknown) as exc:
+                # "Already exists" may answer a retried create of this very commit, and an unanswered
+                # one may have landed: the version read back says whose commit it holds.
+                holder = self._holder_of(version, txn_id, exc)
+                if holder == _OURS:
+                    log.info("%s: version %d holds this commit (txnId %s) although the store answered "
+                             "%s; it landed", self.table_uri, version, txn_id, type(exc).__name__)
+                    break
+                if holder == _ABSENT:
+                    unanswered += 1
+                    if unanswered > _UNANSWERED_RETRIES:
+                        raise CommitOutcomeUnknownError(
+                            f"{self.table_uri}: the store did not answer {unanswered} conditional creates "
+                            f"of version {version} ({exc}); the version does not exist now, but a request "
+                            f"still in flight could create it. Inspect {LOG_DIR}/{commit_file_name(version)}: "
+                            f"if it holds txnId {txn_id}, this commit landed; otherwise nothing was "
+                            f"committed.") from exc
+                    continue  # the same commit again at the same version: whichever create lands, it is this one
                 # Lost the race: check every commit that landed since, then try after the last one.
                 for winner in self._winning_commits_from(version):
                     rebase, carried = self._check_conflicts(winner, level)
@@ -780,6 +804,28 @@ class Transaction:
             except UnsafePathError as e:
                 log.warning("%s: %s", self.table_uri, e)
         return deleted
+
+    def _holder_of(self, version: int, txn_id: str, cause: BaseException) -> str:
+        """Whose commit `version` holds: _OURS (its commitInfo carries `txn_id`), _THEIRS, or _ABSENT.
+        CommitOutcomeUnknownError when it cannot be read."""
+        name = commit_file_name(version)
+        try:
+            data = self.store.read(name)
+        except FileNotFoundError:
+            if isinstance(cause, FileExistsError):  # created, then gone: the table was deleted
+                self._check_table_still_there()
+            return _ABSENT
+        except Exception as exc:
+            raise CommitOutcomeUnknownError(
+                f"{self.table_uri}: the store answered the commit of version {version} with "
+                f"{type(cause).__name__} ({cause}), and reading the version back failed ({exc}). Whether "
+                f"this commit landed is unknown: inspect {LOG_DIR}/{name}; if it holds txnId {txn_id}, "
+                f"it landed, otherwise nothing was committed.") from exc
+        for _, obj in commit_objects(data, f"{self.table_uri}/{LOG_DIR}/{name}"):
+            info = obj.get("commitInfo") if isinstance(obj, dict) else None
+            if info is not None:
+                return _OURS if info.get("txnId") == txn_id else _THEIRS
+        return _THEIRS
 
     def _winning_commits_from(self, version: int) -> list[_WinningCommit]:
         found: list[_WinningCommit] = []

@@ -455,3 +455,86 @@ def test_refused_commits_land_nothing_and_leave_no_files(tmp_path):
     assert Snapshot.load(uri).version == 0
     assert sorted(os.listdir(uri)) == before  # the refused write's data file is gone
     assert write_deltalake(uri, pa.table({"id": [3]}), mode="append") == 1
+
+
+class _UnansweredStore(deltalog.storage.LocalLogStore):
+    """Commits as asked, but the first `lose` creates of a commit file end without an answer: `landed`
+    says whether the create happened before the answer was lost; `unreadable` makes reads fail too."""
+
+    def __init__(self, uri, lose=1, landed=True, unreadable=False):
+        super().__init__(uri)
+        self.lose, self.landed, self.unreadable = lose, landed, unreadable
+
+    def write_if_absent(self, name, data):
+        if name.endswith(".json") and self.lose > 0:
+            self.lose -= 1
+            if self.landed:
+                super().write_if_absent(name, data)
+            raise deltalog.storage.WriteOutcomeUnknown(f"{name}: connection reset")
+        return super().write_if_absent(name, data)
+
+    def read(self, name):
+        if self.unreadable and name.endswith(".json"):
+            raise OSError("connection refused")
+        return super().read(name)
+
+
+@pytest.mark.parametrize("landed", [True, False])
+def test_a_commit_whose_answer_is_lost_lands_once(tmp_path, landed):
+    """The store created the version (or not) and never said so: the version read back tells. Landed:
+    success at that version, once; not landed: the same commit is sent again at the same version."""
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, small([1, 2]))
+    store = _UnansweredStore(uri, lose=1, landed=landed)
+    txn = Transaction(uri, Snapshot.load(uri), store=store)
+    txn.add_actions([SetTransaction("app", 7, None)])
+    assert txn.commit(operation="WRITE") == 1
+    assert Snapshot.load(uri).version == 1
+    assert not os.path.exists(os.path.join(uri, "_delta_log", "%020d.json" % 2))
+    assert [a["txn"]["version"] for a in commit_lines(uri, 1) if "txn" in a] == [7]
+
+
+def test_a_commit_never_answered_and_never_readable_says_the_outcome_is_unknown(tmp_path):
+    from deltalog.errors import CommitOutcomeUnknownError
+
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, small([1, 2]))
+    store = _UnansweredStore(uri, lose=1, landed=True, unreadable=True)
+    txn = Transaction(uri, Snapshot.load(uri), store=store)
+    txn.add_actions([SetTransaction("app", 7, None)])
+    with pytest.raises(CommitOutcomeUnknownError, match=r"00000000000000000001\.json.*txnId"):
+        txn.commit()
+    # it did land: the table says so, and nothing is doubled
+    assert Snapshot.load(uri).version == 1
+
+
+def test_a_commit_the_store_keeps_not_answering_is_reported_unknown(tmp_path):
+    from deltalog.errors import CommitOutcomeUnknownError
+
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, small([1, 2]))
+    store = _UnansweredStore(uri, lose=99, landed=False)
+    txn = Transaction(uri, Snapshot.load(uri), store=store)
+    txn.add_actions([SetTransaction("app", 7, None)])
+    with pytest.raises(CommitOutcomeUnknownError, match="did not answer"):
+        txn.commit()
+    assert Snapshot.load(uri).version == 0
+
+
+def test_an_already_exists_answer_for_its_own_commit_is_success_not_a_conflict(tmp_path):
+    """A client that retried its create hears "already exists" for its own object: an overwrite (not a
+    blind append) once raised ConcurrentAppendException against itself and said nothing was committed."""
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, small([1, 2]))
+
+    class RetriedStore(deltalog.storage.LocalLogStore):
+        def write_if_absent(self, name, data):
+            super().write_if_absent(name, data)
+            if name.endswith(".json"):
+                super().write_if_absent(name, data)  # the retry: FileExistsError
+
+    txn = Transaction(uri, Snapshot.load(uri), store=RetriedStore(uri))
+    txn.read_whole_table()
+    txn.add_actions([f.remove() for f in Snapshot.load(uri).add_files()])
+    assert txn.commit(operation="DELETE") == 1
+    assert Snapshot.load(uri).num_files == 0
