@@ -32,6 +32,10 @@ class UnsafePathError(DeltaError):
     """A path that would reach outside a table or warehouse (a symlink, an absolute or `../` path)."""
 
 
+class DataFileNotFoundError(DeltaError, FileNotFoundError):
+    """A data file the snapshot names is gone (VACUUM removed it, or something outside the log did)."""
+
+
 class VersionNotFoundError(DeltaError):
     """Time travel to a version or timestamp the log does not hold."""
 

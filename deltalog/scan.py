@@ -9,8 +9,8 @@ import pyarrow as pa
 
 from .column_mapping import logical_column, mode_of, physical_names
 from .deletion_vectors import deleted_rows, keep_mask
-from .filesystem import read_parquet
-from .paths import absolute_file_path, parse_partition_value
+from .filesystem import exists, read_parquet
+from .paths import absolute_file_path, decode_path, parse_partition_value
 from .schema import partition_column_types, to_arrow_schema
 
 
@@ -60,10 +60,17 @@ def read_data_file(store: Any, schema_json: dict[str, Any], configuration: dict[
 def read_file(snapshot: Any, index: int) -> pa.Table:
     """The live rows of the snapshot's `index`-th file, in the table's schema."""
     files = snapshot.files
-    return read_data_file(snapshot.store, snapshot.schema_json, snapshot.configuration, snapshot.partition_columns,
-                          files.column("path")[index].as_py(),
-                          dict(files.column("partition_values")[index].as_py() or []),
-                          files.column("deletion_vector")[index].as_py())
+    path = files.column("path")[index].as_py()
+    try:
+        return read_data_file(snapshot.store, snapshot.schema_json, snapshot.configuration,
+                              snapshot.partition_columns, path,
+                              dict(files.column("partition_values")[index].as_py() or []),
+                              files.column("deletion_vector")[index].as_py())
+    except FileNotFoundError:
+        uri = absolute_file_path(snapshot.table_uri, path)
+        if not exists(uri, getattr(snapshot.store, "storage_options", None)):
+            raise snapshot.missing_file_error(decode_path(path)) from None
+        raise
 
 
 def read_table(snapshot: Any) -> pa.Table:

@@ -19,8 +19,8 @@ import pyarrow.compute as pc
 
 from . import checkpoint as cp
 from .actions import (SUPPORTED_READER_FEATURES, AddFile, DomainMetadata, Metadata, Protocol, commit_objects)
-from .errors import (ChecksumMismatchError, CorruptLogError, NotATableError, UnsupportedFeatureError,
-                     VersionNotFoundError)
+from .errors import (ChecksumMismatchError, CorruptLogError, DataFileNotFoundError, NotATableError,
+                     UnsupportedFeatureError, VersionNotFoundError)
 from .deletion_vectors import file_keys
 from .paths import file_path_of
 from .storage import LogFile, LogStore, log_store_for
@@ -253,6 +253,26 @@ class Snapshot:
         """Absolute, URI-decoded local paths of the live files."""
         root = self.table_uri
         return [file_path_of(root, p) for p in decode_paths(self.files.column("path")).to_pylist()]
+
+    def missing_file_error(self, path: str) -> DataFileNotFoundError:
+        """What to tell a reader of this version whose data file `path` is gone."""
+        try:
+            latest = max(f.version for f in self.store.list_from(self.version) if f.version is not None)
+        except Exception:
+            latest = self.version
+        hours = tombstone_retention_ms(self.configuration) / 3_600_000
+        if latest > self.version:
+            why = (f"VACUUM removed it: a later version (the latest is {latest}) no longer needs it, and VACUUM "
+                   f"deletes such files once they are older than the table's retention, "
+                   f"delta.deletedFileRetentionDuration = {hours:g} hours (or a shorter retention it was "
+                   f"forced to). Versions older than the retention cannot be read. Read a later version, or "
+                   f"raise the retention before the next VACUUM to keep older versions readable.")
+        else:
+            why = ("It is the table's latest version, whose files VACUUM never deletes: the file was deleted or "
+                   "moved outside the table's log. Restore it, or RESTORE the table to a version whose files "
+                   "all exist.")
+        return DataFileNotFoundError(f"{self.table_uri}: version {self.version} needs data file {path}, which no "
+                                     f"longer exists. {why}")
 
     # ---- next version without re-reading the log
 

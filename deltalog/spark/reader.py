@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession, functions as F
 
-from ..filesystem import is_object_store_uri
+from ..filesystem import exists, is_object_store_uri
 from ..column_mapping import is_mapped, logical_partition_values, mode_of, physical_schema
 from ..paths import (
     absolute_file_path, decode_path, is_absolute_path, parse_partition_folder, parse_partition_value,
@@ -30,7 +30,24 @@ _DISCOVERY_THRESHOLD = "1000000"
 
 
 def snapshot_dataframe(spark: SparkSession, snapshot: Any) -> DataFrame:
-    """All rows of the snapshot, with the table's columns in the table's order."""
+    """All rows of the snapshot, with the table's columns in the table's order. A data file that is gone
+    (time travel past a VACUUM) is a DataFileNotFoundError naming the version, the file and why."""
+    from pyspark.errors import AnalysisException
+
+    try:
+        return _snapshot_dataframe(spark, snapshot)
+    except AnalysisException as exc:
+        if "PATH_NOT_FOUND" not in str(exc):
+            raise
+        missing = next((decode_path(p) for p, uri in zip(snapshot.files.column("path").to_pylist(),
+                                                         snapshot.file_uris())
+                        if not exists(uri)), None)
+        if missing is None:
+            raise
+        raise snapshot.missing_file_error(missing) from None
+
+
+def _snapshot_dataframe(spark: SparkSession, snapshot: Any) -> DataFrame:
     schema_json = snapshot.schema_json
     schema = spark_schema(schema_json)
     columns = [quote_identifier(f.name) for f in schema.fields]

@@ -87,6 +87,19 @@ def test_bad_time_travel_is_named(spark, warehouse):
         run(spark, warehouse, "select * from shop.orders timestamp as of '1970-01-01'")
 
 
+def test_time_travel_past_a_vacuum_names_the_version_the_file_and_the_retention(spark, warehouse):
+    from deltalog.operations.vacuum import vacuum
+
+    orders = warehouse.table_path("shop", "orders")
+    write_deltalake(orders, pa.table({"id": [9], "amount": [90.0]}), mode="overwrite")  # version 2
+    vacuum(orders, retain_hours=0, force=True)
+    with pytest.raises(DbtRuntimeError, match=r"version 0 needs data file part-.*VACUUM removed it.*"
+                                              r"deletedFileRetentionDuration = 168 hours") as e:
+        run(spark, warehouse, "select * from shop.orders version as of 0")
+    assert "Traceback" not in str(e.value)
+    assert rows(spark, warehouse, "select id from shop.orders version as of 2") == [(9,)]
+
+
 @pytest.mark.parametrize("pattern, name, matches", [
     ("*", "anything", True), ("ord*", "orders", True), ("ord*", "customers", False),
     ("a|b*", "bx", True), ("a|b*", "ab", False), ("A.B", "a.b", True), ("A.B", "axb", False)])

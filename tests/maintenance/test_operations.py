@@ -249,3 +249,20 @@ def test_deletes_refuse_paths_that_resolve_outside_their_root(tmp_path):
     (root / "a").mkdir(parents=True)
     os.symlink(outside, root / "a" / "b")
     assert [i.path for i in fs.list_files(str(root))] == ["a"]
+
+
+def test_reading_a_version_vacuum_removed_names_version_file_and_retention(tmp_path):
+    from deltalog.errors import DataFileNotFoundError
+    from deltalog.scan import read_table
+
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, batch(0, 3))
+    write_deltalake(uri, batch(5, 6), mode="overwrite")
+    vacuum(uri, retain_hours=0, force=True)
+    with pytest.raises(DataFileNotFoundError, match=r"version 0 needs data file .*VACUUM removed it.*latest is 1.*"
+                                                    r"deletedFileRetentionDuration = 168 hours"):
+        read_table(Snapshot.load(uri, version=0))
+    # a live file deleted behind the log is not blamed on VACUUM
+    os.remove(Snapshot.load(uri).file_uris()[0])
+    with pytest.raises(DataFileNotFoundError, match="outside the table's log"):
+        read_table(Snapshot.load(uri))
