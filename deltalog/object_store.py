@@ -31,6 +31,10 @@ _CLIENT_KEYS = {"allow_http", "allow_invalid_certificates", "connect_timeout", "
 _CLOUD_PREFIXES = ("aws_", "azure_", "google_")
 
 
+class StoreUnreachableError(DeltaError):
+    """The store holding a warehouse or table cannot be listed or written: endpoint, bucket or credentials."""
+
+
 class UnsafeStoreError(DeltaError):
     """The store does not refuse a second create of a key: concurrent commits could overwrite each other."""
 
@@ -259,3 +263,75 @@ class _PendingObject(io.BytesIO):
 
     def close(self) -> None:  # pyarrow's writer closes its sink; the bytes are still needed
         pass
+
+
+# what a store's error says, in words a user acts on
+_STORE_CAUSES = (
+    (("nosuchbucket", "bucket does not exist", "containernotfound", "the specified container does not exist"),
+     "the bucket (container) does not exist: create it, or fix the warehouse URI"),
+    (("invalidaccesskeyid", "signaturedoesnotmatch", "unauthenticated", "authenticationfailed",
+      "invalid credentials", "expiredtoken", "no credentials"),
+     "the store refused the credentials: check the access key and secret (storage_options, or the "
+     "AWS_* / AZURE_* / GOOGLE_* variables)"),
+    (("accessdenied", "access denied", "permissiondenied", "permission denied", "403", "authorizationfailure"),
+     "the credentials may not list or write this prefix: grant list, get, put and delete on it"),
+    (("connection refused", "error sending request", "dns error", "failed to lookup", "timed out",
+      "timeout", "connect error", "network", "connection reset"),
+     "the endpoint does not answer: check the endpoint URL and that the store is running and reachable"),
+)
+_probed_warehouses: set[str] = set()
+
+
+def _endpoint_of(uri: str, options: dict[str, str]) -> str:
+    for key, value in options.items():
+        if key.lower() in ("aws_endpoint_url", "aws_endpoint", "endpoint_url", "endpoint",
+                           "azure_storage_endpoint", "google_service_endpoint"):
+            return value
+    return f"the default {urlparse(uri).scheme}:// endpoint"
+
+
+def probe_warehouse(root: str, storage_options: dict[str, Any] | None = None) -> None:
+    """List the warehouse and write and delete a probe object in it, with short timeouts and few
+    retries, once per process: StoreUnreachableError naming the warehouse, the endpoint and the cause
+    (never a secret) when the store cannot be used, before anything is written."""
+    from datetime import timedelta
+
+    import obstore
+
+    from .filesystem import redact, task_storage_options
+
+    root = str(root).rstrip("/")
+    if root in _probed_warehouses:
+        return
+    options = dict(storage_options) if storage_options is not None else task_storage_options(root)
+    config, client, _ = split_options(options)
+    client = {"connect_timeout": "5s", "timeout": "30s", **client}
+    if urlparse(root).scheme == "memory":
+        return
+    step = "reach"
+    try:
+        from obstore.store import from_url
+
+        store = from_url(root.replace("s3a://", "s3://", 1).replace("gcs://", "gs://", 1),
+                         config=config or None, client_options=client,
+                         retry_config={"max_retries": 1, "retry_timeout": timedelta(seconds=10)})
+        step = "list"
+        for _ in obstore.list(store, chunk_size=1):
+            break
+        step = "write"
+        key = f".deltalog-probe-{uuid.uuid4().hex}"
+        obstore.put(store, key, b"probe")
+        step = "delete"
+        obstore.delete(store, key)
+    except Exception as exc:
+        text = " ".join(str(exc).split()).split(" Debug source:", 1)[0]  # obstore's Rust debug dump
+        lowered = text.lower()
+        cause = next((why for needles, why in _STORE_CAUSES if any(n in lowered for n in needles)),
+                     f"the store answered {type(exc).__name__}")
+        message = redact(f"warehouse {root} (endpoint {_endpoint_of(root, options)}) cannot be used: {cause}. "
+                         f"The probe failed to {step} there ({text[:300]}). Nothing was written.")
+        for key, value in options.items():  # options given here, not configured: masked all the same
+            if any(w in key.lower() for w in ("secret", "token", "key", "sas", "password")) and len(value) >= 4:
+                message = message.replace(value, "****")
+        raise StoreUnreachableError(message) from None
+    _probed_warehouses.add(root)

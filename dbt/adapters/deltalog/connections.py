@@ -38,6 +38,17 @@ def _configure_hadoop(spark, root: str, storage_options: Dict[str, str]) -> None
     logger.debug(redact(f"{root}: table data files are written and read by {path}; {why}."))
 
 
+def prepare_object_store(root: str, storage_options: Dict[str, str]) -> None:
+    """Every table under an object-store warehouse uses the profile's storage options; the store is
+    listed and written once per process (StoreUnreachableError naming warehouse, endpoint and cause)
+    before anything touches it."""
+    from deltalog import filesystem
+    from deltalog.object_store import probe_warehouse
+
+    filesystem.configure(root, storage_options)
+    probe_warehouse(root)
+
+
 @dataclass
 class DeltalogCredentials(Credentials):
     schema: Optional[str] = None  # type: ignore[assignment]
@@ -367,7 +378,10 @@ class DeltalogConnectionManager(SparkConnectionManager):
         if warehouse.on_object_store:
             from deltalog import filesystem
 
-            filesystem.configure(warehouse.root, creds.storage_options)  # every table under it uses them
+            try:
+                prepare_object_store(warehouse.root, creds.storage_options)
+            except DeltaError as exc:
+                raise FailedToConnectError(str(exc)) from None
             _configure_hadoop(spark, warehouse.root, creds.storage_options)
         try:
             from dbt.adapters.deltalog.session import check_warehouse_shared

@@ -26,6 +26,7 @@ from dbt_common.contracts.constraints import ConstraintType
 from dbt_common.exceptions import CompilationError, DbtRuntimeError
 
 from deltalog import filesystem as fs
+from deltalog.errors import DeltaError
 from dbt.adapters.deltalog import catalog
 from dbt.adapters.deltalog.catalog import SESSION_VIEWS, Warehouse, quote_warehouse_refs
 from dbt.adapters.deltalog.column import DeltalogColumn
@@ -156,7 +157,16 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
 
     @property
     def warehouse(self) -> Warehouse:
-        return Warehouse(self.config.credentials.warehouse)
+        creds = self.config.credentials
+        warehouse = Warehouse(creds.warehouse)
+        if warehouse.on_object_store:  # also before any connection opens (dbt lists schemas first)
+            from dbt.adapters.deltalog.connections import prepare_object_store
+
+            try:
+                prepare_object_store(warehouse.root, creds.storage_options)
+            except DeltaError as exc:
+                raise DbtRuntimeError(str(exc)) from None
+        return warehouse
 
     @property
     def spark(self):
