@@ -12,6 +12,12 @@
   {% do adapter.drop_relation(relation) %}
 {%- endmacro %}
 
+{#- Column objects (with .name, .data_type), not dbt-spark's raw `describe extended` rows: dbt's own
+    macros (snapshots' hard_deletes: new_record among them) read their names. -#}
+{% macro deltalog__get_columns_in_relation(relation) -%}
+  {% do return(adapter.get_columns_in_relation(relation)) %}
+{%- endmacro %}
+
 {% macro deltalog__truncate_relation(relation) -%}
   {% do adapter.truncate_relation(relation) %}
 {%- endmacro %}

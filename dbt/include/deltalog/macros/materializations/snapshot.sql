@@ -26,12 +26,15 @@
               identifier=target_relation.identifier ~ adapter.temp_view_suffix(), schema=none, type='view') -%}
       {% do adapter.create_temp_view(staging_relation, snapshot_staging_table(strategy, sql, target_relation)) %}
 
-      {% set missing_columns = adapter.get_missing_columns(staging_relation, target_relation)
-                                   | rejectattr('name', 'equalto', 'dbt_change_type')
-                                   | rejectattr('name', 'equalto', 'DBT_CHANGE_TYPE')
-                                   | rejectattr('name', 'equalto', 'dbt_unique_key')
-                                   | rejectattr('name', 'equalto', 'DBT_UNIQUE_KEY')
-                                   | list %}
+      {#- the staging query's own columns never enter the table (dbt_unique_key_N for a composite key) -#}
+      {% set staging_only = ['dbt_change_type', 'dbt_unique_key'] %}
+      {% if strategy.unique_key is not string and strategy.unique_key is iterable %}
+        {% for key in strategy.unique_key %}{% do staging_only.append('dbt_unique_key_' ~ loop.index) %}{% endfor %}
+      {% endif %}
+      {% set missing_columns = [] %}
+      {% for column in adapter.get_missing_columns(staging_relation, target_relation) %}
+        {% if column.name | lower not in staging_only %}{% do missing_columns.append(column) %}{% endif %}
+      {% endfor %}
       {#- new columns are committed with the merge: a failed snapshot changes nothing -#}
       {% set response = adapter.snapshot_merge(target_relation, staging_relation, columns, model, missing_columns) %}
       {% do adapter.drop_relation(staging_relation) %}
