@@ -43,10 +43,12 @@ class DeltaTable:
         from .history import history
         return history(self.uri, limit=limit)
 
-    def transaction(self, app_id: str | None = None, isolation_level: str | None = None) -> Transaction:
-        """A transaction at the latest snapshot, or at none (read_version -1) for a table not yet created."""
+    def transaction(self, app_id: str | None = None, isolation_level: str | None = None,
+                    read_version: int | None = None) -> Transaction:
+        """A transaction at the latest snapshot (or at `read_version`, when what it writes was computed from
+        that version), or at none (read_version -1) for a table not yet created."""
         try:
-            snap = self.snapshot()
+            snap = self.snapshot(version=read_version)
         except NotATableError:
             snap = None
         return Transaction(self.uri, snap, app_id=app_id, isolation_level=isolation_level, store=self.store)

@@ -711,7 +711,8 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
                     user_metadata: str | None = None, extra_commit_info: dict[str, Any] | None = None,
                     method: str = "native", table_schema: dict[str, Any] | None = None,
                     definition: TableDefinition | None = None,
-                    app_transactions: dict[str, int] | None = None) -> int | None:
+                    app_transactions: dict[str, int] | None = None,
+                    read_version: int | None = None) -> int | None:
     """Write a DataFrame to a Delta table in one commit (creating the table as version 0 when absent).
 
     mode: 'append' (a blind append), 'overwrite' (remove all live files, add the new ones; history is
@@ -726,6 +727,8 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
     gets in this same commit (version 0 included); rows the write keeps must satisfy new constraints.
     app_transactions: {appId: version} recorded in the same commit (`txn` actions): what this write
     consumed, so that a rerun after a crash neither skips nor repeats it.
+    read_version: the version `df` was computed from (it reads the table it overwrites): the commit
+    removes exactly that version's files and is checked against every commit landed since.
     """
     mode = (mode or "append").lower()
     if mode not in MODES:
@@ -742,7 +745,7 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
         raise ValueError(f"{table_uri}: schema_mode='overwrite' needs mode='overwrite'.")
 
     table = DeltaTable(table_uri)
-    txn = table.transaction()
+    txn = table.transaction(read_version=read_version)
     txn.constraints_enforced = True  # every add below comes from write_files, which checks them
     name = table.uri
     snapshot = txn.snapshot

@@ -570,14 +570,18 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         return response
 
     @available
-    def validate_incremental(self, strategy: Optional[str], model: Any = None) -> Tuple[str, str]:
-        """The model's strategy and on_schema_change, checked on every run (the first build too)."""
+    def validate_incremental(self, strategy: Optional[str], model: Any = None,
+                             custom_macro: bool = False) -> Tuple[str, str]:
+        """The model's strategy and on_schema_change, checked on every run (the first build too).
+        `custom_macro`: the project defines `get_incremental_<strategy>_sql` (a custom strategy)."""
         config = _get(model, "config") or {}
         strategy = (strategy or "merge").lower()
-        if strategy not in INCREMENTAL_STRATEGIES:
+        if strategy not in INCREMENTAL_STRATEGIES and not custom_macro:
+            macro = f"get_incremental_{strategy.replace('+', '_')}_sql"
             raise CompilationError(
                 f"Invalid incremental strategy {strategy!r} for model {_get(model, 'unique_id')}: "
-                f"expected one of {', '.join(INCREMENTAL_STRATEGIES)}"
+                f"expected one of {', '.join(INCREMENTAL_STRATEGIES)}, or a custom strategy of the project "
+                f"(a macro named {macro}, which the project does not define)"
             )
         on_schema_change = (_get(config, "on_schema_change") or "ignore").lower()
         if on_schema_change not in ON_SCHEMA_CHANGE:
@@ -655,6 +659,53 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
                     f"Model {_get(model, 'unique_id')}: incremental_strategy 'delete+insert' needs a `unique_key`"
                 )
             version = self._delete_insert(uri, df, unique_key, predicates, commit_info, table_schema, txns)
+        return self._refreshed(relation, strategy.upper(), version)
+
+    @available
+    def is_builtin_strategy(self, strategy: Optional[str]) -> bool:
+        return (strategy or "merge").lower() in INCREMENTAL_STRATEGIES
+
+    @available
+    @_reported
+    def run_custom_strategy(self, relation: BaseRelation, script: str, strategy: str, model: Any = None) -> AdapterResponse:
+        """A project's own incremental strategy (its `get_incremental_<name>_sql` macro, as dbt documents
+        them): the INSERT / DELETE / UPDATE statements of its SQL on the target land in ONE commit, or none
+        does; its other statements run as they come. The commit appends when the statements only insert;
+        otherwise it replaces the rows of the version they read (a copy-on-write of the table)."""
+        from deltalog.spark import operations
+        from deltalog.spark.reader import snapshot_dataframe
+        from dbt.adapters.deltalog.dml import TargetRows, match_dml, statements, strip_comments
+
+        spark = self.spark
+        uri = self.table_uri(relation)
+        snap = self._snapshot(relation)
+        view = f"`{relation.schema}.{relation.identifier}`"
+        rows = TargetRows(spark, view, snapshot_dataframe(spark, snap))  # exactly the version committed against
+        touched = False
+        try:
+            for statement in statements(script):
+                sql = quote_warehouse_refs(strip_comments(statement), self.warehouse)
+                found = match_dml(sql)
+                if found and (found[1].group("schema").lower(), found[1].group("name").lower()) == (
+                        relation.schema.lower(), relation.identifier.lower()):
+                    rows.apply(*found)
+                    touched = True
+                else:
+                    self.execute(sql)
+            if not touched:
+                return self._refreshed(relation, strategy.upper(), None)
+            write = dict(operation="WRITE", operation_parameters={"strategy": strategy},
+                         extra_commit_info=self._commit_info(model), read_version=snap.version,
+                         app_transactions=self.take_app_transactions(relation))
+            if rows.rewrites:
+                version = operations.write_dataframe(rows.rows, uri, mode="overwrite", **write)
+            else:
+                version = operations.write_dataframe(rows.inserted, uri, mode="append", **write)
+        except (ValueError, DeltaError) as exc:
+            raise DbtRuntimeError(f"Model {_get(model, 'unique_id')}: incremental strategy {strategy!r}: {exc}. "
+                                  f"Nothing was committed to {relation}.") from exc
+        finally:
+            rows.close()
         return self._refreshed(relation, strategy.upper(), version)
 
     @staticmethod
