@@ -95,3 +95,22 @@ def history(table_uri: str, limit: int | None = None) -> list[dict[str, Any]]:
             row[key] = info.get(key)
         rows.append(row)
     return rows
+
+
+def last_commit_time(store: LogStore) -> tuple[int, int]:
+    """(latest version, its time in ms): the newest commit's in-commit timestamp when it has one, else
+    its file time made monotonic over the log (a checkpoint's file time when only that is left).
+    NotATableError when the location holds no log."""
+    files = store.list_from(0)
+    commits = [f for f in files if f.kind == "commit"]
+    checkpoints = [f for f in files if f.kind == "checkpoint"]
+    latest = max([f.version for f in commits + checkpoints if f.version is not None], default=None)
+    if latest is None:
+        raise NotATableError(f"{store.table_uri}: no commit in its _delta_log")
+    newest = next((f for f in commits if f.version == latest), None)
+    if newest is None:
+        return latest, max(f.modification_time for f in checkpoints if f.version == latest)
+    info = _first_commit_info(store.read(newest.name))
+    if info and isinstance(info.get("inCommitTimestamp"), int):
+        return latest, info["inCommitTimestamp"]
+    return latest, _monotonic_times(commits)[latest]

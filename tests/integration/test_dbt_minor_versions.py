@@ -1,0 +1,57 @@
+"""dbt-core 1.11 beside the main environment's 1.12: the dbt-facing tests (`tests/functional`: dbt's own
+adapter suites and ours) run again in an environment of their own with dbt-core 1.11, so that both minor
+versions users run are tested in every CI run. The environment is made once under `.ci-cache/` and kept
+while pyproject.toml is unchanged. Skipped, saying why, where PyPI cannot be reached (never in CI)."""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+VENV = ROOT / ".ci-cache" / "dbt-1.11"
+PIN = "dbt-core>=1.11,<1.12"
+
+pytestmark = [pytest.mark.dbt, pytest.mark.dbt_versions]
+
+
+def _stamp() -> str:
+    return hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + PIN.encode()).hexdigest()
+
+
+def _environment() -> Path:
+    python = VENV / "bin" / "python"
+    stamp = VENV / ".stamp"
+    if python.exists() and stamp.exists() and stamp.read_text() == _stamp():
+        return python
+    shutil.rmtree(VENV, ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+    install = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "-e", f"{ROOT}[test]", PIN],
+                             capture_output=True, text=True, timeout=1800)
+    if install.returncode != 0:
+        shutil.rmtree(VENV, ignore_errors=True)
+        reason = f"an environment with {PIN} could not be installed: {install.stderr.strip()[-800:]}"
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    stamp.write_text(_stamp())
+    return python
+
+
+def test_functional_suite_on_dbt_core_1_11(tmp_path):
+    python = _environment()
+    version = subprocess.run([str(python), "-c", "import dbt.version; print(dbt.version.__version__)"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    assert version.startswith("1.11."), version
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PYSPARK_"))}
+    run = subprocess.run([str(python), "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-n", "2",
+                          "--dist", "loadfile", "--basetemp", str(tmp_path / "t"), "tests/functional"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600)
+    tail = run.stdout[-3000:] + run.stderr[-2000:]
+    assert run.returncode == 0, f"tests/functional on dbt-core {version}:\n{tail}"
+    print(f"tests/functional on dbt-core {version}: {run.stdout.strip().splitlines()[-1]}")
