@@ -60,6 +60,17 @@ def model(dbt, session):
     return df
 """
 
+GLOBAL_SPARK_AND_PANDAS_ON_SPARK = """
+import pyspark.pandas as ps
+
+def model(dbt, session):
+    dbt.config(materialized="table")
+    assert spark is session  # the global name dbt-spark and Databricks models use
+    psdf = dbt.ref("upstream").pandas_api()
+    psdf["double"] = psdf["id"] * 2
+    return psdf[["id", "double"]]
+"""
+
 BROKEN = """
 def model(dbt, session):
     dbt.config(materialized="table")
@@ -80,11 +91,15 @@ class TestPythonStrategies:
                 "inc_append.py": INCREMENTAL.format(strategy="append"),
                 "inc_delete_insert.py": INCREMENTAL.format(strategy="delete+insert"),
                 "inc_overwrite.py": INCREMENTAL.format(strategy="insert_overwrite"),
+                "pandas_on_spark.py": GLOBAL_SPARK_AND_PANDAS_ON_SPARK,
                 "broken.py": BROKEN}
 
     def test_tables_and_incrementals(self, project, deltalog_warehouse):
         results, out = run_dbt_and_capture(["run", "--exclude", "broken"])
-        assert len(results) == 7
+        assert len(results) == 8
+        ps = dt(deltalog_warehouse, project, "pandas_on_spark").to_pyarrow_table()
+        assert ps.column_names == ["id", "double"]  # no index column
+        assert sorted((r["id"], r["double"]) for r in ps.to_pylist()) == [(i, 2 * i) for i in range(1, 11)]
         t = dt(deltalog_warehouse, project, "by_group")
         assert t.version() == 0 and t.metadata().configuration["delta.checkpointInterval"] == "7"
         assert sorted((r["grp"], r["n"], r["top"]) for r in t.to_pyarrow_table().to_pylist()) == [

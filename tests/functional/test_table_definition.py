@@ -217,3 +217,40 @@ class TestPersistDocsAllColumnsMissing(BasePersistDocsAllColumnsMissing):
 
 class TestPersistDocsCommentOnQuotedColumn(BasePersistDocsCommentOnQuotedColumn):
     pass
+
+
+VIEW_WITH_DOCS = """
+{{ config(materialized='view', persist_docs={'relation': true, 'columns': true}) }}
+select 1 as id, 'it''s' as note, 2 as undocumented
+"""
+
+VIEW_DOCS_YML = """
+version: 2
+models:
+  - name: documented_view
+    description: "View model description, with a quote: it's"
+    columns:
+      - name: id
+        description: "id Column description"
+      - name: note
+        description: 'a note \\\\ with a backslash'
+"""
+
+
+class TestViewDocsInDescribe:
+    """A view's persisted docs show in DESCRIBE TABLE EXTENDED, as a table's do."""
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def models(cls):
+        return {"documented_view.sql": VIEW_WITH_DOCS, "schema.yml": VIEW_DOCS_YML}
+
+    def test_describe_extended_shows_the_view_docs(self, project):
+        run_dbt(["run"])
+        rows = project.run_sql(f"describe table extended {project.test_schema}.documented_view", fetch="all")
+        by_name = {r[0]: r for r in rows}
+        assert by_name["id"][2] == "id Column description"
+        assert by_name["note"][2] == "a note \\\\ with a backslash"
+        assert by_name["undocumented"][2] in (None, "")
+        assert by_name["Comment"][1] == "View model description, with a quote: it's"
+        assert project.run_sql(f"select note from {project.test_schema}.documented_view", fetch="one")[0] == "it's"

@@ -354,9 +354,11 @@ class SessionViews:
                     for ref_schema, ref_name in referenced_relations(sql):
                         if (ref_schema, ref_name) != (schema, name):
                             self.ensure(spark, warehouse, ref_schema, ref_name, _depth + 1)
-                if known != ("view", warehouse.root, sql):
-                    spark.sql(f"create or replace temporary view `{vname}` as\n{sql}")
-                    self._registered[vname] = ("view", warehouse.root, sql)
+                docs = warehouse.read_view_docs(schema, name)
+                state = ("view", warehouse.root, sql, repr(sorted(docs.items())))
+                if known != state:
+                    spark.sql(f"create or replace temporary view `{vname}`{_view_docs_clause(spark, sql, docs)} as\n{sql}")
+                    self._registered[vname] = state
                 return True
             if known is not None and known[1] == warehouse.root:
                 # gone from the folder (dropped elsewhere): do not serve stale data
@@ -372,6 +374,27 @@ class SessionViews:
                     self.ensure(spark, warehouse, entry.schema, entry.name)
                 except Exception:  # a broken view must not stop the session from opening
                     pass
+
+
+def _sql_string(text: str) -> str:
+    return "'" + str(text).replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _view_docs_clause(spark, sql: str, docs: dict) -> str:
+    """` (col COMMENT '...', ...) COMMENT '...'` for a view's persisted docs, so that DESCRIBE TABLE
+    EXTENDED shows them as it does for tables ("" without docs)."""
+    if not docs:
+        return ""
+    clause = ""
+    comments = {str(k).lower(): v for k, v in (docs.get("columns") or {}).items() if v}
+    if comments:
+        columns = spark.sql(sql).columns  # analysed only, nothing runs
+        clause += " (" + ", ".join(
+            f"`{c}`" + (f" COMMENT {_sql_string(comments[c.lower()])}" if c.lower() in comments else "")
+            for c in columns) + ")"
+    if docs.get("description"):
+        clause += f" COMMENT {_sql_string(docs['description'])}"
+    return clause
 
 
 SESSION_VIEWS = SessionViews()

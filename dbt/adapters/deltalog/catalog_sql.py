@@ -107,6 +107,51 @@ def _like_at(tokens: List[Any], i: int):
     return False
 
 
+def describe_statement(spark, warehouse: Warehouse, sql: str):
+    """DESCRIBE [TABLE] EXTENDED | FORMATTED schema.name on a warehouse relation: Spark's column rows
+    for its session view, then the `# Detailed Table Information` Spark gives a catalog relation
+    (Type, Provider, Location, Comment: the persisted description of a table or a view, View Text).
+    None for other SQL, which Spark runs itself."""
+    try:
+        tokens = _tokens(sql)
+    except Exception:
+        return None
+    words = [_word(t) for t in tokens]
+    if len(words) < 3 or words[0] not in ("DESCRIBE", "DESC"):
+        return None
+    at = 2 if words[1] == "TABLE" else 1
+    if at >= len(words) or words[at] not in ("EXTENDED", "FORMATTED"):
+        return None
+    names = [t.text for t in tokens[at + 1:] if t.token_type.name not in ("DOT",)]
+    if len(names) == 1 and "." in names[0]:  # `schema.name` in one pair of backquotes
+        names = names[0].split(".", 1)
+    if len(names) != 2:
+        return None
+    entry = warehouse.lookup(names[0], names[1])
+    if entry is None:
+        return None
+    from dbt.adapters.deltalog.catalog import SESSION_VIEWS
+
+    SESSION_VIEWS.ensure(spark, warehouse, entry.schema, entry.name)
+    rows = [tuple(r) for r in spark.sql(f"describe table `{view_name(entry.schema, entry.name)}`").collect()]
+    rows += [("", "", ""), ("# Detailed Table Information", "", ""), ("Catalog", "spark_catalog", ""),
+             ("Database", entry.schema, ""), ("Table", entry.name, "")]
+    if entry.kind == "table":
+        from deltalog.snapshot import Snapshot
+
+        snap = Snapshot.load(entry.path)
+        if snap.metadata.description:
+            rows.append(("Comment", snap.metadata.description, ""))
+        rows += [("Type", "MANAGED", ""), ("Provider", "delta", ""), ("Location", entry.path, ""),
+                 ("Table Properties", "[" + ", ".join(f"{k}={v}" for k, v in sorted(snap.configuration.items())) + "]", "")]
+    else:
+        docs = warehouse.read_view_docs(entry.schema, entry.name)
+        if docs.get("description"):
+            rows.append(("Comment", docs["description"], ""))
+        rows += [("Type", "VIEW", ""), ("View Text", warehouse.read_view_sql(entry.schema, entry.name) or "", "")]
+    return spark.createDataFrame(rows, "col_name string, data_type string, comment string")
+
+
 def _information(spark, warehouse: Warehouse, entry) -> str:
     """What Spark's SHOW TABLE EXTENDED prints per relation (dbt-spark reads Type and Provider)."""
     lines = ["Catalog: spark_catalog", f"Database: {entry.schema}", f"Table: {entry.name}"]

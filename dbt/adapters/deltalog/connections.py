@@ -15,7 +15,7 @@ from dbt.adapters.spark.connections import SparkConnectionManager
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.deltalog.catalog import SESSION_VIEWS, Warehouse, quote_warehouse_refs
-from dbt.adapters.deltalog.catalog_sql import rewrite_time_travel, show_statement
+from dbt.adapters.deltalog.catalog_sql import describe_statement, rewrite_time_travel, show_statement
 from deltalog.errors import DeltaError
 
 logger = AdapterLogger("Deltalog")
@@ -213,8 +213,9 @@ class DeltalogCursor:
         if not strip_leading_comments(sql):
             return  # an empty statement (a macro that did its work through the adapter)
         sql = quote_warehouse_refs(sql, self.warehouse)
-        if strip_leading_comments(sql)[:4].upper() == "SHOW":
-            shown = show_statement(self.spark, self.warehouse, sql)
+        head = strip_leading_comments(sql)[:4].upper()
+        if head in ("SHOW", "DESC"):
+            shown = (show_statement if head == "SHOW" else describe_statement)(self.spark, self.warehouse, sql)
             if shown is not None:
                 self._df = shown
                 return

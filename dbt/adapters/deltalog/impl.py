@@ -217,7 +217,8 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         unique_id = _get(model, "unique_id") or "python model"
         # the relations the model names (refs, sources, this) as session views of their latest version
         SESSION_VIEWS.refresh_for_sql(spark, self.warehouse, code)
-        namespace: Dict[str, Any] = {"__name__": "dbt_python_model"}
+        # `spark` as a global, as dbt-spark and Databricks python models use it
+        namespace: Dict[str, Any] = {"__name__": "dbt_python_model", "spark": spark}
         try:
             exec(compile(code, f"<{unique_id}>", "exec"), namespace)
             entry = namespace.get("model")
@@ -236,12 +237,14 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         if isinstance(result, DataFrame):
             return result
         kind = f"{type(result).__module__}.{type(result).__name__}"
+        if kind.startswith("pyspark.pandas."):  # pandas-on-Spark: its Spark DataFrame, without the index
+            return result.to_spark()
         if kind.startswith("pyarrow.") and hasattr(result, "to_pandas"):
             result = result.to_pandas()
         if kind.startswith("pandas.") or kind.startswith("pyarrow."):
             return spark.createDataFrame(result)
         raise DbtRuntimeError(f"Python model {unique_id} returned {kind}; allowed: a Spark DataFrame, a pandas "
-                              f"DataFrame or a pyarrow Table. Nothing was written.")
+                              f"or pandas-on-Spark (pyspark.pandas) DataFrame, or a pyarrow Table. Nothing was written.")
 
     @staticmethod
     def _model_config(relation: BaseRelation, model: Any) -> DeltaConfig:
