@@ -219,12 +219,18 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         SESSION_VIEWS.refresh_for_sql(spark, self.warehouse, code)
         # `spark` as a global, as dbt-spark and Databricks python models use it
         namespace: Dict[str, Any] = {"__name__": "dbt_python_model", "spark": spark}
+        import time
+
+        # the code run and its outcome in dbt.log, as dbt's log_code_execution writes them for python jobs
+        logger.debug(f"On {unique_id}: {code}")
+        started = time.time()
         try:
             exec(compile(code, f"<{unique_id}>", "exec"), namespace)
             entry = namespace.get("model")
             if not callable(entry):
                 raise DbtRuntimeError(f"Python model {unique_id} defines no function model(dbt, session).")
             result = entry(namespace["dbtObj"](spark.table), spark)
+            logger.debug(f"Execution status: OK in {time.time() - started:.2f} seconds")
         except DbtRuntimeError:
             raise
         except Exception as exc:
