@@ -405,7 +405,12 @@ def commit_objects(data: bytes, source: str) -> Iterator[tuple[int, Any]]:
     if objects is not None:
         yield from objects
         return
-    text = data.decode("utf-8")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CorruptLogError(
+            f"{source}: not UTF-8 text (byte {e.start}); a commit file is JSON. The commit file is corrupt; "
+            f"restore it from a backup or remove the table's later commits with care.") from None
     decoder = json.JSONDecoder()
     at, lineno, counted = 0, 1, 0
     while True:
@@ -438,3 +443,69 @@ def parse_commit(data: bytes, source: str) -> list[Action]:
         if action is not None:
             out.append(action)
     return out
+
+
+# ---- the JSON types of the fields readers use
+
+_INT, _STR, _BOOL = (int,), (str,), (bool,)
+# the fields replay reads, with the JSON types the protocol gives them (None: may be absent or null)
+_FIELD_TYPES: dict[str, dict[str, tuple[type, ...]]] = {
+    "add": {"path": _STR, "partitionValues": (dict,), "size": _INT, "modificationTime": _INT,
+            "dataChange": _BOOL, "stats": _STR, "tags": (dict,), "deletionVector": (dict,),
+            "baseRowId": _INT, "defaultRowCommitVersion": _INT},
+    "remove": {"path": _STR, "deletionTimestamp": _INT, "size": _INT, "dataChange": _BOOL,
+               "partitionValues": (dict,), "deletionVector": (dict,), "baseRowId": _INT,
+               "defaultRowCommitVersion": _INT},
+    "txn": {"appId": _STR, "version": _INT, "lastUpdated": _INT},
+    "domainMetadata": {"domain": _STR, "configuration": _STR, "removed": _BOOL},
+    "metaData": {"id": _STR, "schemaString": _STR, "partitionColumns": (list,), "configuration": (dict,),
+                 "format": (dict,), "name": _STR, "description": _STR, "createdTime": _INT},
+    "protocol": {"minReaderVersion": _INT, "minWriterVersion": _INT, "readerFeatures": (list,),
+                 "writerFeatures": (list,)},
+}
+# lists and maps whose items are strings
+_STRING_ITEMS = {"partitionValues", "tags", "configuration", "partitionColumns", "readerFeatures", "writerFeatures"}
+_REQUIRED = {"add": ("path",), "remove": ("path",), "txn": ("appId", "version"), "domainMetadata": ("domain",)}
+_DV_TYPES = {"storageType": _STR, "pathOrInlineDv": _STR, "offset": _INT, "sizeInBytes": _INT, "cardinality": _INT}
+
+
+def _typed(where: str, value: Any, types: tuple[type, ...]) -> None:
+    if value is None:
+        return
+    if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+        raise ValueError(f"{where} is {json_type(value)}, not {' or '.join(json_type(t()) for t in types)}")
+    if isinstance(value, int) and not isinstance(value, bool) and not -2 ** 63 <= value < 2 ** 63:
+        raise ValueError(f"{where} ({value}) does not fit a 64-bit integer")
+
+
+def json_type(value: Any) -> str:
+    return {bool: "a boolean", int: "a number", float: "a number", str: "a string", dict: "an object",
+            list: "an array"}.get(type(value), "null" if value is None else type(value).__name__)
+
+
+def check_action_fields(key: str, value: Any) -> None:
+    """ValueError naming the field when an action replay reads has a field of another JSON type than the
+    protocol gives it (a string where a number belongs, an array for an object, ...)."""
+    if key not in _FIELD_TYPES:
+        return
+    if not isinstance(value, dict):
+        raise ValueError(f"{key} is {json_type(value)}, not an object")
+    for name in _REQUIRED.get(key, ()):
+        if value.get(name) is None:
+            raise ValueError(f"{key} without {name}")
+    for name, types in _FIELD_TYPES[key].items():
+        _typed(f"{key}.{name}", value.get(name), types)
+    for name in _STRING_ITEMS & set(_FIELD_TYPES[key]):
+        items = value.get(name) or ()
+        for k, v in (items.items() if isinstance(items, dict) else enumerate(items)):
+            if v is None and name != "partitionValues":  # only a partition value may be null
+                raise ValueError(f"{key}.{name}[{k!r}] is null, not a string")
+            _typed(f"{key}.{name}[{k!r}]", v, _STR)
+    fmt = value.get("format") if key == "metaData" else None
+    if fmt is not None:
+        _typed(f"{key}.format.provider", fmt.get("provider"), _STR)
+        _typed(f"{key}.format.options", fmt.get("options"), (dict,))
+    dv = value.get("deletionVector")
+    for name, types in _DV_TYPES.items():
+        if dv is not None:
+            _typed(f"{key}.deletionVector.{name}", dv.get(name), types)

@@ -414,7 +414,10 @@ def read_checkpoint(store: LogStore, parts: list[LogFile]) -> CheckpointState:
             except (OSError, pa.ArrowException, ValueError) as e:
                 raise CorruptLogError(f"{where}: not readable ({e})") from None
     # the table schema (from whichever part holds metaData) turns struct-only stats into JSON
-    table_schema = _schema_of(state.metadata)
+    try:
+        table_schema = _schema_of(state.metadata)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise CorruptLogError(f"{store.table_uri}: the checkpoint's metaData has an unreadable schema ({e})") from None
     files, tombstones = [], []
     for source, path, top in with_file_actions:
         try:
@@ -432,28 +435,38 @@ def read_checkpoint(store: LogStore, parts: list[LogFile]) -> CheckpointState:
 
 
 def _apply_non_file_actions(state: CheckpointState, small: pa.Table) -> None:
+    """ValueError when an action has a field of another type than the protocol gives it."""
+    from .actions import check_action_fields
+
     for p in _non_null_rows(small, "protocol"):
+        check_action_fields("protocol", p)
         state.protocol = p
     for m in _non_null_rows(small, "metaData"):
         m["configuration"] = _map_to_dict(m.get("configuration"))
         fmt = m.get("format") or {}
         fmt["options"] = _map_to_dict(fmt.get("options"))
         m["format"] = fmt
+        check_action_fields("metaData", m)
         state.metadata = m
     for t in _non_null_rows(small, "txn"):
+        check_action_fields("txn", t)
         state.txns[t["appId"]] = (t["version"], t.get("lastUpdated"))
     for d in _non_null_rows(small, "domainMetadata"):
+        check_action_fields("domainMetadata", d)
         state.domains[d["domain"]] = d
 
 
 def _read_json_manifest(data: bytes, state: CheckpointState, inline: list) -> list[dict[str, Any]]:
     """Apply a JSON v2 checkpoint's non-file actions to `state`, collect its file actions in `inline`;
     returns its sidecar actions."""
+    from .actions import check_action_fields
+
     sidecars = []
     for line in data.splitlines():
         if not line.strip():
             continue
         key, value = next(iter(json.loads(line).items()))
+        check_action_fields(key, value)
         if key == "protocol":
             state.protocol = value
         elif key == "metaData":

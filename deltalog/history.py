@@ -26,7 +26,7 @@ def _monotonic_times(commits: list[LogFile]) -> dict[int, int]:
 def commit_timestamp(listing: Any, version: int, commit_info: dict[str, Any] | None) -> int:
     """The time of `version` for a snapshot: its in-commit timestamp, else the monotonic file time
     over the commits the listing holds (a checkpoint's file time when the commit file is gone)."""
-    if commit_info and isinstance(commit_info.get("inCommitTimestamp"), int):
+    if isinstance(commit_info, dict) and isinstance(commit_info.get("inCommitTimestamp"), int):
         return commit_info["inCommitTimestamp"]
     commits = [f for v, f in listing.commits.items() if v <= version]
     if version in listing.commits:

@@ -18,7 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import checkpoint as cp
-from .actions import (SUPPORTED_READER_FEATURES, AddFile, DomainMetadata, Metadata, Protocol, commit_objects)
+from .actions import (SUPPORTED_READER_FEATURES, AddFile, DomainMetadata, Metadata, Protocol, check_action_fields,
+                      commit_objects)
 from .errors import (ChecksumMismatchError, CorruptLogError, DataFileNotFoundError, NotATableError,
                      UnsupportedFeatureError, VersionNotFoundError)
 from .deletion_vectors import file_keys
@@ -340,8 +341,7 @@ class _Replay:
         for lineno, obj in commit_objects(data, source):
             try:
                 key, value = next(iter(obj.items()))
-                if key in ("add", "remove") and not isinstance(value.get("path"), str):
-                    raise ValueError(f"{key} without a path")
+                check_action_fields(key, value)
             except (ValueError, TypeError, AttributeError, StopIteration) as e:
                 raise CorruptLogError(
                     f"{source}, line {lineno}: not a valid Delta action ({e}). The commit file is corrupt "
@@ -370,7 +370,14 @@ class _Replay:
                 f"Read it with an engine that supports them.")
         if not self.metadata.get("schemaString"):
             raise CorruptLogError(f"{where}: the metaData action has no schemaString; the table is corrupt.")
-        metadata = Metadata.from_dict(self.metadata)
+        try:
+            metadata = Metadata.from_dict(self.metadata)
+            schema = metadata.schema_json
+            if not (isinstance(schema, dict) and isinstance(schema.get("fields"), list) and all(
+                    isinstance(f, dict) and isinstance(f.get("name"), str) for f in schema["fields"])):
+                raise ValueError("its schemaString is not a struct of named fields")
+        except (KeyError, TypeError, ValueError) as e:
+            raise CorruptLogError(f"{where}: invalid metaData action ({e}); the table is corrupt.") from None
         files, tombstones = reconcile(base_files, base_tombstones, self.adds, self.removes,
                                       self.add_seq, self.remove_seq)
         return Snapshot(
