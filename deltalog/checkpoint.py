@@ -403,10 +403,13 @@ def read_checkpoint(store: LogStore, parts: list[LogFile]) -> CheckpointState:
                 _apply_non_file_actions(state, small)
                 with_file_actions.append((source, path, top))
                 sidecars = _non_null_rows(small, "sidecar")
-        except (OSError, pa.ArrowException, KeyError, TypeError, ValueError) as e:
+        except (OSError, pa.ArrowException, KeyError, TypeError, ValueError, AttributeError) as e:
             raise CorruptLogError(f"{source}: not a readable checkpoint ({e})") from None
         for sidecar in sidecars:
-            name = _sidecar_name(sidecar["path"])
+            try:
+                name = _sidecar_name(sidecar.get("path") if isinstance(sidecar, dict) else None)
+            except ValueError as e:
+                raise CorruptLogError(f"{source}: {e}") from None
             where = f"{store.table_uri}/_delta_log/{name} (a sidecar of {part.name})"
             try:
                 path = store.parquet_source(name)
@@ -465,7 +468,10 @@ def _read_json_manifest(data: bytes, state: CheckpointState, inline: list) -> li
     for line in data.splitlines():
         if not line.strip():
             continue
-        key, value = next(iter(json.loads(line).items()))
+        obj = json.loads(line)
+        if not isinstance(obj, dict) or len(obj) != 1:
+            raise ValueError(f"a line of the manifest is not one action: {line[:80]!r}")
+        key, value = next(iter(obj.items()))
         check_action_fields(key, value)
         if key == "protocol":
             state.protocol = value
@@ -486,6 +492,9 @@ def _sidecar_name(path: str) -> str:
     """The log-relative name of a sidecar file: its path is relative to `_delta_log/_sidecars`."""
     from urllib.parse import unquote
 
-    if "://" in path or path.startswith("/"):
-        raise ValueError(f"sidecar path {path!r} is absolute; only sidecars under _delta_log/_sidecars are read")
-    return "_sidecars/" + unquote(path)
+    if not isinstance(path, str) or "://" in path or path.startswith("/"):
+        raise ValueError(f"sidecar path {path!r} is not relative; only sidecars under _delta_log/_sidecars are read")
+    name = unquote(path)
+    if ".." in name.replace("\\", "/").split("/"):
+        raise ValueError(f"sidecar path {path!r} leaves _delta_log/_sidecars; only sidecars under it are read")
+    return "_sidecars/" + name

@@ -205,7 +205,31 @@ def commit_fields_target(data: bytes) -> None:
     _load(files)
 
 
+V2_MANIFEST = "%020d.checkpoint.80a083e8-7026-4e79-81be-64bd76c43a11.json" % 1
+
+
+def v2_manifest_seed() -> bytes:
+    """A v2 checkpoint (JSON manifest) of the seed table's version 1, file actions inline."""
+    from deltalog.snapshot import Snapshot
+
+    snap = Snapshot.load(ROOT, store=MemoryLogStore({k: v for k, v in seed_files_cached().items()
+                                                     if k.endswith(".json")}))
+    protocol = {"minReaderVersion": 3, "minWriterVersion": 7,
+                "readerFeatures": ["deletionVectors", "v2Checkpoint"], "writerFeatures": ["deletionVectors", "v2Checkpoint"]}
+    lines = [_line("checkpointMetadata", {"version": 1}), _line("protocol", protocol),
+             _line("metaData", json.loads(seed_files_cached()["%020d.json" % 0].splitlines()[2])["metaData"])]
+    lines += [_line("add", a.to_dict()["add"] if "add" in a.to_dict() else a.to_dict()) for a in snap.add_files()]
+    return b"".join(lines)
+
+
+def v2_manifest_target(data: bytes) -> None:
+    """The table's version 1 only from a v2 checkpoint's JSON manifest (the input)."""
+    files = {"%020d.json" % 0: seed_files_cached()["%020d.json" % 0], V2_MANIFEST: data}
+    _load(files)
+
+
 TARGETS: dict[str, Callable[[bytes], None]] = {
+    "v2_manifest": v2_manifest_target,
     "commit_fields": commit_fields_target,
     "commit": _with("%020d.json" % 2),
     "last_checkpoint": _with("_last_checkpoint"),
@@ -220,6 +244,7 @@ def seed_inputs() -> dict[str, list[bytes]]:
     files = seed_files_cached()
     return {
         "commit_fields": [b"0", b"seed-1", b"seed-22"],
+        "v2_manifest": [v2_manifest_seed()],
         "commit": [files["%020d.json" % 1]],
         "last_checkpoint": [files["_last_checkpoint"]],
         "crc": [files["%020d.crc" % 1]],
