@@ -19,6 +19,7 @@ class DroppingProxy:
         self.upstream = (parsed.hostname, parsed.port)
         self.rules: list[list] = []
         self.dropped: list[tuple[str, str, int]] = []
+        self.down = False  # set to make every request fail unanswered, as a stopped server would
         self.lock = threading.Lock()
         proxy = self
 
@@ -29,6 +30,9 @@ class DroppingProxy:
                 pass
 
             def _forward(self):
+                if proxy.down:  # the store is unreachable: the connection closes unanswered
+                    self.close_connection = True
+                    return
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
                 if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():

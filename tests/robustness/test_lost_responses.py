@@ -127,3 +127,20 @@ def test_spark_merge_and_optimize_whose_responses_are_lost_land_once(spark, s3, 
     inserted = sorted(r["id"] for r in changes if r["_change_type"] == "insert")
     updated = sorted(r["id"] for r in changes if r["_change_type"] == "update_postimage")
     assert inserted == list(range(30, 35)) and updated == list(range(25, 30))
+
+
+def test_a_store_down_during_a_write_then_back_lands_once(s3, proxied):
+    """The store stops answering as a write starts (data file and commit PUTs fail unanswered) and comes
+    back 1.5 s later: the client's retries land the write once, at the next version."""
+    import threading
+
+    proxy, options = proxied
+    uri = s3.uri("lost", "outage")
+    write_deltalake(uri, pa.table({"id": [1]}), storage_options=options)
+    proxy.down = True
+    threading.Timer(1.5, lambda: setattr(proxy, "down", False)).start()
+    assert write_deltalake(uri, pa.table({"id": [2]}), mode="append", storage_options=options) == 1
+    assert _delta_rs_ids(uri, s3) == [1, 2]
+    ids = _txn_ids(uri, options)
+    assert len(ids) == 2 and len(set(ids)) == 2
+    assert write_deltalake(uri, pa.table({"id": [3]}), mode="append", storage_options=options) == 2
