@@ -1,5 +1,5 @@
 """dbt-spark's own functional suite (`tests/functional` of its sdist on PyPI, pinned), run against this
-adapter: its conftest is replaced by ours (tests/dbt_spark_suite/conftest.py: the deltalog profile, no
+adapter: its conftest is replaced by ours (tests/dbt_spark_suite/conftest_for_dbt_spark.py: the deltalog profile, no
 skip by profile), and the tests that cannot apply here are skipped with the reason given in
 tests/dbt_spark_suite/cannot_apply.py. Every other test must pass. Skipped, saying why, where PyPI
 cannot be reached (never in CI)."""
@@ -44,8 +44,9 @@ def _suite(into: Path) -> Path:
         members = [m for m in tar.getmembers() if "/tests/" in m.name]
         tar.extractall(into, members=members, filter="data")
     root = next(into.iterdir())
-    for name in ("conftest.py", "cannot_apply.py"):
-        shutil.copy(HARNESS / name, root / "tests" / "functional" / name)
+    # ours replaces theirs (named otherwise here, so that our own test run does not load it)
+    shutil.copy(HARNESS / "conftest_for_dbt_spark.py", root / "tests" / "functional" / "conftest.py")
+    shutil.copy(HARNESS / "cannot_apply.py", root / "tests" / "functional" / "cannot_apply.py")
     (root / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\n")
     return root
 

@@ -1,5 +1,5 @@
 """Replaces dbt-spark's `tests/functional/conftest.py` when its functional suite runs against this
-adapter (tests/integration/test_dbt_spark_suite.py copies it there): the `deltalog` profile target, the
+adapter (tests/integration/test_dbt_spark_suite.py copies it there as conftest.py): the `deltalog` profile target, the
 suite's own skip-by-profile fixture (no test names `deltalog`, so none is skipped by profile), and the
 tests that cannot apply here skipped with their reason (cannot_apply.py)."""
 import os
