@@ -77,6 +77,31 @@ def _bucket_of(uri: str) -> str:
     return f"{parsed.scheme}://{parsed.netloc}"
 
 
+def _refused_access(method):
+    """Store calls whose credentials are refused or lack a permission raise StoreUnreachableError naming
+    the table, the object and the cause (never a secret), instead of the client's own exception."""
+    import functools
+
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        from obstore.exceptions import PermissionDeniedError, UnauthenticatedError
+
+        try:
+            return method(self, *args, **kwargs)
+        except (PermissionDeniedError, UnauthenticatedError) as exc:
+            from .filesystem import redact
+
+            text = " ".join(str(exc).split()).split(" Debug source:", 1)[0]
+            lowered = text.lower()
+            cause = next((why for needles, why in _STORE_CAUSES if any(n in lowered for n in needles)),
+                         "the store refused the request")
+            what = args[0] if args and isinstance(args[0], str) else ""
+            raise StoreUnreachableError(redact(
+                f"{self.table_uri}: the store refused {method.__name__.replace('_', ' ')} {what}: {cause} "
+                f"({text[:300]}).")) from None
+    return call
+
+
 class ObjectLogStore(LogStore):
     """One table's `_delta_log` on an object store."""
 
@@ -94,6 +119,7 @@ class ObjectLogStore(LogStore):
     def _key(self, name: str) -> str:
         return f"{LOG_DIR}/{name}"
 
+    @_refused_access
     def list_from(self, version: int = 0) -> list[LogFile]:
         import obstore
 
@@ -119,11 +145,13 @@ class ObjectLogStore(LogStore):
         out.sort(key=lambda f: (f.version is None, f.version or 0, f.name))
         return out
 
+    @_refused_access
     def read(self, name: str) -> bytes:
         import obstore
 
         return bytes(obstore.get(self.store, self._key(name)).bytes())  # FileNotFoundError if absent
 
+    @_refused_access
     def write_if_absent(self, name: str, data: bytes) -> None:
         import obstore
         from obstore.exceptions import AlreadyExistsError
@@ -141,11 +169,13 @@ class ObjectLogStore(LogStore):
             raise WriteOutcomeUnknown(f"{self.table_uri}/{LOG_DIR}/{name}: the store did not answer the "
                                       f"conditional create ({exc})") from exc
 
+    @_refused_access
     def write_atomic(self, name: str, data: bytes) -> None:
         import obstore
 
         obstore.put(self.store, self._key(name), data)  # objects appear whole
 
+    @_refused_access
     def delete(self, name: str) -> None:
         import obstore
 
@@ -154,6 +184,7 @@ class ObjectLogStore(LogStore):
         except FileNotFoundError:
             pass
 
+    @_refused_access
     def exists(self) -> bool:
         import obstore
 
@@ -170,6 +201,7 @@ class ObjectLogStore(LogStore):
     def open_data_file(self, relative: str) -> BinaryIO:
         return _PendingObject()  # object stores take whole objects: buffered, put on close
 
+    @_refused_access
     def close_data_file(self, handle: BinaryIO, relative: str) -> tuple[int, int]:
         import obstore
         from obstore.exceptions import AlreadyExistsError
@@ -204,6 +236,7 @@ class ObjectLogStore(LogStore):
         except Exception:
             return False
 
+    @_refused_access
     def delete_data_file(self, relative: str) -> None:
         import obstore
 
@@ -212,6 +245,7 @@ class ObjectLogStore(LogStore):
         except FileNotFoundError:
             pass
 
+    @_refused_access
     def read_data_range(self, path: str, offset: int, length: int) -> bytes:
         import obstore
 

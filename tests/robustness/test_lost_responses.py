@@ -144,3 +144,20 @@ def test_a_store_down_during_a_write_then_back_lands_once(s3, proxied):
     ids = _txn_ids(uri, options)
     assert len(ids) == 2 and len(set(ids)) == 2
     assert write_deltalake(uri, pa.table({"id": [3]}), mode="append", storage_options=options) == 2
+
+
+def test_credentials_revoked_between_two_commits(s3):
+    """A writer whose credentials stop working fails naming the table, the object and the cause, with
+    no secret; nothing lands; the next writer with good credentials carries on at the next version."""
+    from deltalog.object_store import StoreUnreachableError
+
+    options = s3.storage_options()
+    uri = s3.uri("lost", "revoked")
+    write_deltalake(uri, pa.table({"id": [1]}), storage_options=options)
+    revoked = {**options, "AWS_SECRET_ACCESS_KEY": "revoked-secret-value"}
+    with pytest.raises(StoreUnreachableError, match=r"s3://lake/lost/revoked: the store refused .*credentials") as e:
+        write_deltalake(uri, pa.table({"id": [2]}), mode="append", storage_options=revoked)
+    assert "revoked-secret-value" not in str(e.value) and options["AWS_SECRET_ACCESS_KEY"] not in str(e.value)
+    assert _delta_rs_ids(uri, s3) == [1]
+    assert write_deltalake(uri, pa.table({"id": [3]}), mode="append", storage_options=options) == 1
+    assert _delta_rs_ids(uri, s3) == [1, 3]
