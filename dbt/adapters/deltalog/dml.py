@@ -51,6 +51,34 @@ def _unquote(col: str) -> str:
     return col[1:-1] if col.startswith("`") and col.endswith("`") else col
 
 
+def _inserted_rows(df, cols_text: Optional[str], columns: List[str], types: Dict[str, str], view: str):
+    """An INSERT's rows in the table's columns and types (columns it does not name are NULL)."""
+    cols = [_unquote(c) for c in split_top_level(cols_text)] if cols_text else columns[: len(df.columns)]
+    if len(cols) != len(df.columns):
+        raise ValueError(f"INSERT into {view}: {len(df.columns)} values for {len(cols)} columns {cols}")
+    df = df.toDF(*cols)
+    exprs = []
+    for name in columns:
+        match = [c for c in cols if c.lower() == name.lower()]
+        src = f"`{match[0]}`" if match else "null"
+        exprs.append(f"cast({src} as {types[name.lower()]}) as `{name}`")
+    return df.selectExpr(*exprs)
+
+
+def _updated_columns(sets_text: str, where: str, columns: List[str], types: Dict[str, str], view: str) -> List[str]:
+    """An UPDATE's select list: each assigned column takes its new value where `where` holds."""
+    assignments = {}
+    for item in split_top_level(sets_text):
+        col, _, expr = item.partition("=")
+        assignments[_unquote(col).lower()] = expr.strip()
+    unknown = set(assignments) - set(types)
+    if unknown:
+        raise ValueError(f"UPDATE {view}: no column(s) {sorted(unknown)}; columns are {columns}")
+    return [f"`{n}`" if n.lower() not in assignments else
+            f"cast(case when ({where}) then ({assignments[n.lower()]}) else `{n}` end as {types[n.lower()]}) as `{n}`"
+            for n in columns]
+
+
 def match_dml(sql: str):
     """(pattern, match) when `sql` is INSERT / DELETE / UPDATE on a `schema.table`, else None."""
     head = sql.lstrip()[:7].lower()
@@ -82,43 +110,15 @@ def try_execute_dml(spark, warehouse: Warehouse, sql: str, commit_info: Optional
         return operations.delete(spark, uri, where, extra_commit_info=commit_info)
 
     if pattern is _INSERT:
-        df = spark.sql(m.group("query"))
-        cols = [_unquote(c) for c in split_top_level(m.group("cols"))] if m.group("cols") else None
-        cols = cols or target.columns[: len(df.columns)]
-        if len(cols) != len(df.columns):
-            raise ValueError(
-                f"INSERT into {view}: {len(df.columns)} values for {len(cols)} columns {cols}"
-            )
-        df = df.toDF(*cols)
-        exprs = []
-        for name in target.columns:
-            match = [c for c in cols if c.lower() == name.lower()]
-            src = f"`{match[0]}`" if match else "null"
-            exprs.append(f"cast({src} as {types[name.lower()]}) as `{name}`")
-        df = df.selectExpr(*exprs)
+        df = _inserted_rows(spark.sql(m.group("query")), m.group("cols"), target.columns, types, view)
         mode = "overwrite" if m.group("mode").lower() == "overwrite" else "append"
         return operations.write_dataframe(
             df, uri, mode=mode, operation="WRITE", extra_commit_info=commit_info
         )
 
     # UPDATE: rewrite the table with the assignments applied where the predicate holds
-    assignments = {}
-    for item in split_top_level(m.group("sets")):
-        col, _, expr = item.partition("=")
-        assignments[_unquote(col).lower()] = expr.strip()
-    unknown = set(assignments) - set(types)
-    if unknown:
-        raise ValueError(f"UPDATE {view}: no column(s) {sorted(unknown)}; columns are {target.columns}")
     where = m.group("where") or "true"
-    exprs = []
-    for name in target.columns:
-        expr = assignments.get(name.lower())
-        if expr is None:
-            exprs.append(f"`{name}`")
-        else:
-            exprs.append(
-                f"cast(case when ({where}) then ({expr}) else `{name}` end as {types[name.lower()]}) as `{name}`"
-            )
+    exprs = _updated_columns(m.group("sets"), where, target.columns, types, view)
     df = spark.sql(f"select {', '.join(exprs)} from {view}")
     return operations.write_dataframe(
         df, uri, mode="overwrite", operation="UPDATE",
@@ -164,18 +164,6 @@ class TargetRows:
             self.spark.catalog.dropTempView(name)
         self._views.clear()
 
-    def _conformed(self, df, cols: Optional[List[str]]):
-        cols = cols or self.columns[: len(df.columns)]
-        if len(cols) != len(df.columns):
-            raise ValueError(f"INSERT into {self.view}: {len(df.columns)} values for {len(cols)} columns {cols}")
-        df = df.toDF(*cols)
-        exprs = []
-        for name in self.columns:
-            match = [c for c in cols if c.lower() == name.lower()]
-            src = f"`{match[0]}`" if match else "null"
-            exprs.append(f"cast({src} as {self.types[name.lower()]}) as `{name}`")
-        return df.selectExpr(*exprs)
-
     def apply(self, pattern, m) -> None:
         # each statement sees the table as the statements before it left it, as SQL would
         current = self._as_view(self.rows)
@@ -185,8 +173,7 @@ class TargetRows:
             return value.replace(self.view, current) if value is not None else None
 
         if pattern is _INSERT:
-            df = self._conformed(self.spark.sql(text("query")),
-                                 [_unquote(c) for c in split_top_level(m.group("cols"))] if m.group("cols") else None)
+            df = _inserted_rows(self.spark.sql(text("query")), m.group("cols"), self.columns, self.types, self.view)
             if m.group("mode").lower() == "overwrite":
                 self.rows, self.rewrites = df, True
                 return
@@ -200,14 +187,5 @@ class TargetRows:
             alias = m.group("alias") or ""
             self.rows = self.spark.sql(f"select * from {current} {alias} where not coalesce(({where}), false)")
             return
-        assignments = {}
-        for item in split_top_level(text("sets")):
-            col, _, expr = item.partition("=")
-            assignments[_unquote(col).lower()] = expr.strip()
-        unknown = set(assignments) - set(self.types)
-        if unknown:
-            raise ValueError(f"UPDATE {self.view}: no column(s) {sorted(unknown)}; columns are {self.columns}")
-        exprs = [f"`{n}`" if n.lower() not in assignments else
-                 f"cast(case when ({where}) then ({assignments[n.lower()]}) else `{n}` end as {self.types[n.lower()]}) as `{n}`"
-                 for n in self.columns]
+        exprs = _updated_columns(text("sets"), where, self.columns, self.types, self.view)
         self.rows = self.spark.sql(f"select {', '.join(exprs)} from {current}")
