@@ -111,12 +111,26 @@ def _candidates(root: str):
             yield info.path, fs.join(root, info.path), mtime, info.size or 0
 
 
-def _remove_empty_dirs(root: str, rel_files: list[str]) -> int:
-    """Local folders emptied by the deletes (an object store has no folders to remove)."""
+def _empty_staging_dirs(root: str, cutoff_ms: int) -> list[str]:
+    """Empty folders a killed Spark writer left in a staging area (it creates its folder before the
+    executors write anything), older than the cutoff; deepest first."""
+    out = []
+    for area in (STAGING_DIR, f"{CHANGE_DATA_DIR}/{STAGING_DIR}"):
+        for folder, subdirs, files in os.walk(os.path.join(root, area), topdown=False):
+            if not files and all(not os.path.isdir(os.path.join(folder, d)) for d in subdirs) \
+                    and not os.path.islink(folder) and os.stat(folder).st_mtime * 1000 < cutoff_ms:
+                out.append(os.path.relpath(folder, root) + "/")
+    return out
+
+
+def _remove_empty_dirs(root: str, rel_files: list[str], cutoff_ms: int) -> int:
+    """Local folders emptied by the deletes, and empty staging folders older than the cutoff (an
+    object store has no folders to remove)."""
     if fs.is_object_store_uri(root):
         return 0
     removed = 0
-    dirs = sorted({os.path.dirname(p) for p in rel_files if os.path.dirname(p)}, key=len, reverse=True)
+    dirs = sorted({os.path.dirname(p) for p in rel_files + _empty_staging_dirs(root, cutoff_ms)
+                   if os.path.dirname(p)}, key=len, reverse=True)
     for d in dirs:
         while d:
             full = os.path.join(root, d)
@@ -188,7 +202,7 @@ def vacuum(table_uri: str, retain_hours: float | None = None, dry_run: bool = Fa
             log.warning("%s: VACUUM left %s alone: %s", root, rel, e)
         except OSError as e:
             log.warning("%s: VACUUM could not delete %s: %s", root, rel, e)
-    dirs = _remove_empty_dirs(root, deleted)
+    dirs = _remove_empty_dirs(root, deleted, cutoff)
     if log_commits:
         txn = DeltaTable(root).transaction()
         txn.commit(operation="VACUUM END", parameters={"status": "COMPLETED"},
