@@ -47,6 +47,40 @@ class Cluster:
     master_url: str
     work_dir: str
     processes: list[subprocess.Popen] = field(default_factory=list)
+    web_port: int = 0
+    cores: int = 1
+    memory: str = "2g"
+    workers: dict[int, subprocess.Popen] = field(default_factory=dict)
+
+    def start(self, name: str, argv: list[str]) -> subprocess.Popen:
+        log = open(os.path.join(self.work_dir, f"{name}.log"), "ab")
+        p = subprocess.Popen(argv, env=_environment(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.processes.append(p)
+        return p
+
+    def start_worker(self, i: int, private_folders: Sequence[str] = ()) -> None:
+        """Worker `i` (again, after `kill_worker`), in its own mount namespace with `private_folders`."""
+        worker_dir = os.path.join(self.work_dir, f"worker-{i}")
+        os.makedirs(worker_dir, exist_ok=True)
+        argv = [os.path.join(spark_home(), "bin", "spark-class"), "org.apache.spark.deploy.worker.Worker",
+                "--host", "127.0.0.1", "--cores", str(self.cores), "--memory", self.memory,
+                "--webui-port", str(free_port()), "--work-dir", worker_dir, self.master_url]
+        if private_folders:
+            mounts = " && ".join(f"mount -t tmpfs tmpfs {_sh(p)}" for p in private_folders)
+            argv = ["unshare", "-m", "--propagation", "private", "sh", "-c",
+                    f"{mounts} && exec " + " ".join(_sh(a) for a in argv)]
+        self.workers[i] = self.start(f"worker-{i}", argv)
+
+    def kill_worker(self, i: int) -> None:
+        """SIGKILL worker `i` and its executors (its process group), as when a machine is lost."""
+        p = self.workers.pop(i)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        self.processes.remove(p)
+
+    def wait_for_workers(self, n: int) -> None:
+        _wait_for(lambda: _workers_alive(self.web_port, n), "Spark workers", self)
 
     def log_text(self) -> str:
         out = []
@@ -98,33 +132,17 @@ def standalone_cluster(workers: int = 1, cores: int = 1, memory: str = "2g",
                        private_folders: Sequence[str] = ()) -> Iterator[Cluster]:
     """A master and `workers` workers. With `private_folders`, the LAST worker runs in its own mount
     namespace with an empty tmpfs over each of those folders (they must exist)."""
-    env = _environment()
-    spark_class = os.path.join(spark_home(), "bin", "spark-class")
     port, web = free_port(), free_port()
     work_dir = tempfile.mkdtemp(prefix="deltalog-cluster-")
-    cluster = Cluster(f"spark://127.0.0.1:{port}", work_dir)
-
-    def start(name: str, argv: list[str]) -> None:
-        log = open(os.path.join(work_dir, f"{name}.log"), "wb")
-        cluster.processes.append(subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                                  start_new_session=True))
-
+    cluster = Cluster(f"spark://127.0.0.1:{port}", work_dir, web_port=web, cores=cores, memory=memory)
     try:
-        start("master", [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                         "--port", str(port), "--webui-port", str(web)])
+        cluster.start("master", [os.path.join(spark_home(), "bin", "spark-class"),
+                                 "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                                 "--port", str(port), "--webui-port", str(web)])
         _wait_for(lambda: _workers_alive(web, 0), "Spark master", cluster)
         for i in range(workers):
-            worker_dir = os.path.join(work_dir, f"worker-{i}")
-            os.makedirs(worker_dir)
-            argv = [spark_class, "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                    "--cores", str(cores), "--memory", memory, "--webui-port", str(free_port()),
-                    "--work-dir", worker_dir, cluster.master_url]
-            if private_folders and i == workers - 1:
-                mounts = " && ".join(f"mount -t tmpfs tmpfs {_sh(p)}" for p in private_folders)
-                argv = ["unshare", "-m", "--propagation", "private", "sh", "-c",
-                        f"{mounts} && exec " + " ".join(_sh(a) for a in argv)]
-            start(f"worker-{i}", argv)
-        _wait_for(lambda: _workers_alive(web, workers), "Spark workers", cluster)
+            cluster.start_worker(i, private_folders if i == workers - 1 else ())
+        cluster.wait_for_workers(workers)
         yield cluster
     finally:
         stop_process_groups(cluster.processes, timeout=20)
