@@ -4,9 +4,9 @@
 Worker 0 and its executor are killed with SIGKILL (its whole process group, as when a machine goes
 away) a second after its executor started a task of a `table` model, and again, after a new worker has
 joined, of an incremental `merge`. Every row of those models takes ~40 ms to compute on an executor, so
-the kill falls while tasks run. Spark reruns the lost tasks on the worker left; the model succeeds; delta-rs reads each row exactly
-once (no file a failed task attempt wrote is named by the log); VACUUM then deletes every file no
-version names, and nothing else.
+the kill falls while tasks run. Spark reruns the lost tasks on the worker left; the model succeeds;
+delta-rs reads each row exactly once (no file a failed task attempt wrote is named by the log); VACUUM
+then deletes every file no version names, and nothing else.
 """
 from __future__ import annotations
 
