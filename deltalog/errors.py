@@ -4,6 +4,11 @@ Every message says which table (or file) is concerned, what was wrong, and what 
 """
 
 
+def one_line(exc: BaseException, limit: int = 600) -> str:
+    """An exception's text on one line, without the multi-line debug dump object-store clients append."""
+    return " ".join(str(exc).split()).split(" Debug source:", 1)[0][:limit]
+
+
 class DeltaError(Exception):
     """Base of every error the engine raises."""
 

@@ -14,13 +14,15 @@ binding of the `object_store` crate that delta-rs commits through.
 from __future__ import annotations
 
 import io
+import re
 import threading
 import time
 import uuid
+from datetime import timedelta
 from typing import Any, BinaryIO
 from urllib.parse import urlparse
 
-from .errors import DeltaError, NotATableError
+from .errors import DeltaError, NotATableError, one_line
 from .filesystem import storage_options_for
 from .storage import LOG_DIR, LogFile, LogStore, WriteOutcomeUnknown, classify
 
@@ -29,6 +31,11 @@ SINGLE_WRITER_OPTION = "deltalog_single_writer"
 _CLIENT_KEYS = {"allow_http", "allow_invalid_certificates", "connect_timeout", "timeout", "proxy_url",
                 "pool_idle_timeout", "pool_max_idle_per_host", "user_agent", "http1_only", "http2_only"}
 _CLOUD_PREFIXES = ("aws_", "azure_", "google_")
+# how long object_store retries a failed request (delta-rs's option names); its default is 10 retries
+# within 3 minutes, which a store that stays down makes every command wait for
+_RETRY_KEYS = {"max_retries", "retry_timeout"}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|secs|m|min|mins|h)?\s*$", re.IGNORECASE)
+_UNIT_SECONDS = {"ms": 0.001, "s": 1, "sec": 1, "secs": 1, "m": 60, "min": 60, "mins": 60, "h": 3600}
 
 
 class StoreUnreachableError(DeltaError):
@@ -49,12 +56,39 @@ def split_options(storage_options: dict[str, Any] | None) -> tuple[dict[str, str
         if low == SINGLE_WRITER_OPTION:
             single_writer = str(value).strip().lower() in ("1", "true", "yes")
             continue
+        if low in _RETRY_KEYS:
+            continue  # retry_config() reads them
         bare = next((low[len(p):] for p in _CLOUD_PREFIXES if low.startswith(p)), low)
         if bare in _CLIENT_KEYS:
             client[bare] = str(value)
         else:
             config[str(key)] = str(value)
     return config, client, single_writer
+
+
+def retry_config(storage_options: dict[str, Any] | None) -> dict[str, Any] | None:
+    """obstore's retry_config from the storage options `max_retries` (a count) and `retry_timeout`
+    (`30s`, `2 min`, `500ms`, or seconds); None keeps object_store's defaults."""
+    out: dict[str, Any] = {}
+    for key, value in (storage_options or {}).items():
+        low = str(key).lower()
+        if low == "max_retries":
+            try:
+                out["max_retries"] = int(str(value).strip())
+            except ValueError:
+                raise ValueError(f"storage option max_retries must be a whole number, got {value!r}") from None
+        elif low == "retry_timeout":
+            m = _DURATION.match(str(value))
+            if not m:
+                raise ValueError(f"storage option retry_timeout must be a duration such as 30s, 2min or "
+                                 f"500ms, got {value!r}")
+            out["retry_timeout"] = timedelta(seconds=float(m.group(1)) * _UNIT_SECONDS[(m.group(2) or "s").lower()])
+    if not out:
+        return None
+    out.setdefault("max_retries", 10)
+    out.setdefault("retry_timeout", timedelta(minutes=3))
+    out["backoff"] = {"init_backoff": timedelta(milliseconds=100), "max_backoff": timedelta(seconds=15), "base": 2}
+    return out
 
 
 def make_store(table_uri: str, storage_options: dict[str, Any] | None = None):
@@ -65,7 +99,8 @@ def make_store(table_uri: str, storage_options: dict[str, Any] | None = None):
     if urlparse(table_uri).scheme == "memory":
         return MemoryStore()
     uri = table_uri.replace("s3a://", "s3://", 1).replace("gcs://", "gs://", 1)
-    return from_url(uri, config=config or None, client_options=client or None)
+    return from_url(uri, config=config or None, client_options=client or None,
+                    retry_config=retry_config(storage_options))
 
 
 _probed: dict[str, bool] = {}
@@ -91,7 +126,7 @@ def _refused_access(method):
         except (PermissionDeniedError, UnauthenticatedError) as exc:
             from .filesystem import redact
 
-            text = " ".join(str(exc).split()).split(" Debug source:", 1)[0]
+            text = one_line(exc)
             lowered = text.lower()
             cause = next((why for needles, why in _STORE_CAUSES if any(n in lowered for n in needles)),
                          "the store refused the request")
@@ -167,7 +202,7 @@ class ObjectLogStore(LogStore):
             raise FileExistsError(f"{self.table_uri}/{LOG_DIR}/{name} already exists") from None
         except (GenericError, TimeoutError, ConnectionError) as exc:
             raise WriteOutcomeUnknown(f"{self.table_uri}/{LOG_DIR}/{name}: the store did not answer the "
-                                      f"conditional create ({exc})") from exc
+                                      f"conditional create ({one_line(exc)})") from exc
 
     @_refused_access
     def write_atomic(self, name: str, data: bytes) -> None:
@@ -328,7 +363,6 @@ def probe_warehouse(root: str, storage_options: dict[str, Any] | None = None) ->
     """List the warehouse and write and delete a probe object in it, with short timeouts and few
     retries, once per process: StoreUnreachableError naming the warehouse, the endpoint and the cause
     (never a secret) when the store cannot be used, before anything is written."""
-    from datetime import timedelta
 
     import obstore
 

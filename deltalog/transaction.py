@@ -32,7 +32,7 @@ from .errors import (
     CommitFailedError, CommitOutcomeUnknownError, CommitsRefusedError, ConcurrentAppendException, ConcurrentDeleteDeleteException,
     ConcurrentDeleteReadException, ConcurrentModificationError, ConcurrentTransactionException,
     DeltaError, InvalidTableError, MetadataChangedException, NotATableError, ProtocolChangedException,
-    UnsafePathError, UnsupportedFeatureError,
+    UnsafePathError, UnsupportedFeatureError, one_line,
 )
 from .storage import LOG_DIR, LogStore, WriteOutcomeUnknown, log_store_for
 from .schema import schema_string, uses_type
@@ -785,9 +785,9 @@ class Transaction:
             return []
         try:
             landed = self._winning_commits_from(max(self.read_version + 1, 0))
-        except Exception:
-            log.warning("%s: could not read the log to tell which written files were committed; leaving "
-                        "them for VACUUM", self.table_uri, exc_info=True)
+        except Exception as exc:
+            log.warning("%s: could not read the log to tell which written files were committed (%s); leaving "
+                        "them for VACUUM", self.table_uri, one_line(exc))
             return []
         for commit in landed:
             wanted -= {_key(a.path) for a in (*commit.adds, *commit.change_files)}
@@ -818,7 +818,7 @@ class Transaction:
         except Exception as exc:
             raise CommitOutcomeUnknownError(
                 f"{self.table_uri}: the store answered the commit of version {version} with "
-                f"{type(cause).__name__} ({cause}), and reading the version back failed ({exc}). Whether "
+                f"{type(cause).__name__} ({one_line(cause)}), and reading the version back failed ({one_line(exc)}). Whether "
                 f"this commit landed is unknown: inspect {LOG_DIR}/{name}; if it holds txnId {txn_id}, "
                 f"it landed, otherwise nothing was committed.") from exc
         for _, obj in commit_objects(data, f"{self.table_uri}/{LOG_DIR}/{name}"):
@@ -1139,15 +1139,16 @@ class Transaction:
         try:
             from .checksum import write_checksum
             write_checksum(self.store, snap, txn_id=txn_id)
-        except Exception:
-            log.warning("%s: writing the checksum of version %d failed (the commit stands)",
-                        self.table_uri, version, exc_info=True)
+        except Exception as exc:
+            log.warning("%s: writing the checksum of version %d failed (the commit stands): %s",
+                        self.table_uri, version, one_line(exc), exc_info=log.isEnabledFor(logging.DEBUG))
         try:
             from .checkpoint import repair_last_checkpoint, should_checkpoint, write_checkpoint
             if self.snapshot is not None and self.snapshot.stale_last_checkpoint:
                 repair_last_checkpoint(self.store, version)
             if should_checkpoint(version, snap.configuration):
                 write_checkpoint(self.store, snap)
-        except Exception:
+        except Exception as exc:
             log.warning("%s: writing the checkpoint of version %d failed (the commit stands; readers "
-                        "replay the JSON commits)", self.table_uri, version, exc_info=True)
+                        "replay the JSON commits): %s", self.table_uri, version, one_line(exc),
+                        exc_info=log.isEnabledFor(logging.DEBUG))

@@ -42,6 +42,18 @@ def weed_binary() -> str | None:
 class S3Server:
     endpoint: str
     bucket: str
+    argv: list[str] | None = None
+    work: str = ""
+    proc: subprocess.Popen | None = None
+
+    def stop(self) -> None:
+        """Stop the server (SIGKILL, as a crash or a network cut looks to a client); its data stays."""
+        stop_process_groups([self.proc], timeout=0)
+
+    def restart(self) -> None:
+        """Start it again on the same ports and data, and wait until the bucket answers."""
+        self.proc = _start(self.argv, self.work)
+        _wait_ready(self.proc, self.endpoint, self.bucket, self.work)
 
     def storage_options(self) -> dict[str, str]:
         """The keys delta-rs and object_store take."""
@@ -67,24 +79,31 @@ def seaweedfs(bucket: str = "lake") -> Iterator[S3Server]:
             f"-bucket={bucket}", "-webdav=false", *[f"-{n}.port={p}" for n, p in ports.items()],
             *[f"-{n}.port.grpc={free_port()}" for n in ("master", "volume", "filer")], "-admin.ui=false",
             *_fixed_port_listeners_off(weed)]
-    log = open(os.path.join(work, "weed.log"), "wb")
-    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=work, start_new_session=True)
     endpoint = f"http://127.0.0.1:{ports['s3']}"
+    server = S3Server(endpoint, bucket, argv, work, _start(argv, work))
     try:
-        deadline = time.time() + 60
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"SeaweedFS ended (exit {proc.returncode}):\n{_tail(work)}")
-            if _bucket_ready(endpoint, bucket):
-                break
-            if time.time() > deadline:
-                raise RuntimeError(f"SeaweedFS not ready after 60 s:\n{_tail(work)}")
-            time.sleep(0.3)
-        yield S3Server(endpoint, bucket)
+        _wait_ready(server.proc, endpoint, bucket, work)
+        yield server
     finally:
-        stop_process_groups([proc], timeout=15)
-        log.close()
+        stop_process_groups([server.proc], timeout=15)
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _start(argv: list[str], work: str) -> subprocess.Popen:
+    with open(os.path.join(work, "weed.log"), "ab") as log:
+        return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=work, start_new_session=True)
+
+
+def _wait_ready(proc: subprocess.Popen, endpoint: str, bucket: str, work: str) -> None:
+    deadline = time.time() + 60
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"SeaweedFS ended (exit {proc.returncode}):\n{_tail(work)}")
+        if _bucket_ready(endpoint, bucket):
+            return
+        if time.time() > deadline:
+            raise RuntimeError(f"SeaweedFS not ready after 60 s:\n{_tail(work)}")
+        time.sleep(0.3)
 
 
 def _fixed_port_listeners_off(weed: str) -> list[str]:
