@@ -25,6 +25,28 @@ SPARK_FIELD_ID = "parquet.field.id"
 ARROW_FIELD_ID = b"PARQUET:field_id"
 
 
+# Characters delta-spark and delta-kernel-rs refuse in a column name when column mapping is off (Parquet
+# writers once could not store them); with column mapping the name is only metadata.
+NAME_CHARACTERS_NEEDING_MAPPING = " ,;{}()\n\t="
+
+
+def names_needing_mapping(schema_json: dict[str, Any]) -> list[str]:
+    """Dotted paths of the columns (nested ones too) whose names other engines refuse without column
+    mapping."""
+    out: list[str] = []
+
+    def visit(t: Any, prefix: str) -> None:
+        if isinstance(t, dict) and t.get("type") == "struct":
+            for f in t["fields"]:
+                if any(c in f["name"] for c in NAME_CHARACTERS_NEEDING_MAPPING):
+                    out.append(prefix + f["name"])
+                visit(f["type"], f"{prefix}{f['name']}.")
+        for _, inner in _struct_children(t):
+            visit(inner, prefix)
+    visit(schema_json, "")
+    return out
+
+
 def mode_of(configuration: dict[str, str] | None) -> str:
     return ((configuration or {}).get(MODE) or "none").lower()
 

@@ -448,6 +448,7 @@ class Transaction:
             # The table id never changes after creation; a replaced schema keeps it.
             metadata = replace(metadata, id=self.snapshot.metadata.id)
         current = self.snapshot.metadata if self.snapshot is not None else None
+        metadata = self._mapped_for_names(metadata)
         try:
             schema, configuration = column_mapping.mapped_metadata(
                 metadata.schema_json, dict(metadata.configuration),
@@ -463,6 +464,24 @@ class Transaction:
         if configuration != dict(metadata.configuration) or schema != metadata.schema_json:
             metadata = replace(metadata, schema_string=schema_string(schema), configuration=configuration)
         self._new_metadata = metadata
+
+    def _mapped_for_names(self, metadata: Metadata) -> Metadata:
+        """Column names holding characters other engines refuse without column mapping
+        (` ,;{}()\\n\\t=`) turn name-mode column mapping on, as Trino's Delta connector does; a table
+        that asks for `delta.columnMapping.mode=none` explicitly is refused instead."""
+        names = column_mapping.names_needing_mapping(metadata.schema_json)
+        if not names or column_mapping.is_mapped(metadata.configuration):
+            return metadata
+        if column_mapping.MODE in metadata.configuration:
+            raise InvalidTableError(
+                f"{self.table_uri}: column name(s) {names} hold characters (space , ; {{ }} ( ) = tab newline) "
+                f"that Delta readers (delta-spark, delta-kernel-rs) refuse with {column_mapping.MODE}=none. "
+                f"Rename the columns, or drop the property to let the table use column mapping (name).")
+        log.warning("%s: column name(s) %s hold characters Delta readers refuse without column mapping: "
+                    "the table uses column mapping (%s=name); readers need column mapping support "
+                    "(delta-spark, delta-rs, DuckDB and polars have it).", self.table_uri, names,
+                    column_mapping.MODE)
+        return replace(metadata, configuration={**metadata.configuration, column_mapping.MODE: "name"})
 
     def update_protocol(self, protocol: Protocol) -> None:
         self._check_writable(protocol, self.metadata)

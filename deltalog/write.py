@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .actions import AddFile, Metadata, RemoveFile, now_ms
-from .column_mapping import is_mapped
+from .column_mapping import is_mapped, names_needing_mapping
 from .errors import InvalidTableError, ProtocolChangedException, SchemaMismatchError, UnsupportedFeatureError
 from .paths import (
     encode_path, new_data_file_path, parse_partition_value, partition_folder,
@@ -437,6 +437,12 @@ def write_deltalake(uri: str, data: Any, mode: str = "error", partition_by: list
             md.configuration = conf
             txn.update_metadata(md)
     md = txn.metadata
+    if is_mapped(md.configuration):  # turned on here for column names other engines refuse without it
+        raise UnsupportedFeatureError(
+            f"{table}: column name(s) {names_needing_mapping(md.schema_json)} need column mapping "
+            f"(delta.columnMapping.mode=name) for other engines to read the table, and this Arrow writer does "
+            f"not write column-mapped tables. Rename the columns, or write with deltalog.spark.operations. "
+            f"Nothing was written.")
     txn.isolation_level()  # a bad delta.isolationLevel fails here, before any data file is written
     target = to_arrow_schema(md.schema_json)
     _conform(arrow_schema.empty_table(), target, table)  # type problems fail before any file is written

@@ -158,3 +158,35 @@ def test_delta_rs_written_mapped_table_is_appended_to(spark, tmp_path):
     ops.write_dataframe(spark.sql("select 3L as id, 'c' as name"), uri)
     assert _delta_rs(uri) == [(1, "a"), (2, "b"), (3, "c")]
     assert _spark_rows(spark, uri) == [(1, "a"), (2, "b"), (3, "c")]
+
+
+@pytest.mark.parametrize("method", ["native", "arrow"])
+def test_names_other_engines_refuse_without_mapping_turn_it_on(spark, tmp_path, method):
+    """Column names with ` ,;{}()\\n\\t=` (here `a b`, `x,y` and a nested `k=v`) make a name-mode
+    column-mapped table (delta-spark and delta-kernel-rs refuse such names without mapping): files hold
+    `col-…` physical names, delta-rs reads the logical names back; appends keep the mapping."""
+    uri = str(tmp_path / "t")
+    df = spark.sql("select id as `a b`, cast(id as string) as `x,y`, named_struct('k=v', id) as s from range(3)")
+    assert ops.write_dataframe(df, uri, mode="overwrite", method=method) == 0
+    snapshot = Snapshot.load(uri)
+    assert snapshot.configuration[MODE] == "name"
+    assert snapshot.protocol.min_reader_version >= 2
+    fields = snapshot.schema_json["fields"]
+    assert [f["name"] for f in fields] == ["a b", "x,y", "s"]
+    assert all(physical_name(f).startswith("col-") for f in fields)
+    files = [pq.read_schema(str(tmp_path / "t" / a.path)).names for a in snapshot.add_files()]
+    assert all(n.startswith("col-") for names in files for n in names)
+    ops.write_dataframe(df, uri, mode="append", method=method)
+    got = _delta_rs(uri)
+    assert [c for c in deltalake.DeltaTable(uri).schema().to_arrow().names] == ["a b", "x,y", "s"]
+    assert got == sorted([(i, str(i), {"k=v": i}) for i in range(3)] * 2)
+
+
+def test_names_needing_mapping_with_mapping_off_explicitly_are_refused(spark, tmp_path):
+    from deltalog.errors import InvalidTableError
+
+    uri = str(tmp_path / "t")
+    df = spark.sql("select id as `a b` from range(3)")
+    with pytest.raises(InvalidTableError, match=r"\['a b'\].*delta.columnMapping.mode=none"):
+        ops.write_dataframe(df, uri, mode="overwrite", configuration={MODE: "none"})
+    assert not (tmp_path / "t").exists() or not any((tmp_path / "t").iterdir())
