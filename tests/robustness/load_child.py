@@ -36,8 +36,10 @@ def kind(seq: int) -> str:
     return ("append", "append", "append", "merge", "optimize")[seq % 5]
 
 
-def failure_message(result) -> str:
-    parts = [str(result.exception or "")]
+def failure_message(result, errors: list[str]) -> str:
+    """What the failed invocation said: its exception, its nodes' messages, and the error lines dbt
+    logged (`run-operation` reports a failed macro only there)."""
+    parts = [str(result.exception or "")] + errors
     for r in getattr(result.result, "results", None) or []:
         parts.append(str(getattr(r, "message", "") or ""))
     return " ".join(parts)
@@ -46,7 +48,13 @@ def failure_message(result) -> str:
 def main(project: str, writer: int, commits: int) -> None:
     from dbt.cli.main import dbtRunner
 
-    dbt = dbtRunner()
+    errors: list[str] = []
+
+    def keep_errors(event) -> None:
+        if event.info.level == "error":
+            errors.append(event.info.msg)
+
+    dbt = dbtRunner(callbacks=[keep_errors])
     base = ["--project-dir", project, "--profiles-dir", project, "--quiet"]
     reruns, conflicts, failed, examples = 0, {}, [], {}
     for seq in range(commits):
@@ -54,10 +62,11 @@ def main(project: str, writer: int, commits: int) -> None:
         variables = json.dumps({"writer": writer, "seq": seq, "strategy": "merge" if k == "merge" else "append"})
         args = ["run-operation", "optimize_load"] if k == "optimize" else ["run", "--vars", variables]
         for attempt in range(MAX_RERUNS + 1):
+            errors.clear()
             result = dbt.invoke(args + base)
             if result.success:
                 break
-            message = failure_message(result)
+            message = failure_message(result, errors)
             name = next((c for c in CONFLICTS if re.search(rf"\b{c}\b", message)), None)
             if name is None:
                 failed.append([seq, k, message[-2000:]])
