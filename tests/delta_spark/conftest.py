@@ -1,0 +1,50 @@
+"""delta-spark (Delta Lake's own Spark connector) beside deltalog, in one Spark session: delta-spark's
+jars from Maven (tests/maven/jars.py), its SQL extension and catalog, and deltalog's engine as the adapter
+builds it.
+
+delta-spark 4.4 runs on Spark 4.2: these tests need pyspark 4.2, so in the main environment (pyspark 4.3)
+they skip, and `tests/integration/test_delta_spark.py` runs them in an environment of their own
+(`.ci-cache/pyspark-4.2`) where they must pass.
+"""
+from __future__ import annotations
+
+import pytest
+
+from tests.maven.jars import DELTA_SPARK_VERSION, MavenUnavailable, in_ci, jars
+
+SPARK_LINE = "4.2."  # the Spark delta-spark DELTA_SPARK_VERSION is built against
+
+
+def pytest_collection_modifyitems(config, items):
+    import pyspark
+
+    if pyspark.__version__.startswith(SPARK_LINE):
+        return
+    skip = pytest.mark.skip(reason=f"delta-spark {DELTA_SPARK_VERSION} needs pyspark {SPARK_LINE}x (this is "
+                                   f"{pyspark.__version__}); tests/integration/test_delta_spark.py runs these "
+                                   f"in an environment with it")
+    for item in items:
+        if "tests/delta_spark/" in str(item.fspath).replace("\\", "/"):
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One session with delta-spark's extension and catalog and deltalog's own settings."""
+    try:
+        delta_jars = jars("delta-spark")
+    except MavenUnavailable as exc:
+        if in_ci():
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))
+    from dbt.adapters.deltalog.session import start_spark
+
+    return start_spark("local[2]", {
+        "spark.jars": ",".join(delta_jars),
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        "spark.sql.shuffle.partitions": "2",
+        # delta-spark checks each version's .crc against the state it computes
+        "spark.databricks.delta.checksum.mismatch.fatal": "true",
+        "spark.databricks.delta.stateReconstructionValidation.enabled": "true",
+    })

@@ -1,0 +1,67 @@
+"""delta-spark beside deltalog: `tests/delta_spark/` runs in an environment of its own with the pyspark
+delta-spark is built for (pyspark 4.2 for delta-spark 4.4), this project installed in it as users install
+it, and delta-spark's jars from Maven Central (tests/maven/jars.py). The environment is made once under
+`.ci-cache/pyspark-4.2` and kept while pyproject.toml is unchanged. Skipped, saying why, where PyPI or
+Maven Central cannot be reached; in CI it fails instead."""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.maven.jars import MavenUnavailable, in_ci, jars
+
+ROOT = Path(__file__).resolve().parents[2]
+VENV = ROOT / ".ci-cache" / "pyspark-4.2"
+PIN = "pyspark==4.2.0"
+
+pytestmark = [pytest.mark.spark, pytest.mark.delta_spark]
+
+
+def _skip_or_fail(reason: str):
+    if in_ci():
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+def _stamp() -> str:
+    return hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + (ROOT / "constraints.txt").read_bytes()
+                          + PIN.encode()).hexdigest()
+
+
+def environment() -> Path:
+    python = VENV / "bin" / "python"
+    stamp = VENV / ".stamp"
+    if python.exists() and stamp.exists() and stamp.read_text() == _stamp():
+        return python
+    shutil.rmtree(VENV, ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+    install = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "-e", f"{ROOT}[test]", PIN,
+                              "-c", str(ROOT / "constraints.txt")], capture_output=True, text=True, timeout=1800)
+    if install.returncode != 0:
+        shutil.rmtree(VENV, ignore_errors=True)
+        _skip_or_fail(f"an environment with {PIN} could not be installed: {install.stderr.strip()[-800:]}")
+    stamp.write_text(_stamp())
+    return python
+
+
+def test_delta_spark_beside_deltalog(tmp_path):
+    try:
+        jars("delta-spark")  # resolved here, so that a Maven failure is reported once, by name
+    except MavenUnavailable as exc:
+        _skip_or_fail(str(exc))
+    python = environment()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PYSPARK_", "SPARK_HOME"))}
+    run = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist",
+                          "loadfile", "-rs", "--basetemp", str(tmp_path / "t"), "tests/delta_spark"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600)
+    tail = run.stdout[-6000:] + run.stderr[-2000:]
+    assert run.returncode == 0, f"tests/delta_spark on {PIN}:\n{tail}"
+    summary = run.stdout.strip().splitlines()[-1]
+    assert " skipped" not in summary, f"tests/delta_spark skipped tests in its own environment:\n{tail}"
+    print(f"tests/delta_spark on {PIN}: {summary}")
