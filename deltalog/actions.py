@@ -17,6 +17,7 @@ from typing import Any, Iterable, Iterator
 
 import orjson
 
+from . import log_json
 from .errors import CorruptLogError
 
 # Features this engine implements. Anything else in a table's protocol makes it refuse the table.
@@ -420,7 +421,7 @@ def commit_objects(data: bytes, source: str) -> Iterator[tuple[int, Any]]:
         lineno += text.count("\n", counted, start.start())  # from the last value on: linear overall
         counted = start.start()
         try:
-            obj, at = decoder.raw_decode(text, start.start())
+            obj, at = log_json.raw_decode(decoder, text, start.start())
         except ValueError as e:
             raise CorruptLogError(
                 f"{source}, line {lineno}: not a valid Delta action ({e}). The commit file is corrupt or "

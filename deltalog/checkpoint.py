@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from . import log_json
 from .errors import CorruptLogError
 from .stats import stats_json_from_parsed
 from .storage import LAST_CHECKPOINT, LogFile, LogStore
@@ -258,7 +259,7 @@ def read_last_checkpoint(store: LogStore) -> dict[str, Any] | None:
     """`_last_checkpoint`, or None when absent, half-written or corrupt (the caller then lists)."""
     try:
         data = store.read(LAST_CHECKPOINT)
-        obj = json.loads(data)
+        obj = log_json.loads(data)
         if not isinstance(obj, dict) or not isinstance(obj.get("version"), int) or obj["version"] < 0:
             raise ValueError("no version")
         return obj
@@ -468,7 +469,7 @@ def _read_json_manifest(data: bytes, state: CheckpointState, inline: list) -> li
     for line in data.splitlines():
         if not line.strip():
             continue
-        obj = json.loads(line)
+        obj = log_json.loads(line)
         if not isinstance(obj, dict) or len(obj) != 1:
             raise ValueError(f"a line of the manifest is not one action: {line[:80]!r}")
         key, value = next(iter(obj.items()))

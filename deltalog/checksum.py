@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from . import log_json
 from .errors import ChecksumMismatchError
 from .storage import LogStore
 
@@ -53,7 +54,7 @@ def verify_checksum(store: LogStore, snapshot: "Snapshot") -> bool:
     a hint, written after the commit)."""
     name = checksum_name(snapshot.version)
     try:
-        crc = json.loads(store.read(name))
+        crc = log_json.loads(store.read(name))
     except FileNotFoundError:
         return False
     except (ValueError, UnicodeDecodeError):

@@ -13,6 +13,7 @@ from typing import Any, Iterator
 
 import pyarrow as pa
 
+from . import log_json
 from .errors import InvalidTableError, SchemaMismatchError, UnsupportedFeatureError
 
 # The Arrow field-metadata key under which a Delta field's metadata dict travels.
@@ -227,7 +228,7 @@ def schema_string(schema_json: dict[str, Any]) -> str:
 
 def parse_schema_string(text: str, table: str | None = None) -> dict[str, Any]:
     try:
-        out = json.loads(text)
+        out = log_json.loads(text)
     except ValueError as e:
         raise InvalidTableError(
             f"{table or 'table'}: schemaString is not valid JSON ({e}).") from None

@@ -22,6 +22,7 @@ from typing import Any, Iterable, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
+from . import log_json
 from .column_mapping import is_mapped, physical_names, physical_path
 
 DEFAULT_STRING_PREFIX_LENGTH = 32
@@ -681,7 +682,7 @@ class _StatsTable:
         rows = []
         for text in texts:
             try:
-                obj = json.loads(text)
+                obj = log_json.loads(text)
             except ValueError:
                 obj = {}
             if not isinstance(obj, dict):

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from . import log_json
 from .errors import InvalidTableError
 from .schema import is_decimal, leaf_columns, normalize_type_name, without_columns
 
@@ -504,7 +505,7 @@ def parsed_stats(texts: Iterable[str | None], struct_type: pa.StructType) -> pa.
     rows = []
     for text in texts:
         try:
-            obj = json.loads(text) if text else None
+            obj = log_json.loads(text) if text else None
         except ValueError:
             obj = None
         rows.append(_conform(obj, struct_type) if isinstance(obj, dict) else None)

@@ -16,6 +16,12 @@ with atheris.instrument_imports(include=["deltalog"]):
     from deltalog.errors import DeltaError  # noqa: F401
     from tests.fuzz import targets
 
+# One thread for Arrow: an input's time is its own, and a timeout interrupts Python, not a thread pool.
+import pyarrow  # noqa: E402
+
+pyarrow.set_cpu_count(1)
+pyarrow.set_io_thread_count(1)
+
 NAME = sys.argv.pop(1)
 TARGET = targets.TARGETS[NAME]
 

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -46,9 +47,19 @@ def test_a_short_fuzzing_run_finds_no_crash(target, tmp_path):
         (corpus / f"seed{i}").write_bytes(data)
     for f in (CORPUS / target).iterdir() if (CORPUS / target).is_dir() else []:
         (corpus / f.name).write_bytes(f.read_bytes())
-    run = subprocess.run([sys.executable, str(HERE / "fuzz_log.py"), target, f"-max_total_time={SECONDS}",
-                          "-timeout=20", "-rss_limit_mb=4096", f"-artifact_prefix={tmp_path}/", str(corpus)],
-                         capture_output=True, text=True, timeout=SECONDS + 240)
+    # One input may take at most 60 s (a hang); a whole run that overstays is killed with its process
+    # group and reported with its output, as a failure.
+    cmd = [sys.executable, str(HERE / "fuzz_log.py"), target, f"-max_total_time={SECONDS}", "-timeout=60",
+           "-rss_limit_mb=4096", f"-artifact_prefix={tmp_path}/", str(corpus)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=SECONDS + 240)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"{target}: the fuzzing run did not end within {SECONDS + 240} s (a hang in native code?)\n"
+                    f"{err[-1500:]}\n{out[-1500:]}")
     crashes = [p.name for p in tmp_path.iterdir() if p.name.startswith(("crash-", "timeout-", "oom-"))]
-    assert run.returncode == 0 and not crashes, (
-        f"{target}: exit {run.returncode}, {crashes}; copy the input into tests/fuzz/corpus/{target}/ once fixed\n{run.stderr[-1500:]}\n{run.stdout[-1500:]}")
+    assert proc.returncode == 0 and not crashes, (
+        f"{target}: exit {proc.returncode}, {crashes}; copy the input into tests/fuzz/corpus/{target}/ once fixed\n"
+        f"{err[-1500:]}\n{out[-1500:]}")
