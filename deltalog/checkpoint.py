@@ -427,6 +427,9 @@ def read_checkpoint(store: LogStore, parts: list[LogFile]) -> CheckpointState:
         try:
             files.append(_project(path, top, "add", _ADD_COLUMNS, FILES_SCHEMA, table_schema))
             tombstones.append(_project(path, top, "remove", _REMOVE_COLUMNS, TOMBSTONES_SCHEMA))
+            # Parquet readers do not check that strings are UTF-8; a corrupt one would fail much later
+            files[-1].validate(full=True)
+            tombstones[-1].validate(full=True)
         except (OSError, pa.ArrowException, KeyError, TypeError, ValueError) as e:
             raise CorruptLogError(f"{source}: not a readable checkpoint ({e})") from None
     if inline:

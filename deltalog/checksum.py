@@ -59,6 +59,8 @@ def verify_checksum(store: LogStore, snapshot: "Snapshot") -> bool:
         return False
     except (ValueError, UnicodeDecodeError):
         return False
+    if not isinstance(crc, dict):  # valid JSON, but not a checksum: as unreadable
+        return False
     source = f"{store.table_uri}/_delta_log/{name}"
     problems = []
     if "numFiles" in crc and crc["numFiles"] != snapshot.num_files:

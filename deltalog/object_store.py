@@ -24,7 +24,7 @@ from urllib.parse import urlparse
 
 from .errors import DeltaError, NotATableError, one_line
 from .filesystem import storage_options_for
-from .storage import LOG_DIR, LogFile, LogStore, WriteOutcomeUnknown, classify
+from .storage import LOG_DIR, LogFile, LogStore, WriteOutcomeUnknown, arrow_owned_buffer, classify
 
 SINGLE_WRITER_OPTION = "deltalog_single_writer"
 # object_store's client settings (not a cloud's own keys): they go to `client_options`
@@ -229,9 +229,7 @@ class ObjectLogStore(LogStore):
         return False
 
     def parquet_source(self, name: str) -> Any:
-        import pyarrow as pa
-
-        return pa.py_buffer(self.read(name))
+        return arrow_owned_buffer(self.read(name))
 
     def open_data_file(self, relative: str) -> BinaryIO:
         return _PendingObject()  # object stores take whole objects: buffered, put on close

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 from . import log_json
+from .storage import arrow_owned_buffer
 from .column_mapping import is_mapped, physical_names, physical_path
 
 DEFAULT_STRING_PREFIX_LENGTH = 32
@@ -650,7 +651,7 @@ class _StatsTable:
         data = "\n".join(t.replace("\n", " ") for t in texts).encode("utf-8")
         try:
             table = pa_json.read_json(
-                pa.py_buffer(data),
+                arrow_owned_buffer(data),
                 read_options=pa_json.ReadOptions(block_size=max(1 << 20, len(data) + 1)),
                 parse_options=pa_json.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"))
             if table.num_rows == self.n:

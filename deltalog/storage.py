@@ -253,6 +253,17 @@ class LocalLogStore(LogStore):
             return f.read(length)
 
 
+def arrow_owned_buffer(data: bytes) -> Any:
+    """`data` copied into memory Arrow owns. A buffer wrapping a Python object (`pa.py_buffer`) must take
+    the GIL when Arrow frees it; freed by one of Arrow's pool threads as the process exits, that waits
+    forever on the GIL the exiting thread holds (seen: a process that never ended)."""
+    import pyarrow as pa
+
+    out = pa.BufferOutputStream()
+    out.write(data)
+    return out.getvalue()
+
+
 def table_path_from_uri(table_uri: str) -> str:
     """A local absolute path for a plain path or a `file:` URI; ValueError for other schemes."""
     parsed = urlparse(table_uri)

@@ -13,7 +13,7 @@ import zlib
 from typing import Any, BinaryIO, Callable
 
 from deltalog.errors import DeltaError
-from deltalog.storage import LogFile, LogStore, classify
+from deltalog.storage import LogFile, LogStore, arrow_owned_buffer, classify
 
 ROOT = "memory-fuzz://table"
 
@@ -58,9 +58,7 @@ class MemoryLogStore(LogStore):
         return bool(self.files)
 
     def parquet_source(self, name: str) -> Any:
-        import pyarrow as pa
-
-        return pa.py_buffer(self.read(name))
+        return arrow_owned_buffer(self.read(name))
 
     def open_data_file(self, relative: str) -> BinaryIO:
         return io.BytesIO()
