@@ -37,8 +37,12 @@ def spark():
         if in_ci():
             pytest.fail(str(exc))
         pytest.skip(str(exc))
+    import logging
+
     from dbt.adapters.deltalog.session import start_spark
 
+    # pyspark logs every failed statement's JVM trace (our merge probes an expression against the source)
+    logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
     return start_spark("local[2]", {
         "spark.jars": ",".join(delta_jars),
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
