@@ -9,6 +9,11 @@ The log is written directly (commit files from `actions.commit_to_bytes`, a chec
 commits from `checkpoint.write_checkpoint`); loading a snapshot never opens data files, and delta-rs
 does not stat them either, so none are created.
 
+The table users have (issue 33): delta-rs's `300k-add-files-100-col-partitioned` (5 commits, 300,000 adds
+of a 100-column partitioned table) from `../shared/conformance/wild`; target <= 1.0x:
+
+    python bench/snapshot_load.py --wild --repeat 5
+
     python bench/snapshot_load.py [--commits 10000] [--files-per-commit 10] [--checkpoint-interval 10]
                                   [--repeat 5] [--dir PATH]
 """
@@ -30,6 +35,7 @@ from deltalog.checkpoint import should_checkpoint, write_checkpoint  # noqa: E40
 from deltalog.snapshot import Snapshot  # noqa: E402
 from deltalog.storage import log_store_for  # noqa: E402
 
+WILD = "300k-add-files-100-col-partitioned"
 SCHEMA = {"type": "struct", "fields": [
     {"name": "id", "type": "long", "nullable": True, "metadata": {}},
     {"name": "name", "type": "string", "nullable": True, "metadata": {}},
@@ -82,13 +88,24 @@ def main() -> None:
     ap.add_argument("--checkpoint-interval", type=int, default=10, help="0: a JSON-only log")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--dir", help="reuse or create the table here (kept afterwards)")
+    ap.add_argument("--wild", action="store_true", help="load ../shared/conformance/wild/" + WILD)
     args = ap.parse_args()
 
     import deltalake
 
     tmp = None
     path = args.dir
-    if path is None:
+    if args.wild:
+        import tarfile
+
+        archive = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared",
+                               "conformance", "wild", WILD + ".tar.gz")
+        tmp = tempfile.mkdtemp(prefix="deltalog-bench-")
+        with tarfile.open(archive) as tar:
+            tar.extractall(tmp, filter="data")
+        path = os.path.join(tmp, WILD)
+        args.checkpoint_interval = 0  # its log is JSON only
+    elif path is None:
         tmp = tempfile.mkdtemp(prefix="deltalog-bench-")
         path = os.path.join(tmp, "table")
     try:
