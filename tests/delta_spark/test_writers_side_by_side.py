@@ -31,9 +31,9 @@ pytestmark = pytest.mark.spark
 CONFLICTS = ("ConcurrentAppendException", "ConcurrentDeleteReadException", "ConcurrentDeleteDeleteException",
              "MetadataChangedException", "ProtocolChangedException", "ConcurrentTransactionException",
              "ConcurrentWriteException", "DELTA_CONCURRENT")
-# Rounds per writer thread: 3 in the suite (about 30 versions a case); the full run reported in the README
+# Rounds per writer thread: 2 in the suite (about 20 versions a case); the full run reported in the README
 # is `DELTALOG_SIDE_BY_SIDE_ROUNDS=5`, which also compares delta-spark's rows at every version.
-ROUNDS = int(os.environ.get("DELTALOG_SIDE_BY_SIDE_ROUNDS", "3"))
+ROUNDS = int(os.environ.get("DELTALOG_SIDE_BY_SIDE_ROUNDS", "2"))
 FULL = ROUNDS >= 5
 BATCH = 10
 COUNTER = -1
