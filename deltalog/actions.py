@@ -487,6 +487,12 @@ def json_type(value: Any) -> str:
 _INT64_MIN, _INT64_END = -2 ** 63, 2 ** 63
 
 
+def _fits(v: Any, types: tuple[type, ...]) -> bool:
+    """`v` of one of `types` exactly (a 64-bit integer where a number belongs)."""
+    t = type(v)
+    return t in types and (t is not int or _INT64_MIN <= v < _INT64_END)
+
+
 def _well_typed(key: str, value: Any) -> bool:
     """The common case of `check_action_fields` in one pass over the fields present (replay calls it for
     each of hundreds of thousands of adds): True when every field has its protocol type. JSON decoding gives
@@ -498,9 +504,9 @@ def _well_typed(key: str, value: Any) -> bool:
         types = fields.get(name)
         if types is None or v is None:
             continue
-        t = type(v)
-        if t not in types or (t is int and not _INT64_MIN <= v < _INT64_END):
+        if not _fits(v, types):
             return False
+        t = type(v)
         if name in _STRING_ITEMS:
             for item in (v.values() if t is dict else v):
                 if type(item) is not str and not (item is None and name == "partitionValues"):
@@ -508,7 +514,7 @@ def _well_typed(key: str, value: Any) -> bool:
         elif name == "deletionVector":
             for dv_name, dv_types in _DV_TYPES.items():
                 x = v.get(dv_name)
-                if x is not None and (type(x) not in dv_types or (type(x) is int and not _INT64_MIN <= x < _INT64_END)):
+                if x is not None and not _fits(x, dv_types):
                     return False
         elif name == "format":
             if not (type(v.get("provider")) in (str, type(None)) and type(v.get("options")) in (dict, type(None))):

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-import json
 import math
 import re
 from dataclasses import dataclass
