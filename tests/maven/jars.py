@@ -7,8 +7,11 @@ Central unreachable, an artifact missing): tests skip with that reason, and fail
 """
 from __future__ import annotations
 
+import fcntl
+import glob
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -19,9 +22,27 @@ CACHE = ROOT / ".ci-cache" / "maven"
 # delta-spark 4.4.0 is built against Spark 4.2.0 (its pom's spark-sql version): the environment that runs
 # it has pyspark 4.2.0 (tests/delta_spark_env.py). Spark's own jars come from pyspark: excluded here.
 DELTA_SPARK_VERSION = "4.4.0"
-SETS: dict[str, list[str]] = {
-    "delta-spark": [f"io.delta:delta-spark_2.13:{DELTA_SPARK_VERSION}"],
-}
+
+
+def hadoop_version() -> str:
+    """The Hadoop this pyspark ships (its `hadoop-client-api-<version>.jar`): Hadoop's cloud connectors
+    must match it."""
+    import pyspark
+
+    found = glob.glob(os.path.join(os.path.dirname(pyspark.__file__), "jars", "hadoop-client-api-*.jar"))
+    match = re.search(r"hadoop-client-api-(.+)\.jar$", found[0]) if found else None
+    if match is None:
+        raise MavenUnavailable("this pyspark ships no hadoop-client-api jar: its Hadoop version is unknown")
+    return match.group(1)
+
+
+def _sets() -> dict[str, list[str]]:
+    return {
+        "delta-spark": [f"io.delta:delta-spark_2.13:{DELTA_SPARK_VERSION}"],
+        # S3A and its AWS SDK bundle; pyspark's shaded hadoop-client-api / -runtime are the rest of Hadoop
+        "hadoop-aws": [f"org.apache.hadoop:hadoop-aws:{hadoop_version()}"],
+    }
+
 # Only these groups' jars join Spark's class path: the rest of a set's dependency tree (Hadoop, Parquet,
 # Jackson, Scala, logging) is what pyspark already ships, at the versions Spark was built with.
 GROUPS: dict[str, list[str]] = {
@@ -48,7 +69,15 @@ def _pom(coordinates: list[str]) -> str:
 
 
 def jars(name: str) -> list[str]:
-    coordinates = SETS[name]
+    """The jars of one set, resolved once per machine; test processes that ask at once wait for each other."""
+    coordinates = _sets()[name]
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / f".{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _resolve(name, coordinates)
+
+
+def _resolve(name: str, coordinates: list[str]) -> list[str]:
     folder = CACHE / name
     stamp = folder / ".stamp"
     key = hashlib.sha256("\n".join(coordinates + GROUPS.get(name, [])).encode()).hexdigest()
