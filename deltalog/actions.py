@@ -29,6 +29,10 @@ SUPPORTED_WRITER_FEATURES = frozenset({
     "appendOnly", "invariants", "timestampNtz", "vacuumProtocolCheck", "checkpointProtection",
     "materializePartitionColumns", "checkConstraints", "domainMetadata", "clustering", "columnMapping",
     "changeDataFeed", "inCommitTimestamp", "variantType", "deletionVectors", "rowTracking",
+    # checkpoints here are classic single-file ones with a checkpointMetadata row (checkpoint.py)
+    "v2Checkpoint",
+    # no write here changes a column's type; files keep the table's current types (schema.py)
+    "typeWidening", "typeWidening-preview",
 })
 
 

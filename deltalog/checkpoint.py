@@ -86,6 +86,10 @@ CHECKPOINT_SCHEMA = pa.schema([
                                   ("removed", pa.bool_())])),
 ])
 
+# A V2-spec checkpoint (the v2Checkpoint feature) also holds one `checkpointMetadata` row. Written here in
+# the classic single-file name, which the protocol allows for either spec (never multi-part).
+CHECKPOINT_METADATA = pa.field("checkpointMetadata", pa.struct([("version", pa.int64()), ("tags", STRING_MAP)]))
+
 DEFAULT_CHECKPOINT_INTERVAL = 10
 
 # Paths and stats are unique per row: dictionary-encoding them costs ~7x on write and ~10x on read
@@ -181,6 +185,8 @@ def checkpoint_table(snapshot: "Snapshot") -> pa.Table:
             "configuration": dict(md.configuration), "createdTime": md.created_time,
         }, schema),
     ]
+    if CHECKPOINT_METADATA.name in schema.names:
+        parts.append(_single(CHECKPOINT_METADATA.name, {"version": snapshot.version, "tags": None}, schema))
     txns = [{"appId": k, "version": v, "lastUpdated": snapshot.app_transaction_updated.get(k)}
             for k, v in snapshot.app_transactions.items()]
     if txns:
@@ -210,13 +216,16 @@ def checkpoint_table(snapshot: "Snapshot") -> pa.Table:
 
 def _checkpoint_schema(snapshot: "Snapshot") -> pa.Schema:
     """CHECKPOINT_SCHEMA, with `add.stats_parsed` (and `add.partitionValues_parsed` for a partitioned
-    table) when the table asks for struct stats."""
+    table) when the table asks for struct stats, and `checkpointMetadata` on a v2Checkpoint table."""
+    schema = CHECKPOINT_SCHEMA
+    if snapshot.protocol.has_writer_feature("v2Checkpoint"):
+        schema = schema.append(CHECKPOINT_METADATA)
     if not _struct_stats(snapshot)[1] or not snapshot.files.num_rows:
-        return CHECKPOINT_SCHEMA
+        return schema
     extra = _add_columns_parsed(snapshot, snapshot.files.slice(0, 0))
-    add = CHECKPOINT_SCHEMA.field("add")
+    add = schema.field("add")
     add_type = pa.struct(list(add.type) + [pa.field(k, v.type) for k, v in extra.items()])
-    return CHECKPOINT_SCHEMA.set(CHECKPOINT_SCHEMA.get_field_index("add"), pa.field("add", add_type))
+    return schema.set(schema.get_field_index("add"), pa.field("add", add_type))
 
 
 def write_checkpoint(store: LogStore, snapshot: "Snapshot") -> dict[str, Any]:

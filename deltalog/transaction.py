@@ -76,14 +76,16 @@ MAX_COMMIT_ATTEMPTS = 50
 
 # Table properties that switch on a table feature this engine cannot write.
 _UNSUPPORTED_PROPERTIES = {
-    "delta.enableTypeWidening": "typeWidening",
     "delta.enableIcebergCompatV1": "icebergCompatV1",
     "delta.enableIcebergCompatV2": "icebergCompatV2",
 }
 _FEATURE_PREFIX = "delta.feature."
 # Writer features that also need the reader to know them (reader version 3).
 _READER_WRITER_FEATURES = frozenset({"timestampNtz", "vacuumProtocolCheck", "columnMapping", "variantType",
-                                     "deletionVectors"})
+                                     "deletionVectors", "v2Checkpoint", "typeWidening"})
+TYPE_WIDENING_KEY = "delta.enableTypeWidening"
+CHECKPOINT_POLICY_KEY = "delta.checkpointPolicy"
+_CHECKPOINT_POLICIES = ("classic", "v2")
 # What writer version 2 implies, listed explicitly once a table moves to writer version 7.
 _LEGACY_WRITER_2_FEATURES = ("appendOnly", "invariants")
 
@@ -217,8 +219,11 @@ def validate_metadata(metadata: Metadata, table: str) -> None:
         if not re.fullmatch(r"\s*[0-9]+\s*", str(value)) or int(value) < 1:
             raise InvalidTableError(
                 f"{table}: {CHECKPOINT_INTERVAL_KEY}={value!r} is not allowed: it must be an integer >= 1.")
+    if str(conf.get(CHECKPOINT_POLICY_KEY, "classic")).lower() not in _CHECKPOINT_POLICIES:
+        raise InvalidTableError(f"{table}: {CHECKPOINT_POLICY_KEY}={conf[CHECKPOINT_POLICY_KEY]!r} is not "
+                                f"allowed: allowed {', '.join(_CHECKPOINT_POLICIES)}.")
     for key in (APPEND_ONLY_KEY, CHANGE_DATA_FEED_KEY, IN_COMMIT_TIMESTAMPS_KEY, row_tracking.ENABLE_KEY,
-                row_tracking.SUSPENDED_KEY):
+                row_tracking.SUSPENDED_KEY, TYPE_WIDENING_KEY):
         if key in conf and str(conf[key]).lower() not in ("true", "false"):
             raise InvalidTableError(f"{table}: {key}={conf[key]!r} is not allowed: allowed true, false.")
     for key, feature in _UNSUPPORTED_PROPERTIES.items():
@@ -260,6 +265,10 @@ def required_protocol(metadata: Metadata, current: Protocol | None, features: It
         needed.add("inCommitTimestamp")
     if row_tracking.is_enabled(metadata.configuration):
         needed.add(row_tracking.FEATURE)
+    if str(metadata.configuration.get(TYPE_WIDENING_KEY, "false")).lower() == "true":
+        needed.add("typeWidening")
+    if str(metadata.configuration.get(CHECKPOINT_POLICY_KEY, "classic")).lower() == "v2":
+        needed.add("v2Checkpoint")
     needed |= set(features)
     if row_tracking.FEATURE in needed:
         needed.add("domainMetadata")  # the high-water mark lives in domain metadata

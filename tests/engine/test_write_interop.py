@@ -447,3 +447,43 @@ def test_table_created_while_writing_with_another_schema(tmp_path):
     with pytest.raises(SchemaMismatchError, match="created concurrently"):
         write_deltalake(uri, _reader(batches, schema, during=lambda: write_deltalake(uri, other)), mode="append")
     assert read_theirs(uri).to_pylist() == [{"id": "one"}] and len(_data_files(uri)) == 1
+
+
+# ---- writing to tables with reader-writer features delta-spark made --------------------------------
+
+@pytest.mark.parametrize("name", ["v2-checkpoint-json", "v2-checkpoint-parquet", "type-widening"])
+def test_we_write_to_v2_checkpoint_and_type_widened_golden_tables(golden, tmp_path, name):
+    """Delta Lake's own v2-checkpoint tables (a UUID-named checkpoint with sidecars) and a type-widened
+    table (files of the narrow types beside the wide schema): an append lands, a checkpoint of ours
+    (V2 spec in the classic name on a v2Checkpoint table) holds the state, every row reads back; the
+    widened columns keep their `delta.typeChanges`."""
+    import json
+    import shutil
+
+    from deltalog.checkpoint import checkpoint_name, write_checkpoint
+    from deltalog.scan import read_table
+    from deltalog.storage import log_store_for
+
+    uri = str(tmp_path / name)
+    shutil.copytree(os.path.join(golden, name), uri)
+    before = read_table(Snapshot.load(uri))
+    new_rows = before.slice(0, 2)
+    version = write_deltalake(uri, new_rows, mode="append")
+    snapshot = Snapshot.load(uri)
+    assert version == snapshot.version
+    write_checkpoint(log_store_for(uri), snapshot)
+    checkpoint = pq.read_table(os.path.join(uri, "_delta_log", checkpoint_name(version)))
+    assert ("checkpointMetadata" in checkpoint.column_names) == name.startswith("v2-checkpoint")
+    if "checkpointMetadata" in checkpoint.column_names:
+        assert [r for r in checkpoint.column("checkpointMetadata").to_pylist() if r] == [
+            {"version": version, "tags": None}]
+    shutil.rmtree(os.path.join(uri, "_delta_log", "_sidecars"), ignore_errors=True)  # ours needs none
+    for f in os.listdir(os.path.join(uri, "_delta_log")):
+        if f.endswith(".json") and int(f.split(".")[0]) <= version and ".checkpoint." not in f:
+            os.remove(os.path.join(uri, "_delta_log", f))  # only our checkpoint left to read from
+    after = read_table(Snapshot.load(uri))
+    key = lambda t: sorted(map(repr, t.to_pylist()))  # noqa: E731
+    assert key(after) == key(pa.concat_tables([before, new_rows]))
+    fields = json.loads(Snapshot.load(uri).metadata.schema_string)["fields"]
+    if name == "type-widening":
+        assert all("delta.typeChanges" in f["metadata"] for f in fields)

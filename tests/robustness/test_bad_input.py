@@ -199,8 +199,8 @@ def test_table_needing_an_unsupported_reader_feature(tmp_path):
 
 @pytest.mark.parametrize("protocol, feature", [
     (Protocol(1, 7, None, ["appendOnly", "invariants", "identityColumns"]), "identityColumns"),
-    (Protocol(3, 7, ["typeWidening"], ["typeWidening"]), "typeWidening"),  # read, not written
-    (Protocol(3, 7, ["v2Checkpoint"], ["v2Checkpoint"]), "v2Checkpoint"),  # read, not written
+    (Protocol(1, 7, None, ["appendOnly", "invariants", "allowColumnDefaults"]), "allowColumnDefaults"),
+    (Protocol(1, 7, None, ["appendOnly", "invariants", "collations-preview"]), "collations-preview"),
 ])
 def test_table_needing_an_unsupported_writer_feature_reads_but_refuses_writes(tmp_path, protocol, feature):
     uri = _table_with_protocol(tmp_path, protocol)
@@ -231,7 +231,7 @@ def test_legacy_writer_3_table_with_a_check_constraint_is_refused_by_the_arrow_w
     assert table_state(uri) == before
 
 
-@pytest.mark.parametrize("prop,feature", [("delta.enableTypeWidening", "typeWidening"),
+@pytest.mark.parametrize("prop,feature", [("delta.enableIcebergCompatV2", "icebergCompatV2"),
                                           ("delta.enableIcebergCompatV1", "icebergCompatV1")])
 def test_create_asking_for_an_unsupported_feature_creates_nothing(tmp_path, prop, feature):
     uri = str(tmp_path / "t")

@@ -61,10 +61,11 @@ KNOWN_PROPERTIES: Dict[str, Any] = {
     "delta.enableInCommitTimestamps": (lambda v: v.lower() in _BOOL, "true or false"),
     "delta.enableDeletionVectors": (lambda v: v.lower() in _BOOL, "true or false"),
     "delta.enableRowTracking": (lambda v: v.lower() in _BOOL, "true or false"),
+    "delta.enableTypeWidening": (lambda v: v.lower() in _BOOL, "true or false"),
+    "delta.checkpointPolicy": (lambda v: v.lower() in ("classic", "v2"), "classic or v2"),
 }
 # Properties that switch on features this engine cannot write (the transaction refuses them too).
-UNSUPPORTED_PROPERTIES = ("delta.enableTypeWidening",
-                          "delta.enableIcebergCompatV1", "delta.enableIcebergCompatV2")
+UNSUPPORTED_PROPERTIES = ("delta.enableIcebergCompatV1", "delta.enableIcebergCompatV2")
 _STATS_TYPES = ("byte", "short", "int", "integer", "long", "bigint", "smallint", "tinyint", "float", "double",
                 "decimal", "string", "date", "timestamp", "timestamp_ntz", "varchar", "char")
 
