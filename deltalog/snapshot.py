@@ -85,22 +85,49 @@ def decode_paths(paths: pa.Array | pa.ChunkedArray) -> pa.Array:
 
 # ---------------------------------------------------------------------------------- file actions
 
+# File actions as the log spells them. Converting the action dicts to this type in one call checks every
+# field's JSON type on the way (a string where a number belongs, an array for a map: ArrowException).
+_FILE_ACTION = pa.struct([
+    ("path", pa.string()), ("partitionValues", cp.STRING_MAP), ("size", pa.int64()),
+    ("modificationTime", pa.int64()), ("dataChange", pa.bool_()), ("stats", pa.string()),
+    ("tags", cp.STRING_MAP), ("deletionVector", cp.DELETION_VECTOR),
+    ("baseRowId", pa.int64()), ("defaultRowCommitVersion", pa.int64()),
+])
+
+
+class FileActionTypeError(ValueError):
+    """A file action whose fields do not have the protocol's types (`files_table` says no more)."""
+
+
 def files_table(adds: list[dict[str, Any]]) -> pa.Table:
-    """File actions (add, remove or cdc dicts as the log spells them) in the snapshot's FILES_SCHEMA."""
+    """File actions (add, remove or cdc dicts as the log spells them) in the snapshot's FILES_SCHEMA;
+    FileActionTypeError when one is not an object, lacks its path or has a field of another type."""
     if not adds:
         return cp.FILES_SCHEMA.empty_table()
+    try:
+        actions = pa.array(adds, _FILE_ACTION)
+    except (pa.ArrowException, OverflowError, TypeError, ValueError) as e:
+        raise FileActionTypeError(str(e)) from None
+    path, tags = actions.field("path"), actions.field("tags")
+    if actions.null_count or path.null_count or tags.items.null_count:
+        raise FileActionTypeError("a file action that is not an object, has no path, or a null tag")
     return pa.Table.from_arrays([
-        pa.array([a["path"] for a in adds], pa.string()),
-        pa.array([a.get("partitionValues") or {} for a in adds], cp.STRING_MAP),
-        pa.array([a.get("size") or 0 for a in adds], pa.int64()),
-        pa.array([a.get("modificationTime") or 0 for a in adds], pa.int64()),
-        pa.array([a.get("dataChange", True) for a in adds], pa.bool_()),
-        pa.array([a.get("stats") for a in adds], pa.string()),
-        pa.array([a.get("tags") for a in adds], cp.STRING_MAP),
-        pa.array([_dv(a.get("deletionVector")) for a in adds], cp.DELETION_VECTOR),
-        pa.array([a.get("baseRowId") for a in adds], pa.int64()),
-        pa.array([a.get("defaultRowCommitVersion") for a in adds], pa.int64()),
+        path,
+        _empty_where_null(actions.field("partitionValues")),
+        pc.fill_null(actions.field("size"), 0),
+        pc.fill_null(actions.field("modificationTime"), 0),
+        pc.fill_null(actions.field("dataChange"), True),
+        actions.field("stats"),
+        tags,
+        actions.field("deletionVector"),
+        actions.field("baseRowId"),
+        actions.field("defaultRowCommitVersion"),
     ], schema=cp.FILES_SCHEMA)
+
+
+def _empty_where_null(maps: pa.MapArray) -> pa.MapArray:
+    """An absent partitionValues reads as no partition values (a null entry's offsets span nothing)."""
+    return maps if not maps.null_count else pa.MapArray.from_arrays(maps.offsets, maps.keys, maps.items)
 
 
 def _dv(d: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -129,31 +156,39 @@ def _removes_table(removes: list[dict[str, Any]]) -> pa.Table:
 
 
 def reconcile(base_files: pa.Table, base_tombstones: pa.Table,
-              adds: list[dict[str, Any]], removes: list[dict[str, Any]],
+              new_adds: pa.Table, removes: list[dict[str, Any]],
               add_seq: list[int], remove_seq: list[int]) -> tuple[pa.Table, pa.Table]:
-    """Apply later file actions (with their log-order sequence numbers) to a reconciled state."""
-    if not adds and not removes:
+    """Apply later file actions (adds as `files_table` gives them, removes as dicts, with their log-order
+    sequence numbers) to a reconciled state."""
+    if not new_adds.num_rows and not removes:
         return base_files, base_tombstones
-    new_adds, new_removes = files_table(adds), _removes_table(removes)
+    new_removes = _removes_table(removes)
     # A file is its path together with its deletion vector: an update of a file's DV removes
     # (path, old DV) and adds (path, new DV) in one commit.
     add_keys = file_keys(decode_paths(new_adds.column("path")), new_adds.column("deletion_vector"))
-    remove_keys = file_keys(decode_paths(new_removes.column("path")), _remove_dvs(removes))
-    keys = pa.table({
-        "key": pa.concat_arrays([add_keys, remove_keys]),
-        "seq": pa.array(add_seq + remove_seq, pa.int64()),
-    })
-    winners = keys.group_by("key").aggregate([("seq", "max")]).column("seq_max")
-    new_adds = new_adds.filter(pc.is_in(pa.array(add_seq, pa.int64()), value_set=winners))
-    new_removes = new_removes.filter(pc.is_in(pa.array(remove_seq, pa.int64()), value_set=winners))
-    touched = keys.column("key")
-    base_keys = file_keys(decode_paths(base_files.column("path")), base_files.column("deletion_vector"))
-    keep_files = pc.invert(pc.is_in(base_keys, value_set=touched))
-    tomb_keys = file_keys(decode_paths(base_tombstones.column("path")), base_tombstones.column("deletion_vector"))
-    keep_tombs = pc.invert(pc.is_in(tomb_keys, value_set=touched))
-    files = _compact(pa.concat_tables([_keep(base_files, keep_files), new_adds]))
-    tombstones = _compact(pa.concat_tables([_keep(base_tombstones, keep_tombs), new_removes]))
+    if not removes and pc.count_distinct(add_keys, mode="all").as_py() == len(add_keys):
+        touched = add_keys  # appends only, no file added twice: every add wins
+    else:
+        remove_keys = file_keys(decode_paths(new_removes.column("path")), _remove_dvs(removes))
+        keys = pa.table({
+            "key": pa.concat_arrays([add_keys, remove_keys]),
+            "seq": pa.array(add_seq + remove_seq, pa.int64()),
+        })
+        winners = keys.group_by("key").aggregate([("seq", "max")]).column("seq_max")
+        new_adds = new_adds.filter(pc.is_in(pa.array(add_seq, pa.int64()), value_set=winners))
+        new_removes = new_removes.filter(pc.is_in(pa.array(remove_seq, pa.int64()), value_set=winners))
+        touched = keys.column("key")
+    files = _compact(pa.concat_tables([_untouched(base_files, touched), new_adds]))
+    tombstones = _compact(pa.concat_tables([_untouched(base_tombstones, touched), new_removes]))
     return files, tombstones
+
+
+def _untouched(state: pa.Table, touched: pa.Array) -> pa.Table:
+    """The rows of a reconciled state whose file the later actions do not touch."""
+    if not state.num_rows:
+        return state
+    keys = file_keys(decode_paths(state.column("path")), state.column("deletion_vector"))
+    return _keep(state, pc.invert(pc.is_in(keys, value_set=touched)))
 
 
 def _keep(table: pa.Table, mask: pa.Array) -> pa.Table:
@@ -299,6 +334,11 @@ def _unexpired(tombstones: pa.Table, configuration: dict[str, str]) -> pa.Table:
     return tombstones.filter(pc.greater(tombstones.column("deletion_timestamp"), cutoff))
 
 
+def _bad_action(source: str, lineno: int, why: Exception) -> CorruptLogError:
+    return CorruptLogError(f"{source}, line {lineno}: not a valid Delta action ({why}). The commit file is "
+                           f"corrupt or truncated.")
+
+
 class _Replay:
     """Accumulates commits after the checkpoint, in log order."""
 
@@ -311,6 +351,9 @@ class _Replay:
         self.removes: list[dict[str, Any]] = []
         self.add_seq: list[int] = []
         self.remove_seq: list[int] = []
+        # where each add read from a commit came from: (first add's index, file) per commit, line per add
+        self.add_sources: list[tuple[int, str]] = []
+        self.add_lines: list[int] = []
         self.seq = 0
         self.commit_info: dict[str, Any] | None = None  # of the last commit read
 
@@ -340,16 +383,39 @@ class _Replay:
 
     def add_commit(self, data: bytes, source: str, version: int) -> None:
         pairs = []
+        self.add_sources.append((len(self.adds), source))
+        lines = self.add_lines
         for lineno, obj in commit_objects(data, source):
             try:
                 key, value = next(iter(obj.items()))
-                check_action_fields(key, value)
+                if key == "add":  # checked all at once, as a column (build)
+                    lines.append(lineno)
+                else:
+                    check_action_fields(key, value)
             except (ValueError, TypeError, AttributeError, StopIteration) as e:
-                raise CorruptLogError(
-                    f"{source}, line {lineno}: not a valid Delta action ({e}). The commit file is corrupt "
-                    f"or truncated.") from None
+                raise _bad_action(source, lineno, e) from None
             pairs.append((key, value))
         self.add_action_dicts(pairs, version)
+
+    def _files_table(self) -> pa.Table:
+        try:
+            return files_table(self.adds)
+        except FileActionTypeError as e:
+            for i, value in enumerate(self.adds):  # name the first add at fault, where it came from
+                try:
+                    check_action_fields("add", value)
+                except (ValueError, TypeError) as why:
+                    e = why
+                    break
+            else:
+                i = 0
+            if not self.add_lines:  # actions applied in memory, not read from a file
+                raise CorruptLogError(f"an add action is invalid ({e})") from None
+            first = [start for start, _ in self.add_sources]
+            import bisect
+
+            source = self.add_sources[bisect.bisect_right(first, i) - 1][1]
+            raise _bad_action(source, self.add_lines[i], e) from None
 
     def build(self, store: LogStore, version: int, timestamp: int, base_files: pa.Table,
               base_tombstones: pa.Table) -> Snapshot:
@@ -380,7 +446,7 @@ class _Replay:
                 raise ValueError("its schemaString is not a struct of named fields")
         except (KeyError, TypeError, ValueError) as e:
             raise CorruptLogError(f"{where}: invalid metaData action ({e}); the table is corrupt.") from None
-        files, tombstones = reconcile(base_files, base_tombstones, self.adds, self.removes,
+        files, tombstones = reconcile(base_files, base_tombstones, self._files_table(), self.removes,
                                       self.add_seq, self.remove_seq)
         return Snapshot(
             store, version, timestamp, protocol, metadata, files, tombstones,
