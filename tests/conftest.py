@@ -13,6 +13,46 @@ if ROOT not in sys.path:
 
 pytest_plugins = ["dbt.tests.fixtures.project"]
 
+# The files that take minutes, slowest first (measured in a CI run). xdist (`--dist loadfile`) hands whole
+# files to the two workers, in collection order once its own reordering (by number of tests, which put
+# these one-test files last) is off: starting with the longest lets both workers finish together instead
+# of one running the nested suites alone at the end.
+SLOWEST_FIRST = [
+    "tests/integration/test_delta_spark.py",
+    "tests/robustness/test_cluster.py",
+    "tests/integration/test_object_store_warehouse.py",
+    "tests/integration/test_dbt_spark_suite.py",
+    "tests/robustness/test_s3_spark_writers.py",
+    "tests/integration/test_dbt_minor_versions.py",
+    "tests/robustness/test_random_kills.py",
+    "tests/robustness/test_load_dbt.py",
+    "tests/functional/test_spark_server.py",
+    "tests/functional/test_change_data_feed.py",
+    "tests/robustness/test_crash.py",
+    "tests/robustness/test_executor_loss.py",
+    "tests/spark/test_deletion_vectors_spark.py",
+    "tests/robustness/test_concurrent_spark.py",
+    "tests/integration/test_shop_project.py",
+    "tests/maintenance/test_zorder_layout.py",
+    "tests/functional/test_incremental_suites.py",
+    "tests/functional/test_session.py",
+]
+
+
+def pytest_configure(config):
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {path: i for i, path in enumerate(SLOWEST_FIRST)}
+
+    def order(item):
+        path = os.path.relpath(str(item.fspath), ROOT).replace(os.sep, "/")
+        return rank.get(path, len(rank))
+
+    items.sort(key=order)  # stable: the rest keep their order
+
 
 @pytest.fixture(scope="session")
 def golden():

@@ -25,6 +25,7 @@ from deltalog import Snapshot, filesystem, write_deltalake
 from deltalog.operations.vacuum import vacuum
 from s3_spark_child import COUNTER_ID, append_ids
 from tests.seaweed import seaweedfs_or_skip
+from tests.selection import full_only
 
 pytestmark = pytest.mark.spark
 CHILD = __import__("s3_spark_child").__file__
@@ -108,7 +109,10 @@ def test_three_spark_processes_land_every_commit_once_on_s3(s3):
     print(f"{len(conflicts)} conflicts retried: {sorted({n for n, _ in conflicts})}")
 
 
-@pytest.mark.parametrize("hook", ["files_written:1", "commit_put:2", "commit_landed:1"])
+@pytest.mark.parametrize("hook", [
+    pytest.param("files_written:1", marks=full_only("the random kills below land before and after the files")),
+    "commit_put:2",
+    pytest.param("commit_landed:1", marks=full_only("the random kills below land after the commit too"))])
 def test_a_spark_writer_killed_on_s3_leaves_the_last_landed_version(s3, hook):
     uri = create(s3, "killed-" + hook.replace(":", "-"))
     p = child(s3, uri, 0, 4, hook)
