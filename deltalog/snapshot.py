@@ -7,6 +7,7 @@ sequence number (last in log order) wins, found with an Arrow group-by.
 """
 from __future__ import annotations
 
+import bisect
 import contextlib
 import gc
 import logging
@@ -412,8 +413,6 @@ class _Replay:
             if not self.add_lines:  # actions applied in memory, not read from a file
                 raise CorruptLogError(f"an add action is invalid ({e})") from None
             first = [start for start, _ in self.add_sources]
-            import bisect
-
             source = self.add_sources[bisect.bisect_right(first, i) - 1][1]
             raise _bad_action(source, self.add_lines[i], e) from None
 
