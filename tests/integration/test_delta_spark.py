@@ -58,10 +58,12 @@ def test_delta_spark_beside_deltalog(tmp_path):
     python = environment()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PYSPARK_", "SPARK_HOME"))}
     run = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist",
-                          "loadfile", "-rs", "--basetemp", str(tmp_path / "t"), "tests/delta_spark"],
+                          "loadfile", "-rs", "--durations=8", "--basetemp", str(tmp_path / "t"), "tests/delta_spark"],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600)
     tail = run.stdout[-6000:] + run.stderr[-2000:]
     assert run.returncode == 0, f"tests/delta_spark on {PIN}:\n{tail}"
-    summary = run.stdout.strip().splitlines()[-1]
-    assert " skipped" not in summary, f"tests/delta_spark skipped tests in its own environment:\n{tail}"
-    print(f"tests/delta_spark on {PIN}: {summary}")
+    # Its only skips may be the cases the selection leaves to the full suite (tests/selection.py).
+    unexpected = [line for line in run.stdout.splitlines()
+                  if line.startswith("SKIPPED") and "in the full suite only" not in line]
+    assert not unexpected, f"tests/delta_spark skipped tests in its own environment:\n{tail}"
+    print(f"tests/delta_spark on {PIN}:\n{tail}")
