@@ -22,7 +22,8 @@ from .actions import commit_objects
 from .checkpoint import FILES_SCHEMA
 from .errors import InvalidTableError, UnsupportedFeatureError, VersionNotFoundError
 from .paths import decode_path
-from .snapshot import Snapshot, files_table
+from .file_actions import files_table
+from .snapshot import Snapshot
 from .storage import LogStore
 
 ENABLE_KEY = "delta.enableChangeDataFeed"

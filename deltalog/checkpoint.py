@@ -442,7 +442,8 @@ def read_checkpoint(store: LogStore, parts: list[LogFile]) -> CheckpointState:
         except (OSError, pa.ArrowException, KeyError, TypeError, ValueError) as e:
             raise CorruptLogError(f"{source}: not a readable checkpoint ({e})") from None
     if inline:
-        from .snapshot import _removes_table, files_table
+        from .file_actions import files_table
+        from .snapshot import _removes_table
         files.append(files_table([a for k, a in inline if k == "add"]))
         tombstones.append(_removes_table([r for k, r in inline if k == "remove"]))
     state.files = pa.concat_tables(files) if files else state.files

@@ -17,6 +17,8 @@ from datetime import datetime, timezone
 from typing import Any, Iterable
 from urllib.parse import unquote
 
+import numpy as np
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -26,6 +28,7 @@ from .actions import (SUPPORTED_READER_FEATURES, AddFile, DomainMetadata, Metada
 from .errors import (ChecksumMismatchError, CorruptLogError, DataFileNotFoundError, NotATableError,
                      UnsupportedFeatureError, VersionNotFoundError)
 from .deletion_vectors import file_keys
+from .file_actions import ADD_LINE_PREFIX, FileActionTypeError, adds_from_json, files_table
 from .paths import file_path_of
 from .storage import LogFile, LogStore, log_store_for
 
@@ -82,53 +85,6 @@ def decode_paths(paths: pa.Array | pa.ChunkedArray) -> pa.Array:
         return arr
     return pa.array([unquote(p) if e else p for p, e in zip(arr.to_pylist(), has_escape.to_pylist())],
                     pa.string())
-
-
-# ---------------------------------------------------------------------------------- file actions
-
-# File actions as the log spells them. Converting the action dicts to this type in one call checks every
-# field's JSON type on the way (a string where a number belongs, an array for a map: ArrowException).
-_FILE_ACTION = pa.struct([
-    ("path", pa.string()), ("partitionValues", cp.STRING_MAP), ("size", pa.int64()),
-    ("modificationTime", pa.int64()), ("dataChange", pa.bool_()), ("stats", pa.string()),
-    ("tags", cp.STRING_MAP), ("deletionVector", cp.DELETION_VECTOR),
-    ("baseRowId", pa.int64()), ("defaultRowCommitVersion", pa.int64()),
-])
-
-
-class FileActionTypeError(ValueError):
-    """A file action whose fields do not have the protocol's types (`files_table` says no more)."""
-
-
-def files_table(adds: list[dict[str, Any]]) -> pa.Table:
-    """File actions (add, remove or cdc dicts as the log spells them) in the snapshot's FILES_SCHEMA;
-    FileActionTypeError when one is not an object, lacks its path or has a field of another type."""
-    if not adds:
-        return cp.FILES_SCHEMA.empty_table()
-    try:
-        actions = pa.array(adds, _FILE_ACTION)
-    except (pa.ArrowException, OverflowError, TypeError, ValueError) as e:
-        raise FileActionTypeError(str(e)) from None
-    path, tags = actions.field("path"), actions.field("tags")
-    if actions.null_count or path.null_count or tags.items.null_count:
-        raise FileActionTypeError("a file action that is not an object, has no path, or a null tag")
-    return pa.Table.from_arrays([
-        path,
-        _empty_where_null(actions.field("partitionValues")),
-        pc.fill_null(actions.field("size"), 0),
-        pc.fill_null(actions.field("modificationTime"), 0),
-        pc.fill_null(actions.field("dataChange"), True),
-        actions.field("stats"),
-        tags,
-        actions.field("deletionVector"),
-        actions.field("baseRowId"),
-        actions.field("defaultRowCommitVersion"),
-    ], schema=cp.FILES_SCHEMA)
-
-
-def _empty_where_null(maps: pa.MapArray) -> pa.MapArray:
-    """An absent partitionValues reads as no partition values (a null entry's offsets span nothing)."""
-    return maps if not maps.null_count else pa.MapArray.from_arrays(maps.offsets, maps.keys, maps.items)
 
 
 def _dv(d: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -340,6 +296,11 @@ def _bad_action(source: str, lineno: int, why: Exception) -> CorruptLogError:
                            f"corrupt or truncated.")
 
 
+# A commit with at least this many add lines has them parsed by Arrow's JSON reader (file_actions):
+# below it, starting the reader costs more than parsing the lines one by one.
+_ADDS_READ_AS_COLUMNS = 256
+
+
 class _Replay:
     """Accumulates commits after the checkpoint, in log order."""
 
@@ -348,11 +309,12 @@ class _Replay:
         self.metadata: dict[str, Any] | None = None
         self.txns: dict[str, tuple[int, int | None]] = {}
         self.domains: dict[str, dict[str, Any]] = {}
-        self.adds: list[dict[str, Any]] = []
+        self.add_tables: list[pa.Table] = []  # adds already in FILES_SCHEMA, in log order
+        self.adds: list[dict[str, Any]] = []  # adds read as dicts, after those in add_tables
         self.removes: list[dict[str, Any]] = []
-        self.add_seq: list[int] = []
+        self.add_seq: list[int] = []  # one per add (add_tables' rows, then self.adds), in that order
         self.remove_seq: list[int] = []
-        # where each add read from a commit came from: (first add's index, file) per commit, line per add
+        # where each add read as a dict came from: (its index, file) per commit, its line per add
         self.add_sources: list[tuple[int, str]] = []
         self.add_lines: list[int] = []
         self.seq = 0
@@ -362,49 +324,96 @@ class _Replay:
         self.commit_info = None
         for key, value in pairs:
             self.seq += 1
-            if key == "add":
-                self.adds.append(value)
-                self.add_seq.append(self.seq)
-            elif key == "remove":
-                self.removes.append(value)
-                self.remove_seq.append(self.seq)
-            elif key == "metaData":
-                self.metadata = value
-            elif key == "protocol":
-                self.protocol = value
-            elif key == "txn":
-                self.txns[value["appId"]] = (int(value["version"]), value.get("lastUpdated"))
-            elif key == "domainMetadata":
-                if value.get("removed"):
-                    self.domains.pop(value["domain"], None)
-                else:
-                    self.domains[value["domain"]] = value
-            elif key == "commitInfo":
-                self.commit_info = value
+            self._take(self.seq, key, value)
+
+    def _take(self, seq: int, key: str, value: dict[str, Any]) -> None:
+        if key == "add":
+            self.adds.append(value)
+            self.add_seq.append(seq)
+        elif key == "remove":
+            self.removes.append(value)
+            self.remove_seq.append(seq)
+        elif key == "metaData":
+            self.metadata = value
+        elif key == "protocol":
+            self.protocol = value
+        elif key == "txn":
+            self.txns[value["appId"]] = (int(value["version"]), value.get("lastUpdated"))
+        elif key == "domainMetadata":
+            if value.get("removed"):
+                self.domains.pop(value["domain"], None)
+            else:
+                self.domains[value["domain"]] = value
+        elif key == "commitInfo":
+            self.commit_info = value
 
     def add_commit(self, data: bytes, source: str, version: int) -> None:
-        pairs = []
+        """One commit file's actions; an action's sequence number is its line's place in the log."""
+        self.commit_info = None
+        base = self.seq
+        self.seq += data.count(b"\n") + 1
+        if data.count(ADD_LINE_PREFIX) >= _ADDS_READ_AS_COLUMNS and self._add_commit_as_columns(data, source, base):
+            return
+        self._add_objects(commit_objects(data, source), source, base)
+
+    def _add_objects(self, objects: Iterable[tuple[int, Any]], source: str, base: int) -> None:
         self.add_sources.append((len(self.adds), source))
-        lines = self.add_lines
-        for lineno, obj in commit_objects(data, source):
+        for lineno, obj in objects:
             try:
                 key, value = next(iter(obj.items()))
-                if key == "add":  # checked all at once, as a column (build)
-                    lines.append(lineno)
+                if key == "add":  # checked all at once, as a column (_flush_adds)
+                    self.add_lines.append(lineno)
                 else:
                     check_action_fields(key, value)
             except (ValueError, TypeError, AttributeError, StopIteration) as e:
                 raise _bad_action(source, lineno, e) from None
-            pairs.append((key, value))
-        self.add_action_dicts(pairs, version)
+            self._take(base + lineno, key, value)
 
-    def _files_table(self) -> pa.Table:
+    def _add_commit_as_columns(self, data: bytes, source: str, base: int) -> bool:
+        """The commit's add lines read by Arrow's JSON reader, its other lines as dicts. False, having
+        taken nothing, where that reading does not decide (then the commit is read line by line)."""
+        text = np.frombuffer(data, np.uint8)
+        newlines = np.flatnonzero(text == ord("\n"))
+        starts = np.concatenate([[0], newlines + 1])
+        ends = np.concatenate([newlines, [len(data)]])
+        is_add = ends - starts >= len(ADD_LINE_PREFIX)
+        for i, byte in enumerate(ADD_LINE_PREFIX):
+            is_add &= text[np.minimum(starts + i, len(data) - 1)] == byte
+        others = []
+        for i in np.flatnonzero(~is_add & (ends > starts)).tolist():
+            line = data[starts[i]:ends[i]]
+            if line.strip():
+                try:
+                    others.append((i + 1, orjson.loads(line)))
+                except ValueError:  # or a value spread over lines: commit_objects decides
+                    return False
+        if others:  # blank them: the JSON reader skips blank lines
+            buffer = bytearray(data)
+            for lineno, _ in others:
+                buffer[starts[lineno - 1]:ends[lineno - 1]] = b" " * int(ends[lineno - 1] - starts[lineno - 1])
+            adds = adds_from_json(bytes(buffer))
+        else:
+            adds = adds_from_json(data)
+        add_lines = np.flatnonzero(is_add)
+        if adds is None or adds.num_rows != len(add_lines):
+            return False
+        self._add_objects(others, source, base)
+        self._flush_adds()
+        self.add_tables.append(adds)
+        self.add_seq.extend((add_lines + 1 + base).tolist())
+        return True
+
+    def _flush_adds(self) -> None:
+        """The adds read as dicts into add_tables, naming the first bad one by its file and line."""
+        if not self.adds:
+            return
         try:
-            return files_table(self.adds)
+            self.add_tables.append(files_table(self.adds))
         except FileActionTypeError as e:
             for i, value in enumerate(self.adds):  # name the first add at fault, where it came from
                 try:
-                    check_action_fields("add", value)
+                    check_action_fields("add", value)  # says which field
+                    files_table([value])
                 except (ValueError, TypeError) as why:
                     e = why
                     break
@@ -415,6 +424,13 @@ class _Replay:
             first = [start for start, _ in self.add_sources]
             source = self.add_sources[bisect.bisect_right(first, i) - 1][1]
             raise _bad_action(source, self.add_lines[i], e) from None
+        self.adds, self.add_sources, self.add_lines = [], [], []
+
+    def _files_table(self) -> pa.Table:
+        self._flush_adds()
+        if not self.add_tables:
+            return cp.FILES_SCHEMA.empty_table()
+        return self.add_tables[0] if len(self.add_tables) == 1 else pa.concat_tables(self.add_tables)
 
     def build(self, store: LogStore, version: int, timestamp: int, base_files: pa.Table,
               base_tombstones: pa.Table) -> Snapshot:

@@ -39,7 +39,7 @@ from ..schema import (
 from ..skipping import ALWAYS, bind, bind_to, files_matching, parse_sql_predicate
 from ..constraints import check_constraints
 from ..definition import TableDefinition, added_checks, changed_properties, describe_change
-from ..snapshot import files_table
+from ..file_actions import files_table
 from ..table import DeltaTable, new_metadata
 from ..transaction import rearranged_only, reruns_after_conflict
 from .. import change_data, deletion_vectors, row_tracking
