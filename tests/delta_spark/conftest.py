@@ -32,7 +32,7 @@ def pytest_collection_modifyitems(config, items):
 def spark():
     """One session with delta-spark's extension and catalog and deltalog's own settings."""
     try:
-        delta_jars = jars("delta-spark")
+        delta_jars = jars("delta-spark") + jars("hadoop-aws")  # S3A: the side-by-side writers on S3
     except MavenUnavailable as exc:
         if in_ci():
             pytest.fail(str(exc))

@@ -81,14 +81,43 @@ class Side:
             optimize(self.spark, self.uri)
 
 
-def _is_conflict(exc: BaseException) -> bool:
-    return isinstance(exc, ConcurrentModificationError) or any(name in str(exc) for name in CONFLICTS)
+def _is_conflict(exc: BaseException, conflicts=CONFLICTS) -> bool:
+    return isinstance(exc, ConcurrentModificationError) or any(name in str(exc) for name in conflicts)
 
 
 @pytest.mark.parametrize("isolation, dv", [("Serializable", False), ("WriteSerializable", True)],
                          ids=["serializable-copy-on-write", "write-serializable-dv"])
 def test_delta_spark_and_deltalog_write_one_table_at_once(spark, tmp_path, isolation, dv):
-    uri = str(tmp_path / "t")
+    side_by_side(spark, str(tmp_path / "t"), isolation, dv)
+
+
+def test_on_s3_with_conditional_creates_nothing_is_overwritten(spark):
+    """On S3 delta-spark commits through S3SingleDriverLogStore: it checks that N.json is absent, then
+    writes it. With Hadoop's `fs.s3a.create.performance` on, S3A (Hadoop 3.4.2 and later) makes that
+    write a conditional PUT (`If-None-Match: *`), as ours are, so neither side can overwrite a commit of
+    the other: a delta-spark commit that loses the race fails (RemoteFileChangedException, 412) and is
+    run again. Without it the check and the write are two requests, and a commit of ours landing between
+    them is overwritten (README: "Side by side on S3")."""
+    from deltalog import filesystem
+    from deltalog.spark import hadoop
+    from tests.seaweed import seaweedfs_or_skip
+
+    with seaweedfs_or_skip() as s3:
+        uri = s3.uri("side_by_side")
+        filesystem.configure(s3.uri(), s3.storage_options())
+        conf = spark.sparkContext._jsc.hadoopConfiguration()
+        try:
+            hadoop.apply(spark, uri, s3.storage_options())
+            conf.set(f"fs.s3a.bucket.{s3.bucket}.create.performance", "true")
+            side_by_side(spark, uri, "WriteSerializable", True, s3.storage_options(),
+                         conflict_names=CONFLICTS + ("RemoteFileChangedException",))
+        finally:
+            conf.unset(f"fs.s3a.bucket.{s3.bucket}.create.performance")
+            filesystem.configure(s3.uri(), None)
+
+
+def side_by_side(spark, uri: str, isolation: str, dv: bool, storage_options=None,
+                 conflict_names=CONFLICTS) -> None:
     ops.write_dataframe(spark.sql(f"select {COUNTER}L as id, 0L as n, 'seed' as writer"), uri, mode="overwrite",
                         configuration={"delta.enableDeletionVectors": str(dv).lower(),
                                        "delta.isolationLevel": isolation})
@@ -104,7 +133,7 @@ def test_delta_spark_and_deltalog_write_one_table_at_once(spark, tmp_path, isola
             try:
                 run()
             except Exception as exc:  # noqa: BLE001 - sorted into conflicts and failures below
-                if not _is_conflict(exc):
+                if not _is_conflict(exc, conflict_names):
                     raise
                 with lock:
                     conflicts[side.engine] += 1
@@ -156,8 +185,10 @@ def test_delta_spark_and_deltalog_write_one_table_at_once(spark, tmp_path, isola
     assert our_rows(uri, columns=["id", "n", "writer"]) == expected
     assert delta_spark_rows(spark, uri, columns=["id", "n", "writer"]) == expected
     if FULL:
-        same_at_every_version(spark, uri, columns=["id", "n", "writer"], delta_rs=True)
+        same_at_every_version(spark, uri, columns=["id", "n", "writer"], delta_rs=True,
+                              storage_options=storage_options)
     else:  # every version as deltalog and delta-rs read it (delta-spark's time travel costs seconds a version)
         for v in range(snapshot.version + 1):
-            assert delta_rs_rows(uri, v, ["id", "n", "writer"]) == our_rows(uri, v, ["id", "n", "writer"]), v
+            assert delta_rs_rows(uri, v, ["id", "n", "writer"], storage_options) == our_rows(
+                uri, v, ["id", "n", "writer"]), v
     print(f"{isolation}, dv={dv}: {snapshot.version} versions, {dict(succeeded)}, conflicts {dict(conflicts)}")

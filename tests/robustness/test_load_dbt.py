@@ -35,7 +35,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 FULL = "DELTALOG_LOAD" in os.environ
 PROCESSES, COMMITS = (int(n) for n in os.environ.get("DELTALOG_LOAD", "3,8").split(","))
 CONFIGS = ([("local", "WriteSerializable"), ("local", "Serializable"), ("s3", "WriteSerializable"),
-            ("s3", "Serializable")] if FULL else [("local", "WriteSerializable"), ("s3", "Serializable")])
+            ("s3", "Serializable")] if FULL else [("s3", "Serializable")])
 
 MODEL = """\
 {{ config(materialized='incremental', incremental_strategy=var('strategy', 'append'),

@@ -1,9 +1,9 @@
 """Spark writers on one S3 table (SeaweedFS on 127.0.0.1, a real server that refuses a second
 conditional create), each in its own process with its own Spark:
 
-- three processes x 15 commits (appends, and read-modify-write merges of one counter row) land every
-  commit exactly once: versions 1..45, no rows lost or duplicated, the counter equals the merges that
-  landed, and every conflict a loser met is a named exception;
+- three processes x 15 commits (9 outside the full suite: appends, and read-modify-write merges of one
+  counter row) land every commit exactly once: versions 1..45 (1..27), no rows lost or duplicated, the
+  counter equals the merges that landed, and every conflict a loser met is a named exception;
 - writers killed with SIGKILL after their data files reached the bucket, just before and just after
   their log entry's put, and at random moments: delta-rs reads the table at its last landed version
   with exactly the landed commits' rows, the next writer carries on at the next version, and VACUUM
@@ -25,10 +25,11 @@ from deltalog import Snapshot, filesystem, write_deltalake
 from deltalog.operations.vacuum import vacuum
 from s3_spark_child import COUNTER_ID, append_ids
 from tests.seaweed import seaweedfs_or_skip
-from tests.selection import full_only
+from tests.selection import FULL, full_only
 
 pytestmark = pytest.mark.spark
 CHILD = __import__("s3_spark_child").__file__
+COMMITS = 15 if FULL else 9  # per writer in the three-writer race
 NAMED_CONFLICTS = {"ConcurrentAppendException", "ConcurrentDeleteReadException",
                    "ConcurrentDeleteDeleteException", "ConcurrentTransactionException"}
 
@@ -92,7 +93,7 @@ def check(s3, uri: str) -> tuple[int, dict[int, int]]:
 
 def test_three_spark_processes_land_every_commit_once_on_s3(s3):
     uri = create(s3, "race")
-    procs = [child(s3, uri, w, 15) for w in range(3)]
+    procs = [child(s3, uri, w, COMMITS) for w in range(3)]
     landed, conflicts = [], []
     for p in procs:
         out, err = p.communicate(timeout=900)
@@ -100,9 +101,11 @@ def test_three_spark_processes_land_every_commit_once_on_s3(s3):
         report = json.loads(out.strip().splitlines()[-1])
         landed += [v for _, _, v in report["landed"]]
         conflicts += report["conflicts"]
-    assert sorted(landed) == list(range(1, 46))  # every commit once, no version twice
+    assert sorted(landed) == list(range(1, 3 * COMMITS + 1))  # every commit once, no version twice
     version, rows = check(s3, uri)
-    assert version == 45 and rows[COUNTER_ID] == 15 and len(rows) == 1 + 3 * 10 * 20
+    merges = COMMITS // 3  # per writer: commit i merges when i % 3 == 2, else appends 20 rows
+    assert version == 3 * COMMITS and rows[COUNTER_ID] == 3 * merges
+    assert len(rows) == 1 + 3 * (COMMITS - merges) * 20
     # the losers met conflicts a user can read: the exception's name and the version that won
     for name, message in conflicts:
         assert name in NAMED_CONFLICTS and "version" in message, (name, message)

@@ -37,6 +37,11 @@ def options(s3, **extra) -> dict:
     return {**s3.storage_options(), **extra}
 
 
+# The retry window of the writes that outlive a restart: a SeaweedFS restart takes seconds (more on a busy
+# machine), and obstore's default 10 retries, with their randomised backoff, can all be spent in 2 s.
+RIDES_OUT_A_RESTART = {"max_retries": "60", "retry_timeout": "120s"}
+
+
 def rows(n0: int, n: int) -> pa.Table:
     return pa.table({"id": pa.array(range(n0, n0 + n), pa.int64())})
 
@@ -85,7 +90,7 @@ def test_store_restarted_during_a_commit_lands_it_once(s3, stop_at):
     write_deltalake(uri, rows(0, 5), storage_options=options(s3))
     stop_at("commit", back_after=1.0)
     started = time.time()
-    assert write_deltalake(uri, rows(5, 5), mode="append", storage_options=options(s3)) == 1
+    assert write_deltalake(uri, rows(5, 5), mode="append", storage_options=options(s3, **RIDES_OUT_A_RESTART)) == 1
     print(f"the commit waited {time.time() - started:.1f} s for the store")
     assert read_ids(s3, uri) == (1, list(range(10)))
     assert len(deltalake.DeltaTable(uri, storage_options=s3.storage_options()).history()) == 2
@@ -96,7 +101,7 @@ def test_store_restarted_during_a_checkpoint_writes_it_whole(s3, stop_at):
     write_deltalake(uri, rows(0, 5), storage_options=options(s3), configuration={"delta.checkpointInterval": "2"})
     write_deltalake(uri, rows(5, 5), mode="append", storage_options=options(s3))
     stop_at("checkpoint", back_after=1.0)
-    assert write_deltalake(uri, rows(10, 5), mode="append", storage_options=options(s3)) == 2
+    assert write_deltalake(uri, rows(10, 5), mode="append", storage_options=options(s3, **RIDES_OUT_A_RESTART)) == 2
     store = ObjectLogStore(uri, s3.storage_options())
     checkpoint = pq.read_table(io.BytesIO(store.read(checkpoint_name(2))))  # whole: Parquet reads it
     assert sum(1 for a in checkpoint.column("add").to_pylist() if a) == 3
