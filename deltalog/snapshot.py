@@ -297,8 +297,10 @@ def _bad_action(source: str, lineno: int, why: Exception) -> CorruptLogError:
 
 
 # A commit with at least this many add lines has them parsed by Arrow's JSON reader (file_actions):
-# below it, starting the reader costs more than parsing the lines one by one.
-_ADDS_READ_AS_COLUMNS = 256
+# below it, starting the reader costs more than parsing the lines one by one (measured: 300,000 adds with
+# stats load in 1.5 s line by line and 2.2 s by the reader at 1,000 adds a commit, 1.7 s and 1.7 s at
+# 3,000, 2.4 s and 1.1 s at 30,000).
+_ADDS_READ_AS_COLUMNS = 2048
 
 
 class _Replay:

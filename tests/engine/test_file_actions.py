@@ -14,7 +14,7 @@ from deltalog.errors import CorruptLogError
 from deltalog.file_actions import adds_from_json, files_table
 from deltalog.snapshot import Snapshot
 
-MANY = 600  # above snapshot._ADDS_READ_AS_COLUMNS
+MANY = 2100  # above snapshot._ADDS_READ_AS_COLUMNS
 NOW = int(time.time() * 1000)  # tombstones this recent are kept
 
 
@@ -75,8 +75,8 @@ def test_every_shape_of_add_line_reads_as_line_by_line(tmp_path, monkeypatch):
         if i % 11 == 0:
             fields["clusteringProvider"] = "liquid"
         first.append(_line("add", _add(i, tags=tags, **fields)))
-    first.insert(300, _line("txn", {"appId": "app", "version": 4}))
-    first.insert(301, "")
+    first.insert(1300, _line("txn", {"appId": "app", "version": 4}))
+    first.insert(1301, "")
     # in one commit: f1 removed and added again, f602 added and removed (the later line wins), f4 added
     # again with its path and partition values only, and an add not spelled as writers spell it
     second = [_line("remove", {"path": "part=1/f1.parquet", "deletionTimestamp": NOW, "dataChange": True})]
@@ -114,12 +114,12 @@ def test_unpartitioned_adds_with_tags_that_differ(tmp_path, monkeypatch, newline
 ])
 def test_a_bad_add_among_many_is_named_by_its_line(tmp_path, monkeypatch, bad, why):
     lines = [_line("add", _add(i)) for i in range(MANY)]
-    lines[400] = lines[400][:-2] + "," + bad + "}}"
+    lines[1400] = lines[1400][:-2] + "," + bad + "}}"
     uri = _write(tmp_path / "t", [lines])
     for threshold in (snapshot_module._ADDS_READ_AS_COLUMNS, 10**9):
         with monkeypatch.context() as m:
             m.setattr(snapshot_module, "_ADDS_READ_AS_COLUMNS", threshold)
-            with pytest.raises(CorruptLogError, match=r"00000000000000000001\.json, line 401") as err:
+            with pytest.raises(CorruptLogError, match=r"00000000000000000001\.json, line 1401") as err:
                 Snapshot.load(uri)
             assert why in str(err.value)
 
