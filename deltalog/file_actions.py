@@ -75,12 +75,12 @@ def adds_from_json(lines: bytes) -> pa.Table | None:
         return None
     partition_values = _struct_to_map(values, nulls_allowed=True)
     tags = _struct_to_map(tags, nulls_allowed=False)
+    if partition_values is None or tags is None:
+        return None
     dv = adds.field("deletionVector")
     if dv.type != cp.DELETION_VECTOR:  # fields beyond the protocol's, inferred: dropped, as files_table does
         dv = pa.StructArray.from_arrays([dv.field(f.name) for f in cp.DELETION_VECTOR],
                                         fields=list(cp.DELETION_VECTOR), mask=dv.is_null())
-    if partition_values is None or tags is None:
-        return None
     try:
         return _table(adds, partition_values, tags, dv)
     except FileActionTypeError:
