@@ -442,10 +442,14 @@ def read_checkpoint(store: LogStore, parts: list[LogFile]) -> CheckpointState:
         except (OSError, pa.ArrowException, KeyError, TypeError, ValueError) as e:
             raise CorruptLogError(f"{source}: not a readable checkpoint ({e})") from None
     if inline:
-        from .file_actions import files_table
+        from .file_actions import FileActionTypeError, files_table
         from .snapshot import _removes_table
-        files.append(files_table([a for k, a in inline if k == "add"]))
-        tombstones.append(_removes_table([r for k, r in inline if k == "remove"]))
+        manifest = next(p.name for p in parts if p.name.endswith(".json"))  # a JSON manifest is one part
+        try:
+            files.append(files_table([a for k, a in inline if k == "add"]))
+            tombstones.append(_removes_table([r for k, r in inline if k == "remove"]))
+        except (FileActionTypeError, pa.ArrowException, TypeError, ValueError) as e:
+            raise CorruptLogError(f"{store.table_uri}/_delta_log/{manifest}: not a readable checkpoint ({e})") from None
     state.files = pa.concat_tables(files) if files else state.files
     state.tombstones = pa.concat_tables(tombstones) if tombstones else state.tombstones
     return state
