@@ -957,6 +957,17 @@ class Transaction:
                 hit_path = next((r.path for r in winner.removes if _key(r.path) in self._read_paths
                                  and not (by_row and _key(r.path) in winner.marked)), None)
             if hit_path is not None:
+                # delta-spark checks added files first and counts a rewrite's (dataChange=false) adds
+                # among them: where those fall in what this transaction read by predicate, it names the
+                # conflict ConcurrentAppendException, and so do we (the outcome is a conflict either way).
+                rewritten = [a for a in winner.adds if not a.data_change]
+                if (rewritten and level in (SERIALIZABLE, WRITE_SERIALIZABLE) and not self.is_blind_append
+                        and (self._read_whole_table or self._read_predicates)):
+                    hit = self._first_read_add(rewritten, level)
+                    if hit is not None:
+                        raise self._conflict(ConcurrentAppendException, winner,
+                                             f"files read by this transaction were rewritten into data it read "
+                                             f"(e.g. {hit.path!r}, partition {hit.partition_values})", separate)
                 raise self._conflict(ConcurrentDeleteReadException, winner,
                                      f"a file this transaction read was removed ({hit_path!r})", separate)
         # 7. files removed by both: a conflict, unless both only marked rows of it, and different rows.
