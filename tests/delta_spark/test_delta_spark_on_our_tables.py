@@ -7,12 +7,14 @@ import pytest
 from deltalog import Snapshot
 from deltalog.spark import operations as ops
 from tests.delta_spark.test_reads_what_we_write import delta_spark_rows, our_rows, same_at_every_version
-from tests.selection import FULL
+from tests.selection import FULL, full_only
 
 pytestmark = pytest.mark.spark
 
 
-@pytest.mark.parametrize("dv", [True, False], ids=["dv", "copy-on-write"])
+@pytest.mark.parametrize("dv", [True, pytest.param(False, marks=full_only(
+    "the same steps run with deletion vectors; delta-spark's copy-on-write DML on our tables is in "
+    "test_writers_side_by_side.py's Serializable case"))], ids=["dv", "copy-on-write"])
 def test_delta_spark_dml_optimize_restore_vacuum_on_our_table(spark, tmp_path, dv):
     uri = str(tmp_path / "t")
     conf = {"delta.enableDeletionVectors": str(dv).lower(), "delta.enableChangeDataFeed": "true"}
