@@ -21,7 +21,8 @@ HADOOP_SCHEME = {"s3": "s3a", "s3a": "s3a", "gs": "gs", "gcs": "gs", "az": "abfs
                  "abfss": "abfss", "azure": "abfss", "adl": "abfss"}
 # Where each connector comes from, for the message when it is missing.
 CONNECTOR_PACKAGE = {"s3a": "org.apache.hadoop:hadoop-aws (matching this Spark's Hadoop version)",
-                     "abfss": "org.apache.hadoop:hadoop-azure", "abfs": "org.apache.hadoop:hadoop-azure",
+                     "abfss": "org.apache.hadoop:hadoop-azure (matching this Spark's Hadoop version)",
+                     "abfs": "org.apache.hadoop:hadoop-azure (matching this Spark's Hadoop version)",
                      "gs": "com.google.cloud.bigdataoss:gcs-connector"}
 
 
@@ -69,6 +70,9 @@ def _s3a(bucket: str, o: dict[str, str]) -> dict[str, str]:
 def _abfs(account: str, o: dict[str, str]) -> dict[str, str]:
     host = f"{account}.dfs.core.windows.net"
     out = {}
+    endpoint = o.get("endpoint")
+    if endpoint or _truthy(o.get("use_emulator")):
+        out.update(_abfs_blob_endpoint(endpoint or f"http://127.0.0.1:10000/{account}"))
     if o.get("account_key") or o.get("access_key"):
         out[f"fs.azure.account.key.{host}"] = o.get("account_key") or o["access_key"]
     elif o.get("sas_token") or o.get("sas_key"):
@@ -85,6 +89,19 @@ def _abfs(account: str, o: dict[str, str]) -> dict[str, str]:
             f"fs.azure.account.oauth2.client.endpoint.{host}":
                 f"https://login.microsoftonline.com/{tenant}/oauth2/token",
         })
+    return out
+
+
+def _abfs_blob_endpoint(endpoint: str) -> dict[str, str]:
+    """ABFS against a Blob-only server at `endpoint` (Azurite, `http://host:port/<account>`, as delta-rs
+    takes it): Hadoop 3.5's ABFS speaks the Blob API to accounts without a hierarchical namespace. The
+    endpoint setting is one for the session (ABFS has no per-account spelling of it)."""
+    parsed = urlparse(endpoint)
+    out = {"fs.azure.abfs.endpoint": parsed.netloc, "fs.azure.account.hns.enabled": "false",
+           "fs.azure.fns.account.service.type": "BLOB", "fs.azure.ingress.service.type": "BLOB"}
+    if parsed.scheme == "http":
+        # ABFS's default Apache HTTP client has no socket factory for plain HTTP: the JDK's client
+        out.update({"fs.azure.always.use.https": "false", "fs.azure.networking.library": "JDK_HTTP_URL_CONNECTION"})
     return out
 
 

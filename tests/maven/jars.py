@@ -41,12 +41,15 @@ def _sets() -> dict[str, list[str]]:
         "delta-spark": [f"io.delta:delta-spark_2.13:{DELTA_SPARK_VERSION}"],
         # S3A and its AWS SDK bundle; pyspark's shaded hadoop-client-api / -runtime are the rest of Hadoop
         "hadoop-aws": [f"org.apache.hadoop:hadoop-aws:{hadoop_version()}"],
+        # ABFS (Hadoop 3.5 removed WASB: its class only says to use ABFS)
+        "hadoop-azure": [f"org.apache.hadoop:hadoop-azure:{hadoop_version()}"],
     }
 
 # Only these groups' jars join Spark's class path: the rest of a set's dependency tree (Hadoop, Parquet,
 # Jackson, Scala, logging) is what pyspark already ships, at the versions Spark was built with.
 GROUPS: dict[str, list[str]] = {
     "delta-spark": ["io.delta"],
+    "hadoop-azure": ["org.apache.hadoop"],  # pyspark ships the HTTP client and codecs it uses
 }
 _SPARK_GROUPS = ("org.apache.spark",)
 
