@@ -12,21 +12,18 @@ The connector must be on the class path when the JVM starts: the tests run in a 
 their own (`test_in_a_session_with_abfs`)."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 
 import pytest
 
 from tests.azurite import azurite_binary
 from tests.maven.jars import MavenUnavailable, in_ci, jars
+from tests.own_process import in_own_process, run_file_in_own_process
 
 pytestmark = pytest.mark.spark
 OWN_PROCESS = "DELTALOG_TEST_ABFS_PROCESS"
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-if os.environ.get(OWN_PROCESS) != "1":
+if not in_own_process(OWN_PROCESS):
 
     def test_in_a_session_with_abfs():
         try:
@@ -40,11 +37,7 @@ if os.environ.get(OWN_PROCESS) != "1":
             if in_ci():
                 pytest.fail(reason)
             pytest.skip(reason)
-        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
-                               os.path.abspath(__file__)], cwd=ROOT, capture_output=True, text=True, timeout=1200,
-                              env={**os.environ, OWN_PROCESS: "1"})
-        assert proc.returncode == 0, proc.stdout[-8000:] + proc.stderr[-3000:]
-        assert " passed" in proc.stdout and "skipped" not in proc.stdout, proc.stdout[-3000:]
+        run_file_in_own_process(__file__, OWN_PROCESS, timeout=1200)
 
 else:
     import deltalake

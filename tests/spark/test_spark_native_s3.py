@@ -9,20 +9,17 @@ it: this file's tests run again in a pytest process of their own (`test_in_a_ses
 from __future__ import annotations
 
 import datetime as dt
-import os
-import subprocess
-import sys
 
 import pytest
 
 from tests.hadoop_aws import WHY_SKIPPED, connector_jars, s3a_spark_conf
+from tests.own_process import in_own_process, run_file_in_own_process
 
 pytestmark = pytest.mark.spark
 OWN_PROCESS = "DELTALOG_TEST_S3A_PROCESS"
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-if os.environ.get(OWN_PROCESS) != "1":
+if not in_own_process(OWN_PROCESS):
 
     def test_in_a_session_with_s3a():
         from tests.seaweed import WHY_SKIPPED as NO_SEAWEED, weed_binary
@@ -31,11 +28,7 @@ if os.environ.get(OWN_PROCESS) != "1":
             pytest.skip(WHY_SKIPPED)
         if weed_binary() is None:
             pytest.skip(NO_SEAWEED)
-        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
-                               os.path.abspath(__file__)], cwd=ROOT, capture_output=True, text=True, timeout=1500,
-                              env={**os.environ, OWN_PROCESS: "1"})
-        assert proc.returncode == 0, proc.stdout[-8000:] + proc.stderr[-3000:]
-        assert " passed" in proc.stdout and "skipped" not in proc.stdout, proc.stdout[-3000:]
+        run_file_in_own_process(__file__, OWN_PROCESS, timeout=1500)
 
 else:
     import deltalake
