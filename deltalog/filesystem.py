@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import threading
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 import pyarrow.fs as pafs
 
@@ -104,7 +104,6 @@ def arrow_filesystem(uri: str, storage_options: dict[str, Any] | None = None) ->
     parsed = urlparse(uri)
     scheme = parsed.scheme.lower()
     if not is_object_store_uri(uri):
-        from .storage import table_path_from_uri
         return pafs.LocalFileSystem(), table_path_from_uri(uri)
     opts = _options(storage_options if storage_options is not None else storage_options_for(uri))
     # The key as it is: a URI here spells a key raw (a decoded log path joined to the root), and keys
@@ -248,8 +247,6 @@ def check_inside(path: str, root: str) -> None:
         if not (str(path).rstrip("/") + "/").startswith(str(root).rstrip("/") + "/"):
             raise UnsafePathError(f"{path} is outside {root}; nothing was deleted there.")
         return
-    from .storage import table_path_from_uri
-
     real_root = os.path.realpath(table_path_from_uri(root))
     real = os.path.realpath(table_path_from_uri(path))
     if real != real_root and not real.startswith(real_root.rstrip(os.sep) + os.sep):
@@ -321,3 +318,16 @@ def redact(text: str) -> str:
     for v in sorted(values, key=len, reverse=True):
         text = text.replace(v, "****")
     return text
+
+def table_path_from_uri(table_uri: str) -> str:
+    """A local absolute path for a plain path or a `file:` URI; ValueError for other schemes."""
+    parsed = urlparse(table_uri)
+    if parsed.scheme == "file":
+        if parsed.netloc not in ("", "localhost"):
+            raise ValueError(f"{table_uri}: file URIs with a host are not supported")
+        return os.path.abspath(unquote(parsed.path))
+    if parsed.scheme and len(parsed.scheme) > 1:  # `C:` drive letters are paths, not schemes
+        raise ValueError(
+            f"{table_uri}: this operation needs a local table (a path or a file:// URI); storage "
+            f"scheme {parsed.scheme!r} is not supported here yet")
+    return os.path.abspath(table_uri)

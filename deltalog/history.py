@@ -9,7 +9,8 @@ from typing import Any
 
 from .actions import commit_objects
 from .errors import CorruptLogError, NotATableError, VersionNotFoundError
-from .storage import LogFile, LogStore, log_store_for
+from .storage import LogFile, LogStore
+from .stores import log_store_for
 
 _HISTORY_KEYS = ("operation", "operationParameters", "readVersion", "isolationLevel", "isBlindAppend",
                  "operationMetrics", "userMetadata", "engineInfo")

@@ -23,7 +23,7 @@ from typing import Any, BinaryIO
 from urllib.parse import urlparse
 
 from .errors import DeltaError, NotATableError, one_line
-from .filesystem import storage_options_for
+from .filesystem import redact, storage_options_for, task_storage_options
 from .storage import LOG_DIR, LogFile, LogStore, WriteOutcomeUnknown, arrow_owned_buffer, classify
 
 SINGLE_WRITER_OPTION = "deltalog_single_writer"
@@ -124,8 +124,6 @@ def _refused_access(method):
         try:
             return method(self, *args, **kwargs)
         except (PermissionDeniedError, UnauthenticatedError) as exc:
-            from .filesystem import redact
-
             text = one_line(exc)
             lowered = text.lower()
             cause = next((why for needles, why in _STORE_CAUSES if any(n in lowered for n in needles)),
@@ -363,8 +361,6 @@ def probe_warehouse(root: str, storage_options: dict[str, Any] | None = None) ->
     (never a secret) when the store cannot be used, before anything is written."""
 
     import obstore
-
-    from .filesystem import redact, task_storage_options
 
     root = str(root).rstrip("/")
     if root in _probed_warehouses:

@@ -30,7 +30,8 @@ from .errors import (ChecksumMismatchError, CorruptLogError, DataFileNotFoundErr
 from .deletion_vectors import file_keys
 from .file_actions import ADD_LINE_PREFIX, FileActionTypeError, adds_from_json, files_table
 from .paths import file_path_of
-from .storage import LogFile, LogStore, log_store_for
+from .storage import LogFile, LogStore
+from .stores import log_store_for
 
 log = logging.getLogger(__name__)
 

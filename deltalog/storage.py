@@ -6,7 +6,7 @@ prefix listing that starts after `%020d` (S3 `ListObjectsV2(StartAfter=...)`, GC
 `read` to GET, `write_if_absent` to a conditional create (S3 `PUT If-None-Match: *`, GCS
 `ifGenerationMatch=0`, Azure rename-without-overwrite, HDFS rename) and `write_atomic` to a plain
 PUT (object stores publish whole objects). A new store subclasses `LogStore` and is returned by
-`log_store_for` for its URI scheme.
+`stores.log_store_for` for its URI scheme.
 """
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ import uuid
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, BinaryIO
-from urllib.parse import unquote, urlparse
 
 from .errors import NotATableError
+from .filesystem import check_inside
 
 LOG_DIR = "_delta_log"
 LAST_CHECKPOINT = "_last_checkpoint"
@@ -237,8 +237,6 @@ class LocalLogStore(LogStore):
         return st.st_size, st.st_mtime_ns // 1_000_000
 
     def delete_data_file(self, relative: str) -> None:
-        from .filesystem import check_inside
-
         check_inside(self._data_path(relative), self.table_uri)  # never through a symlink out of the table
         try:
             os.unlink(self._data_path(relative))
@@ -264,29 +262,6 @@ def arrow_owned_buffer(data: bytes) -> Any:
     return out.getvalue()
 
 
-def table_path_from_uri(table_uri: str) -> str:
-    """A local absolute path for a plain path or a `file:` URI; ValueError for other schemes."""
-    parsed = urlparse(table_uri)
-    if parsed.scheme == "file":
-        if parsed.netloc not in ("", "localhost"):
-            raise ValueError(f"{table_uri}: file URIs with a host are not supported")
-        return os.path.abspath(unquote(parsed.path))
-    if parsed.scheme and len(parsed.scheme) > 1:  # `C:` drive letters are paths, not schemes
-        raise ValueError(
-            f"{table_uri}: this operation needs a local table (a path or a file:// URI); storage "
-            f"scheme {parsed.scheme!r} is not supported here yet")
-    return os.path.abspath(table_uri)
-
-
-def log_store_for(table_uri: str, storage_options: dict[str, Any] | None = None) -> LogStore:
-    """The store of a table location: a local path or `file://` URI, or an object-store URI (s3://,
-    abfss:// / az://, gs://) with delta-rs style `storage_options`."""
-    from .filesystem import is_object_store_uri
-    from .object_store import ObjectLogStore
-
-    if is_object_store_uri(str(table_uri)):
-        return ObjectLogStore(str(table_uri), storage_options)
-    return LocalLogStore(table_path_from_uri(str(table_uri)))
 
 
 def fsync_dir(path: str) -> None:

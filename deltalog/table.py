@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from .actions import Metadata
 from .errors import InvalidTableError, NotATableError
-from .storage import log_store_for
+from .stores import log_store_for
 from .transaction import Transaction
 
 

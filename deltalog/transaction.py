@@ -34,7 +34,8 @@ from .errors import (
     DeltaError, InvalidTableError, MetadataChangedException, NotATableError, ProtocolChangedException,
     UnsafePathError, UnsupportedFeatureError, one_line,
 )
-from .storage import LOG_DIR, LogStore, WriteOutcomeUnknown, log_store_for
+from .storage import LOG_DIR, LogStore, WriteOutcomeUnknown
+from .stores import log_store_for
 from .schema import schema_string, uses_type
 from . import deletion_vectors, row_tracking
 

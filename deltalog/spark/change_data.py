@@ -19,7 +19,7 @@ from ..errors import VersionNotFoundError
 from ..paths import absolute_file_path, decode_path
 from ..schema import quote_identifier, schema_string
 from .. import filesystem as fs
-from ..storage import log_store_for
+from ..stores import log_store_for
 from .reader import FILE_COLUMN, files_dataframe, local_file_expr, local_file_key, snapshot_dataframe
 from .writer import spark_schema, write_files
 

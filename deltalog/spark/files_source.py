@@ -70,7 +70,7 @@ class _Reader(DataSourceReader):
         import pyarrow as pa
 
         from ..scan import read_data_file
-        from ..storage import log_store_for
+        from ..stores import log_store_for
 
         plan = self.plan
         store = log_store_for(plan["table_uri"], self.storage_options)

@@ -46,7 +46,7 @@ from ..paths import (
 )
 from ..schema import partition_column_types, uses_type, without_columns
 from ..stats import StatsCollector
-from ..storage import table_path_from_uri
+from ..filesystem import table_path_from_uri
 from . import hadoop
 from .embedded import jar_class
 

@@ -4,7 +4,8 @@ import os
 import pytest
 
 from deltalog.errors import NotATableError
-from deltalog.storage import LocalLogStore, LogStore, classify, log_store_for
+from deltalog.storage import LocalLogStore, LogStore, classify
+from deltalog.stores import log_store_for
 
 
 def _names(files):

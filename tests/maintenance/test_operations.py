@@ -147,7 +147,7 @@ def test_changes_between_versions(history_table):
     """Without the change data feed, a range of appends and whole-file removes still reads by file; the
     range is checked and a commit gone from the log is named."""
     from deltalog.change_data import commit_changes
-    from deltalog.storage import log_store_for
+    from deltalog.stores import log_store_for
 
     uri = history_table
     store = log_store_for(uri)

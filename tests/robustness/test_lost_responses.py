@@ -13,7 +13,7 @@ from deltalake import QueryBuilder
 
 from deltalog import filesystem
 from deltalog.snapshot import Snapshot
-from deltalog.storage import log_store_for
+from deltalog.stores import log_store_for
 from deltalog.write import write_deltalake
 from tests.dropping_proxy import DroppingProxy
 from tests.seaweed import seaweedfs_or_skip

@@ -998,7 +998,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         from datetime import datetime, timezone
 
         from deltalog.history import last_commit_time
-        from deltalog.storage import log_store_for
+        from deltalog.stores import log_store_for
 
         schema, name = source.schema, source.identifier
         if not schema or not name or not self.warehouse.is_table(schema, name):
