@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 
 from .actions import commit_objects
-from .checkpoint import FILES_SCHEMA
+from .file_actions import FILES_SCHEMA
 from .errors import InvalidTableError, UnsupportedFeatureError, VersionNotFoundError
 from .paths import decode_path
 from .file_actions import files_table

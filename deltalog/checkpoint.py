@@ -19,6 +19,8 @@ import pyarrow.parquet as pq
 
 from . import log_json
 from .errors import CorruptLogError
+from .file_actions import (DELETION_VECTOR, FILES_SCHEMA, STRING_MAP, TOMBSTONES_SCHEMA, FileActionTypeError,
+                           files_table, removes_table)
 from .stats import stats_json_from_parsed
 from .storage import LAST_CHECKPOINT, LogFile, LogStore
 
@@ -27,27 +29,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-STRING_MAP = pa.map_(pa.string(), pa.string())
-DELETION_VECTOR = pa.struct([
-    ("storageType", pa.string()), ("pathOrInlineDv", pa.string()), ("offset", pa.int32()),
-    ("sizeInBytes", pa.int32()), ("cardinality", pa.int64()),
-])
-
-# The snapshot's columnar state: live files and unexpired tombstones.
-FILES_SCHEMA = pa.schema([
-    ("path", pa.string()), ("partition_values", STRING_MAP), ("size", pa.int64()),
-    ("modification_time", pa.int64()), ("data_change", pa.bool_()), ("stats", pa.string()),
-    ("tags", STRING_MAP), ("deletion_vector", DELETION_VECTOR),
-    # row tracking (see row_tracking)
-    ("base_row_id", pa.int64()), ("default_row_commit_version", pa.int64()),
-])
-TOMBSTONES_SCHEMA = pa.schema([
-    ("path", pa.string()), ("deletion_timestamp", pa.int64()), ("size", pa.int64()),
-    ("data_change", pa.bool_()), ("partition_values", STRING_MAP),
-    # a tombstone is (path, DV): the DV file stays needed while the tombstone is retained
-    ("deletion_vector", DELETION_VECTOR),
-    ("base_row_id", pa.int64()), ("default_row_commit_version", pa.int64()),
-])
 # log name -> snapshot column name
 _ADD_COLUMNS = {"path": "path", "partitionValues": "partition_values", "size": "size",
                 "modificationTime": "modification_time", "dataChange": "data_change", "stats": "stats",
@@ -442,12 +423,10 @@ def read_checkpoint(store: LogStore, parts: list[LogFile]) -> CheckpointState:
         except (OSError, pa.ArrowException, KeyError, TypeError, ValueError) as e:
             raise CorruptLogError(f"{source}: not a readable checkpoint ({e})") from None
     if inline:
-        from .file_actions import FileActionTypeError, files_table
-        from .snapshot import _removes_table
         manifest = next(p.name for p in parts if p.name.endswith(".json"))  # a JSON manifest is one part
         try:
             files.append(files_table([a for k, a in inline if k == "add"]))
-            tombstones.append(_removes_table([r for k, r in inline if k == "remove"]))
+            tombstones.append(removes_table([r for k, r in inline if k == "remove"]))
         except (FileActionTypeError, pa.ArrowException, TypeError, ValueError) as e:
             raise CorruptLogError(f"{store.table_uri}/_delta_log/{manifest}: not a readable checkpoint ({e})") from None
     state.files = pa.concat_tables(files) if files else state.files

@@ -1,4 +1,4 @@
-"""File actions (add, remove, cdc) as the snapshot's Arrow columns (`checkpoint.FILES_SCHEMA`).
+"""File actions (add, remove, cdc) as the snapshot's Arrow columns (`FILES_SCHEMA`, `TOMBSTONES_SCHEMA`).
 
 Two ways in, one result: `files_table` converts action dicts (what orjson parsed, or what a writer
 made), and `adds_from_json` parses many add lines at once with Arrow's JSON reader, which is what makes
@@ -10,20 +10,41 @@ as dicts, so that one rule set decides and the bad line is named.
 from __future__ import annotations
 
 import io
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from . import checkpoint as cp
+STRING_MAP = pa.map_(pa.string(), pa.string())
+DELETION_VECTOR = pa.struct([
+    ("storageType", pa.string()), ("pathOrInlineDv", pa.string()), ("offset", pa.int32()),
+    ("sizeInBytes", pa.int32()), ("cardinality", pa.int64()),
+])
+
+# The snapshot's columnar state: live files and unexpired tombstones.
+FILES_SCHEMA = pa.schema([
+    ("path", pa.string()), ("partition_values", STRING_MAP), ("size", pa.int64()),
+    ("modification_time", pa.int64()), ("data_change", pa.bool_()), ("stats", pa.string()),
+    ("tags", STRING_MAP), ("deletion_vector", DELETION_VECTOR),
+    # row tracking (see row_tracking)
+    ("base_row_id", pa.int64()), ("default_row_commit_version", pa.int64()),
+])
+TOMBSTONES_SCHEMA = pa.schema([
+    ("path", pa.string()), ("deletion_timestamp", pa.int64()), ("size", pa.int64()),
+    ("data_change", pa.bool_()), ("partition_values", STRING_MAP),
+    # a tombstone is (path, DV): the DV file stays needed while the tombstone is retained
+    ("deletion_vector", DELETION_VECTOR),
+    ("base_row_id", pa.int64()), ("default_row_commit_version", pa.int64()),
+])
 
 # File actions as the log spells them. Converting the action dicts to this type in one call checks every
 # field's JSON type on the way (a string where a number belongs, an array for a map: ArrowException).
 _FILE_ACTION = pa.struct([
-    ("path", pa.string()), ("partitionValues", cp.STRING_MAP), ("size", pa.int64()),
+    ("path", pa.string()), ("partitionValues", STRING_MAP), ("size", pa.int64()),
     ("modificationTime", pa.int64()), ("dataChange", pa.bool_()), ("stats", pa.string()),
-    ("tags", cp.STRING_MAP), ("deletionVector", cp.DELETION_VECTOR),
+    ("tags", STRING_MAP), ("deletionVector", DELETION_VECTOR),
     ("baseRowId", pa.int64()), ("defaultRowCommitVersion", pa.int64()),
 ])
 
@@ -47,7 +68,7 @@ def files_table(actions: list[dict]) -> pa.Table:
     """File actions (add, remove or cdc dicts as the log spells them) in the snapshot's FILES_SCHEMA;
     FileActionTypeError when one is not an object, lacks its path or has a field of another type."""
     if not actions:
-        return cp.FILES_SCHEMA.empty_table()
+        return FILES_SCHEMA.empty_table()
     try:
         parsed = pa.array(actions, _FILE_ACTION)
     except (pa.ArrowException, OverflowError, TypeError, ValueError) as e:
@@ -78,9 +99,9 @@ def adds_from_json(lines: bytes) -> pa.Table | None:
     if partition_values is None or tags is None:
         return None
     dv = adds.field("deletionVector")
-    if dv.type != cp.DELETION_VECTOR:  # fields beyond the protocol's, inferred: dropped, as files_table does
-        dv = pa.StructArray.from_arrays([dv.field(f.name) for f in cp.DELETION_VECTOR],
-                                        fields=list(cp.DELETION_VECTOR), mask=dv.is_null())
+    if dv.type != DELETION_VECTOR:  # fields beyond the protocol's, inferred: dropped, as files_table does
+        dv = pa.StructArray.from_arrays([dv.field(f.name) for f in DELETION_VECTOR],
+                                        fields=list(DELETION_VECTOR), mask=dv.is_null())
     try:
         return _table(adds, partition_values, tags, dv)
     except FileActionTypeError:
@@ -105,7 +126,7 @@ def _table(actions: pa.StructArray, partition_values: pa.MapArray, tags: pa.MapA
         deletion_vector,
         actions.field("baseRowId"),
         actions.field("defaultRowCommitVersion"),
-    ], schema=cp.FILES_SCHEMA)
+    ], schema=FILES_SCHEMA)
 
 
 def _struct_to_map(struct: pa.StructArray, nulls_allowed: bool) -> pa.MapArray | None:
@@ -129,9 +150,33 @@ def _struct_to_map(struct: pa.StructArray, nulls_allowed: bool) -> pa.MapArray |
     ends = np.cumsum(np.where(valid, k, 0))
     offsets = pa.array(np.concatenate([[0], ends]).astype(np.int32),
                        mask=np.concatenate([~valid, [False]]) if struct.null_count else None)
-    return pa.MapArray.from_arrays(offsets, keys, items, type=cp.STRING_MAP)
+    return pa.MapArray.from_arrays(offsets, keys, items, type=STRING_MAP)
 
 
 def _empty_where_null(maps: pa.MapArray) -> pa.MapArray:
     """An absent partitionValues reads as no partition values (a null entry's offsets span nothing)."""
     return maps if not maps.null_count else pa.MapArray.from_arrays(maps.offsets, maps.keys, maps.items)
+
+def _dv(d: dict[str, Any] | None) -> dict[str, Any] | None:
+    return None if d is None else {f.name: d.get(f.name) for f in DELETION_VECTOR}
+
+
+def remove_deletion_vectors(removes: list[dict[str, Any]]) -> pa.Array | None:
+    if not any(r.get("deletionVector") for r in removes):
+        return None
+    return pa.array([_dv(r.get("deletionVector")) for r in removes], DELETION_VECTOR)
+
+
+def removes_table(removes: list[dict[str, Any]]) -> pa.Table:
+    if not removes:
+        return TOMBSTONES_SCHEMA.empty_table()
+    return pa.Table.from_arrays([
+        pa.array([r["path"] for r in removes], pa.string()),
+        pa.array([r.get("deletionTimestamp") or 0 for r in removes], pa.int64()),
+        pa.array([r.get("size") for r in removes], pa.int64()),
+        pa.array([r.get("dataChange", True) for r in removes], pa.bool_()),
+        pa.array([r.get("partitionValues") for r in removes], STRING_MAP),
+        pa.array([_dv(r.get("deletionVector")) for r in removes], DELETION_VECTOR),
+        pa.array([r.get("baseRowId") for r in removes], pa.int64()),
+        pa.array([r.get("defaultRowCommitVersion") for r in removes], pa.int64()),
+    ], schema=TOMBSTONES_SCHEMA)

@@ -28,7 +28,8 @@ from .actions import (SUPPORTED_READER_FEATURES, AddFile, DomainMetadata, Metada
 from .errors import (ChecksumMismatchError, CorruptLogError, DataFileNotFoundError, NotATableError,
                      UnsupportedFeatureError, VersionNotFoundError)
 from .deletion_vectors import file_keys
-from .file_actions import ADD_LINE_PREFIX, FileActionTypeError, adds_from_json, files_table
+from .file_actions import (ADD_LINE_PREFIX, FILES_SCHEMA, TOMBSTONES_SCHEMA, FileActionTypeError, adds_from_json,
+                           files_table, remove_deletion_vectors, removes_table)
 from .paths import file_path_of
 from .storage import LogFile, LogStore
 from .stores import log_store_for
@@ -88,29 +89,6 @@ def decode_paths(paths: pa.Array | pa.ChunkedArray) -> pa.Array:
                     pa.string())
 
 
-def _dv(d: dict[str, Any] | None) -> dict[str, Any] | None:
-    return None if d is None else {f.name: d.get(f.name) for f in cp.DELETION_VECTOR}
-
-
-def _remove_dvs(removes: list[dict[str, Any]]) -> pa.Array | None:
-    if not any(r.get("deletionVector") for r in removes):
-        return None
-    return pa.array([_dv(r.get("deletionVector")) for r in removes], cp.DELETION_VECTOR)
-
-
-def _removes_table(removes: list[dict[str, Any]]) -> pa.Table:
-    if not removes:
-        return cp.TOMBSTONES_SCHEMA.empty_table()
-    return pa.Table.from_arrays([
-        pa.array([r["path"] for r in removes], pa.string()),
-        pa.array([r.get("deletionTimestamp") or 0 for r in removes], pa.int64()),
-        pa.array([r.get("size") for r in removes], pa.int64()),
-        pa.array([r.get("dataChange", True) for r in removes], pa.bool_()),
-        pa.array([r.get("partitionValues") for r in removes], cp.STRING_MAP),
-        pa.array([_dv(r.get("deletionVector")) for r in removes], cp.DELETION_VECTOR),
-        pa.array([r.get("baseRowId") for r in removes], pa.int64()),
-        pa.array([r.get("defaultRowCommitVersion") for r in removes], pa.int64()),
-    ], schema=cp.TOMBSTONES_SCHEMA)
 
 
 def reconcile(base_files: pa.Table, base_tombstones: pa.Table,
@@ -120,14 +98,14 @@ def reconcile(base_files: pa.Table, base_tombstones: pa.Table,
     sequence numbers) to a reconciled state."""
     if not new_adds.num_rows and not removes:
         return base_files, base_tombstones
-    new_removes = _removes_table(removes)
+    new_removes = removes_table(removes)
     # A file is its path together with its deletion vector: an update of a file's DV removes
     # (path, old DV) and adds (path, new DV) in one commit.
     add_keys = file_keys(decode_paths(new_adds.column("path")), new_adds.column("deletion_vector"))
     if not removes and pc.count_distinct(add_keys, mode="all").as_py() == len(add_keys):
         touched = add_keys  # appends only, no file added twice: every add wins
     else:
-        remove_keys = file_keys(decode_paths(new_removes.column("path")), _remove_dvs(removes))
+        remove_keys = file_keys(decode_paths(new_removes.column("path")), remove_deletion_vectors(removes))
         keys = pa.table({
             "key": pa.concat_arrays([add_keys, remove_keys]),
             "seq": pa.array(add_seq + remove_seq, pa.int64()),
@@ -432,7 +410,7 @@ class _Replay:
     def _files_table(self) -> pa.Table:
         self._flush_adds()
         if not self.add_tables:
-            return cp.FILES_SCHEMA.empty_table()
+            return FILES_SCHEMA.empty_table()
         return self.add_tables[0] if len(self.add_tables) == 1 else pa.concat_tables(self.add_tables)
 
     def build(self, store: LogStore, version: int, timestamp: int, base_files: pa.Table,
@@ -601,8 +579,8 @@ def _load_from(store: LogStore, listing: _Listing, version: int | None) -> Snaps
 
     from .history import commit_timestamp
     timestamp = commit_timestamp(listing, target, replay.commit_info)
-    base_files = state.files if state else cp.FILES_SCHEMA.empty_table()
-    base_tombs = state.tombstones if state else cp.TOMBSTONES_SCHEMA.empty_table()
+    base_files = state.files if state else FILES_SCHEMA.empty_table()
+    base_tombs = state.tombstones if state else TOMBSTONES_SCHEMA.empty_table()
     snap = replay.build(store, target, timestamp, base_files, base_tombs)
     if target in listing.crcs:
         from .checksum import verify_checksum
