@@ -50,7 +50,7 @@ from .reader import (
     local_file_expr, local_file_key, local_path_of, read_through_data_source, sizes_differ, tells_files_by_size,
     widened_columns,
 )
-from .writer import write_files
+from .writer import target_file_size, write_files
 
 MODES = ("append", "overwrite", "error", "errorifexists", "ignore")
 SCHEMA_MODES = (None, "merge", "overwrite")
@@ -1502,8 +1502,6 @@ def _in_few_files(df: DataFrame, rows: int, snapshot: Any) -> DataFrame:
     """`df` in as few partitions as `rows` of the table's average row size fill files of its target size:
     merge-on-read writes only the changed rows, which would otherwise become one small file per
     partition of the source."""
-    from .optimize import target_file_size
-
     records = _records(snapshot.files)
     if not records:
         return df

@@ -33,10 +33,8 @@ from ..transaction import reruns_after_conflict, row_level
 from . import zorder
 from .operations import rows_with_row_ids
 from .reader import snapshot_dataframe
-from .writer import dictionary_free_columns, write_files
+from .writer import dictionary_free_columns, target_file_size, write_files
 
-DEFAULT_MAX_FILE_SIZE = 128 * 1024 * 1024
-TARGET_FILE_SIZE_KEY = "delta.targetFileSize"
 TAG_ZORDER_BY = "ZCUBE_ZORDER_BY"
 TAG_CURVE = "ZCUBE_ZORDER_CURVE"
 TAG_CUBE_ID = "ZCUBE_ID"
@@ -143,20 +141,6 @@ def _select_files(snapshot: Any, where: Any) -> tuple[pa.Table, Any]:
             f"({', '.join(snapshot.partition_columns) or 'the table has none'}); {', '.join(bad)} "
             f"{'is not one' if len(bad) == 1 else 'are not'}.")
     return snapshot.files.filter(prune_snapshot(snapshot, expr)), expr
-
-
-def target_file_size(snapshot: Any, max_file_size: int | None = None) -> int:
-    """The size files are written up to: `max_file_size` when given, else the table's
-    `delta.targetFileSize`, else 128 MiB."""
-    if max_file_size is not None:
-        return int(max_file_size)
-    raw = snapshot.configuration.get(TARGET_FILE_SIZE_KEY)
-    if raw:
-        try:
-            return int(raw)
-        except ValueError:
-            pass
-    return DEFAULT_MAX_FILE_SIZE
 
 
 def _size_metrics(sizes: list[int], prefix: str = "") -> dict[str, Any]:

@@ -39,18 +39,37 @@ from ..column_mapping import (is_mapped, mode_of, physical_names, physical_schem
                               with_arrow_field_ids)
 from ..constraints import table_constraints
 from ..errors import DeltaError, IncompleteWriteError, InvalidTableError, SchemaMismatchError
-from ..filesystem import arrow_filesystem, delete_file, parquet_metadata, is_object_store_uri, join, task_storage_options
+from ..filesystem import (arrow_filesystem, delete_file, is_object_store_uri, join, parquet_metadata, table_path_from_uri,
+                          task_storage_options)
 from ..paths import (
     decode_path, encode_path, new_data_file_path, parse_partition_folder, parse_partition_value, partition_folder,
     serialize_partition_value,
 )
 from ..schema import partition_column_types, uses_type, without_columns
 from ..stats import StatsCollector
-from ..filesystem import table_path_from_uri
 from . import hadoop
 from .embedded import jar_class
 
 log = logging.getLogger(__name__)
+
+# the size files are written up to (OPTIMIZE compacts toward it; merge-on-read fills files of it)
+DEFAULT_MAX_FILE_SIZE = 128 * 1024 * 1024
+TARGET_FILE_SIZE_KEY = "delta.targetFileSize"
+
+
+def target_file_size(snapshot: Any, max_file_size: int | None = None) -> int:
+    """The size files are written up to: `max_file_size` when given, else the table's
+    `delta.targetFileSize`, else 128 MiB."""
+    if max_file_size is not None:
+        return int(max_file_size)
+    raw = snapshot.configuration.get(TARGET_FILE_SIZE_KEY)
+    if raw:
+        try:
+            return int(raw)
+        except ValueError:
+            pass
+    return DEFAULT_MAX_FILE_SIZE
+
 
 STAGING_DIR = "_delta_staging"
 DIRECT_WRITE_OPTION = "deltalog.direct.write.id"  # DirectCommitProtocol.WRITE_ID
