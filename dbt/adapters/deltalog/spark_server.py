@@ -30,7 +30,7 @@ import threading
 import time
 from typing import Dict, Iterator, List, Optional
 
-from dbt.adapters.deltalog.session import tail
+from dbt.adapters.deltalog.jvm import tail
 
 DEFAULT_IDLE_TIMEOUT = 900  # seconds without an attached command before the server stops
 START_TIMEOUT = 300  # seconds a command waits for a new server's Spark to come up
@@ -113,7 +113,7 @@ def _locked(path: str, mode: int) -> Iterator[None]:
 
 def serve(key: str, master: str, spark_conf: Dict[str, str], idle_timeout: float) -> None:
     """Run a server: start Spark, publish how to attach, stop after `idle_timeout` idle seconds."""
-    from dbt.adapters.deltalog.session import start_spark
+    from dbt.adapters.deltalog.jvm import start_spark
 
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
@@ -235,7 +235,7 @@ def _connect(state: dict):
     spark = SparkSession(sc, jsparkSession=base.newSession())
     if threading.current_thread() is threading.main_thread():
         # pyspark's handler cancels every job of the JVM; other commands share this one
-        from dbt.adapters.deltalog.session import cancel_command_jobs
+        from dbt.adapters.deltalog.jvm import cancel_command_jobs
 
         def interrupt(signum, frame):
             try:
