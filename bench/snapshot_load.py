@@ -66,7 +66,7 @@ def build(path: str, commits: int, files_per_commit: int, checkpoint_interval: i
         store.write_if_absent("%020d.json" % v, commit_to_bytes(actions))
         if checkpoint_interval > 0:  # the snapshot is only needed to write checkpoints
             snap = Snapshot.load(path) if snap is None else snap.apply(v, actions, now)
-            if should_checkpoint(v, snap.configuration):
+            if should_checkpoint(v, snap.table_configuration.checkpoint_interval):
                 write_checkpoint(store, snap)
         if v % 1000 == 0:
             print(f"  built {v} commits ({time.time() - t0:.0f} s)", flush=True)

@@ -25,8 +25,9 @@ from .paths import decode_path
 from .file_actions import files_table
 from .snapshot import Snapshot
 from .storage import LogStore
+from .table_configuration import CHANGE_DATA_FEED_KEY, flag
 
-ENABLE_KEY = "delta.enableChangeDataFeed"
+ENABLE_KEY = CHANGE_DATA_FEED_KEY
 CHANGE_TYPE_COLUMN = "_change_type"
 COMMIT_VERSION_COLUMN = "_commit_version"
 COMMIT_TIMESTAMP_COLUMN = "_commit_timestamp"
@@ -36,7 +37,7 @@ UPDATE_PREIMAGE, UPDATE_POSTIMAGE = "update_preimage", "update_postimage"
 
 
 def is_enabled(configuration: dict[str, str] | None) -> bool:
-    return str((configuration or {}).get(ENABLE_KEY, "false")).lower() == "true"
+    return flag(configuration, ENABLE_KEY)
 
 
 def with_change_type(schema_json: dict[str, Any]) -> dict[str, Any]:

@@ -71,7 +71,6 @@ CHECKPOINT_SCHEMA = pa.schema([
 # the classic single-file name, which the protocol allows for either spec (never multi-part).
 CHECKPOINT_METADATA = pa.field("checkpointMetadata", pa.struct([("version", pa.int64()), ("tags", STRING_MAP)]))
 
-DEFAULT_CHECKPOINT_INTERVAL = 10
 
 # Paths and stats are unique per row: dictionary-encoding them costs ~7x on write and ~10x on read
 # (measured at 30,000 files), so only the repetitive partition values get dictionaries.
@@ -87,13 +86,9 @@ def checkpoint_name(version: int) -> str:
     return "%020d.checkpoint.parquet" % version
 
 
-def should_checkpoint(version: int, configuration: dict[str, str] | None) -> bool:
-    """True when a checkpoint is due after committing `version` (every `delta.checkpointInterval`)."""
-    raw = (configuration or {}).get("delta.checkpointInterval")
-    try:
-        interval = int(raw) if raw is not None else DEFAULT_CHECKPOINT_INTERVAL
-    except ValueError:
-        interval = DEFAULT_CHECKPOINT_INTERVAL
+def should_checkpoint(version: int, interval: int) -> bool:
+    """True when a checkpoint is due after committing `version`, every `interval` commits (the table's
+    `TableConfiguration.checkpoint_interval`)."""
     return version > 0 and interval > 0 and version % interval == 0
 
 
@@ -116,15 +111,6 @@ def _rows_table(column: str, struct_array: pa.Array, schema: pa.Schema = CHECKPO
     n = len(struct_array)
     return pa.Table.from_arrays(
         [struct_array if f.name == column else pa.nulls(n, f.type) for f in schema], schema=schema)
-
-
-def _struct_stats(snapshot: "Snapshot") -> tuple[bool, bool]:
-    """(write `stats` JSON, write `stats_parsed` and `partitionValues_parsed`): the table's
-    `delta.checkpoint.writeStatsAsJson` (default true) and `…writeStatsAsStruct` (default false)."""
-    conf = snapshot.configuration
-    as_json = conf.get("delta.checkpoint.writeStatsAsJson", "true").lower() != "false"
-    as_struct = conf.get("delta.checkpoint.writeStatsAsStruct", "false").lower() == "true"
-    return as_json, as_struct
 
 
 def _add_columns_parsed(snapshot: "Snapshot", files: pa.Table) -> dict[str, pa.Array]:
@@ -177,7 +163,7 @@ def checkpoint_table(snapshot: "Snapshot") -> pa.Table:
         parts.append(_rows_table("domainMetadata",
                                  pa.array(domains, type=schema.field("domainMetadata").type), schema))
     files = snapshot.files
-    as_json, as_struct = _struct_stats(snapshot)
+    as_json, as_struct = snapshot.table_configuration.checkpoint_stats
     if files.num_rows:
         cols = {log_name: files.column(col).combine_chunks() for log_name, col in _ADD_COLUMNS.items()}
         if as_struct:
@@ -201,7 +187,7 @@ def _checkpoint_schema(snapshot: "Snapshot") -> pa.Schema:
     schema = CHECKPOINT_SCHEMA
     if snapshot.protocol.has_writer_feature("v2Checkpoint"):
         schema = schema.append(CHECKPOINT_METADATA)
-    if not _struct_stats(snapshot)[1] or not snapshot.files.num_rows:
+    if not snapshot.table_configuration.checkpoint_stats[1] or not snapshot.files.num_rows:
         return schema
     extra = _add_columns_parsed(snapshot, snapshot.files.slice(0, 0))
     add = schema.field("add")

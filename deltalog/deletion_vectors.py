@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import CorruptLogError
+from .table_configuration import DELETION_VECTORS_KEY, flag
 
 MAGIC = 1681511377
 _Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
@@ -172,12 +173,12 @@ def keep_mask(num_rows: int, deleted: np.ndarray) -> pa.Array:
     return pa.array(keep)
 
 
-ENABLE_KEY = "delta.enableDeletionVectors"
+ENABLE_KEY = DELETION_VECTORS_KEY
 
 
 def is_enabled(configuration: dict[str, str] | None) -> bool:
     """Whether DML on the table marks rows deleted instead of rewriting files."""
-    return str((configuration or {}).get(ENABLE_KEY, "false")).lower() == "true"
+    return flag(configuration, ENABLE_KEY)
 
 
 def serialize_bitmap(bitmap: Any) -> bytes:

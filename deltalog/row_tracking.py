@@ -31,28 +31,25 @@ import pyarrow.compute as pc
 
 from .actions import AddFile, DomainMetadata, Protocol, RemoveFile
 from .errors import InvalidTableError
+from .table_configuration import ROW_TRACKING_KEY, ROW_TRACKING_SUSPENDED_KEY, flag
 
 FEATURE = "rowTracking"
-ENABLE_KEY = "delta.enableRowTracking"
-SUSPENDED_KEY = "delta.rowTrackingSuspended"
+ENABLE_KEY = ROW_TRACKING_KEY
+SUSPENDED_KEY = ROW_TRACKING_SUSPENDED_KEY
 ROW_ID_COLUMN_KEY = "delta.rowTracking.materializedRowIdColumnName"
 ROW_COMMIT_VERSION_COLUMN_KEY = "delta.rowTracking.materializedRowCommitVersionColumnName"
 DOMAIN = "delta.rowTracking"
 PRESERVED_TAG = "delta.rowTracking.preserved"
 
 
-def _true(value: Any) -> bool:
-    return str(value if value is not None else "false").strip().lower() == "true"
-
-
 def is_enabled(configuration: dict[str, str] | None) -> bool:
-    return _true((configuration or {}).get(ENABLE_KEY))
+    return flag(configuration, ENABLE_KEY)
 
 
 def is_active(protocol: Protocol | None, configuration: dict[str, str] | None) -> bool:
     """Whether writers must assign row IDs: the protocol lists the feature and it is not suspended."""
     return (protocol is not None and protocol.has_writer_feature(FEATURE)
-            and not _true((configuration or {}).get(SUSPENDED_KEY)))
+            and not flag(configuration, SUSPENDED_KEY))
 
 
 def with_column_names(configuration: dict[str, str], current: dict[str, str] | None,
@@ -62,7 +59,7 @@ def with_column_names(configuration: dict[str, str], current: dict[str, str] | N
     if not is_enabled(configuration) and not any(k in configuration for k in (ROW_ID_COLUMN_KEY,
                                                                               ROW_COMMIT_VERSION_COLUMN_KEY)):
         return configuration
-    if _true(configuration.get(SUSPENDED_KEY)) and is_enabled(configuration):
+    if flag(configuration, SUSPENDED_KEY) and is_enabled(configuration):
         raise InvalidTableError(f"{table}: {ENABLE_KEY}=true and {SUSPENDED_KEY}=true contradict each other: "
                                 f"row tracking cannot be enabled while it is suspended. Set one of them to false.")
     out = dict(configuration)

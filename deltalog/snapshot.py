@@ -32,6 +32,7 @@ from .file_actions import (ADD_LINE_PREFIX, FILES_SCHEMA, TOMBSTONES_SCHEMA, Fil
                            files_table, remove_deletion_vectors, removes_table)
 from .paths import file_path_of
 from .storage import LogFile, LogStore
+from .table_configuration import TableConfiguration
 from .stores import log_store_for
 
 log = logging.getLogger(__name__)
@@ -202,6 +203,11 @@ class Snapshot:
     @property
     def configuration(self) -> dict[str, str]:
         return dict(self.metadata.configuration)
+
+    @property
+    def table_configuration(self) -> TableConfiguration:
+        """What the table is configured to do (its features, properties and protocol needs)."""
+        return TableConfiguration(self.metadata, self.protocol)
 
     @property
     def num_files(self) -> int:

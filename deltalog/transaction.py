@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import re
 import uuid
 from dataclasses import replace
 from typing import Any, Callable, Iterable
@@ -27,7 +26,7 @@ from .actions import (
     RemoveFile, SetTransaction, commit_objects, commit_to_bytes, now_ms, parse_commit,
 )
 from . import column_mapping
-from .constraints import CONSTRAINT_PREFIX, table_constraints
+from .constraints import table_constraints
 from .errors import (
     CommitFailedError, CommitOutcomeUnknownError, CommitsRefusedError, ConcurrentAppendException, ConcurrentDeleteDeleteException,
     ConcurrentDeleteReadException, ConcurrentModificationError, ConcurrentTransactionException,
@@ -36,7 +35,9 @@ from .errors import (
 )
 from .storage import LOG_DIR, LogStore, WriteOutcomeUnknown
 from .stores import log_store_for
-from .schema import schema_string, uses_type
+from .schema import schema_string
+from .table_configuration import (APPEND_ONLY_KEY, FEATURE_PREFIX, ICT_ENABLEMENT_TIMESTAMP_KEY,
+                                  ICT_ENABLEMENT_VERSION_KEY, ISOLATION_LEVEL_KEY, TableConfiguration)
 from . import deletion_vectors, row_tracking
 
 log = logging.getLogger(__name__)
@@ -65,30 +66,8 @@ SNAPSHOT_ISOLATION = "SnapshotIsolation"
 # chosen automatically, for commits that change no data (OPTIMIZE).
 ISOLATION_LEVELS = (SERIALIZABLE, WRITE_SERIALIZABLE)
 DEFAULT_ISOLATION_LEVEL = WRITE_SERIALIZABLE
-ISOLATION_LEVEL_KEY = "delta.isolationLevel"
-APPEND_ONLY_KEY = "delta.appendOnly"
-CHECKPOINT_INTERVAL_KEY = "delta.checkpointInterval"
-CHANGE_DATA_FEED_KEY = "delta.enableChangeDataFeed"
-IN_COMMIT_TIMESTAMPS_KEY = "delta.enableInCommitTimestamps"
-_ICT_ENABLEMENT_VERSION = "delta.inCommitTimestampEnablementVersion"
-_ICT_ENABLEMENT_TIMESTAMP = "delta.inCommitTimestampEnablementTimestamp"
 
 MAX_COMMIT_ATTEMPTS = 50
-
-# Table properties that switch on a table feature this engine cannot write.
-_UNSUPPORTED_PROPERTIES = {
-    "delta.enableIcebergCompatV1": "icebergCompatV1",
-    "delta.enableIcebergCompatV2": "icebergCompatV2",
-}
-_FEATURE_PREFIX = "delta.feature."
-# Writer features that also need the reader to know them (reader version 3).
-_READER_WRITER_FEATURES = frozenset({"timestampNtz", "vacuumProtocolCheck", "columnMapping", "variantType",
-                                     "deletionVectors", "v2Checkpoint", "typeWidening"})
-TYPE_WIDENING_KEY = "delta.enableTypeWidening"
-CHECKPOINT_POLICY_KEY = "delta.checkpointPolicy"
-_CHECKPOINT_POLICIES = ("classic", "v2")
-# What writer version 2 implies, listed explicitly once a table moves to writer version 7.
-_LEGACY_WRITER_2_FEATURES = ("appendOnly", "invariants")
 
 
 # How many times an operation runs again after losing to a commit that only rearranged rows.
@@ -212,85 +191,12 @@ def validate_metadata(metadata: Metadata, table: str) -> None:
                 f"{table}: partition column {col!r} is not a column of the schema. Allowed: {names}.")
     if len(set(metadata.partition_columns)) != len(metadata.partition_columns):
         raise InvalidTableError(f"{table}: partition columns {metadata.partition_columns} repeat a column.")
-    conf = metadata.configuration
-    if ISOLATION_LEVEL_KEY in conf:
-        validate_isolation_level(conf[ISOLATION_LEVEL_KEY], table)
-    if CHECKPOINT_INTERVAL_KEY in conf:
-        value = conf[CHECKPOINT_INTERVAL_KEY]
-        if not re.fullmatch(r"\s*[0-9]+\s*", str(value)) or int(value) < 1:
-            raise InvalidTableError(
-                f"{table}: {CHECKPOINT_INTERVAL_KEY}={value!r} is not allowed: it must be an integer >= 1.")
-    if str(conf.get(CHECKPOINT_POLICY_KEY, "classic")).lower() not in _CHECKPOINT_POLICIES:
-        raise InvalidTableError(f"{table}: {CHECKPOINT_POLICY_KEY}={conf[CHECKPOINT_POLICY_KEY]!r} is not "
-                                f"allowed: allowed {', '.join(_CHECKPOINT_POLICIES)}.")
-    for key in (APPEND_ONLY_KEY, CHANGE_DATA_FEED_KEY, IN_COMMIT_TIMESTAMPS_KEY, row_tracking.ENABLE_KEY,
-                row_tracking.SUSPENDED_KEY, TYPE_WIDENING_KEY):
-        if key in conf and str(conf[key]).lower() not in ("true", "false"):
-            raise InvalidTableError(f"{table}: {key}={conf[key]!r} is not allowed: allowed true, false.")
-    for key, feature in _UNSUPPORTED_PROPERTIES.items():
-        if str(conf.get(key, "false")).lower() == "true":
-            raise UnsupportedFeatureError(
-                f"{table}: table property {key}=true needs the Delta table feature {feature!r}, which this "
-                f"engine cannot write. Remove the property.")
-    if column_mapping.mode_of(conf) not in column_mapping.MODES:
-        raise InvalidTableError(f"{table}: {column_mapping.MODE}={conf[column_mapping.MODE]!r} is not "
-                                f"allowed. Allowed: {', '.join(column_mapping.MODES)}.")
-    for key, value in conf.items():
-        if key.startswith(_FEATURE_PREFIX):
-            feature = key[len(_FEATURE_PREFIX):]
-            if feature not in SUPPORTED_WRITER_FEATURES:
-                raise UnsupportedFeatureError(
-                    f"{table}: {key}={value} asks for the table feature {feature!r}, which this engine "
-                    f"cannot write. Supported features: {sorted(SUPPORTED_WRITER_FEATURES)}.")
+    TableConfiguration(metadata).validate_properties(table, ISOLATION_LEVELS, DEFAULT_ISOLATION_LEVEL)
 
 
 def required_protocol(metadata: Metadata, current: Protocol | None, features: Iterable[str] = ()) -> Protocol:
-    """The least protocol at or above `current` that the metadata needs: (1, 2) by default, writer 7
-    (and reader 3 for reader-writer features) as soon as a table feature such as timestampNtz is used."""
-    base = current or Protocol(1, 2)
-    needed = set()
-    if uses_type(metadata.schema_json, "timestamp_ntz"):
-        needed.add("timestampNtz")
-    if uses_type(metadata.schema_json, "variant"):
-        needed.add("variantType")
-    needed |= {k[len(_FEATURE_PREFIX):] for k in metadata.configuration if k.startswith(_FEATURE_PREFIX)}
-    if any(k.startswith(CONSTRAINT_PREFIX) for k in metadata.configuration):
-        needed.add("checkConstraints")
-    if column_mapping.is_mapped(metadata.configuration):
-        needed.add("columnMapping")
-    if str(metadata.configuration.get(CHANGE_DATA_FEED_KEY, "false")).lower() == "true":
-        needed.add("changeDataFeed")
-    if deletion_vectors.is_enabled(metadata.configuration):
-        needed.add("deletionVectors")
-    if _in_commit_timestamps(metadata.configuration):
-        needed.add("inCommitTimestamp")
-    if row_tracking.is_enabled(metadata.configuration):
-        needed.add(row_tracking.FEATURE)
-    if str(metadata.configuration.get(TYPE_WIDENING_KEY, "false")).lower() == "true":
-        needed.add("typeWidening")
-    if str(metadata.configuration.get(CHECKPOINT_POLICY_KEY, "classic")).lower() == "v2":
-        needed.add("v2Checkpoint")
-    needed |= set(features)
-    if row_tracking.FEATURE in needed:
-        needed.add("domainMetadata")  # the high-water mark lives in domain metadata
-    missing = {f for f in needed if not base.has_writer_feature(f)}
-    if not missing:
-        return base
-    writer = set(base.writer_features or [])
-    if 2 <= base.min_writer_version < 7:
-        writer |= set(_LEGACY_WRITER_2_FEATURES)
-    if 3 <= base.min_writer_version < 7:
-        writer.add("checkConstraints")
-    writer |= missing
-    reader_needed = {f for f in writer if f in _READER_WRITER_FEATURES}
-    if reader_needed or base.min_reader_version == 3:
-        reader_features = sorted(set(base.reader_features or []) | reader_needed)
-        return Protocol(3, 7, reader_features, sorted(writer))
-    return Protocol(max(base.min_reader_version, 1), 7, None, sorted(writer))
-
-
-def _in_commit_timestamps(configuration: dict[str, str] | None) -> bool:
-    return str((configuration or {}).get(IN_COMMIT_TIMESTAMPS_KEY, "false")).lower() == "true"
+    """The least protocol at or above `current` that the metadata needs (TableConfiguration.required_protocol)."""
+    return TableConfiguration(metadata, current).required_protocol(features)
 
 
 def _json_param(value: Any) -> str:
@@ -584,7 +490,7 @@ class Transaction:
         if self._new_metadata is not None:
             md = self._new_metadata
             # delta.feature.* properties are requests for protocol features, not table properties.
-            conf = {k: v for k, v in md.configuration.items() if not k.startswith(_FEATURE_PREFIX)}
+            conf = {k: v for k, v in md.configuration.items() if not k.startswith(FEATURE_PREFIX)}
             out.append(replace(md, configuration=conf) if conf != md.configuration else md)
 
         seen: set[tuple[str, str]] = set()
@@ -609,8 +515,7 @@ class Transaction:
                     f"{table}: the table declares {', '.join(c.describe() for c in declared)}; this writer "
                     f"cannot evaluate SQL constraints, so it refuses to add rows. Write through the Spark "
                     f"writer (deltalog.spark), which enforces them.")
-        table_conf = self.snapshot.metadata.configuration if self.snapshot is not None else {}
-        if str(table_conf.get(APPEND_ONLY_KEY, "false")).lower() == "true":
+        if self.snapshot is not None and self.snapshot.table_configuration.append_only:
             bad = [a.path for a in self._actions if isinstance(a, RemoveFile) and a.data_change]
             if bad:
                 raise InvalidTableError(
@@ -715,22 +620,23 @@ class Transaction:
         switches it on records from which version (and time) the log has them. Redone per attempt, as
         the version may change."""
         md = self.metadata
-        if md is None or not _in_commit_timestamps(md.configuration):
+        if md is None or not TableConfiguration(md).in_commit_timestamps_enabled:
             commit_info.extra.pop("inCommitTimestamp", None)
             return actions
         previous = winners[-1].read_timestamp if winners else (
             self.snapshot.timestamp if self.snapshot is not None else None)
         ict = max(commit_info.timestamp, (previous + 1) if previous is not None else 0)
         commit_info.extra["inCommitTimestamp"] = ict
-        was_on = self.snapshot is not None and _in_commit_timestamps(self.snapshot.configuration) \
-            and not any(w.metadata is not None and not _in_commit_timestamps(w.metadata.configuration) for w in winners)
+        was_on = self.snapshot is not None and self.snapshot.table_configuration.in_commit_timestamps_enabled \
+            and not any(w.metadata is not None and not TableConfiguration(w.metadata).in_commit_timestamps_enabled
+                        for w in winners)
         if was_on or version == 0:
             return actions
         out = []
         for a in actions:
             if isinstance(a, Metadata):
-                a = replace(a, configuration={**a.configuration, _ICT_ENABLEMENT_VERSION: str(version),
-                                              _ICT_ENABLEMENT_TIMESTAMP: str(ict)})
+                a = replace(a, configuration={**a.configuration, ICT_ENABLEMENT_VERSION_KEY: str(version),
+                                              ICT_ENABLEMENT_TIMESTAMP_KEY: str(ict)})
             out.append(a)
         return out
 
@@ -1186,7 +1092,7 @@ class Transaction:
             from .checkpoint import repair_last_checkpoint, should_checkpoint, write_checkpoint
             if self.snapshot is not None and self.snapshot.stale_last_checkpoint:
                 repair_last_checkpoint(self.store, version)
-            if should_checkpoint(version, snap.configuration):
+            if should_checkpoint(version, snap.table_configuration.checkpoint_interval):
                 write_checkpoint(self.store, snap)
         except Exception as exc:
             log.warning("%s: writing the checkpoint of version %d failed (the commit stands; readers "

@@ -52,23 +52,12 @@ from .embedded import jar_class
 
 log = logging.getLogger(__name__)
 
-# the size files are written up to (OPTIMIZE compacts toward it; merge-on-read fills files of it)
-DEFAULT_MAX_FILE_SIZE = 128 * 1024 * 1024
-TARGET_FILE_SIZE_KEY = "delta.targetFileSize"
-
-
 def target_file_size(snapshot: Any, max_file_size: int | None = None) -> int:
-    """The size files are written up to: `max_file_size` when given, else the table's
-    `delta.targetFileSize`, else 128 MiB."""
+    """The size files are written up to (OPTIMIZE compacts toward it; merge-on-read fills files of it):
+    `max_file_size` when given, else the table's (TableConfiguration.target_file_size)."""
     if max_file_size is not None:
         return int(max_file_size)
-    raw = snapshot.configuration.get(TARGET_FILE_SIZE_KEY)
-    if raw:
-        try:
-            return int(raw)
-        except ValueError:
-            pass
-    return DEFAULT_MAX_FILE_SIZE
+    return snapshot.table_configuration.target_file_size
 
 
 STAGING_DIR = "_delta_staging"

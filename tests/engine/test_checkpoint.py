@@ -8,11 +8,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.engine.conftest import add, remove
-from deltalog.actions import DomainMetadata, SetTransaction
+from deltalog.actions import DomainMetadata, Metadata, SetTransaction
 from deltalog.checkpoint import (checkpoint_table, read_last_checkpoint, should_checkpoint,
                                  write_checkpoint)
 from deltalog.errors import CorruptLogError
 from deltalog.snapshot import Snapshot
+from deltalog.table_configuration import TableConfiguration
 
 
 def _state(snap):
@@ -46,7 +47,7 @@ def _table_with_history(log_writer, n=10):
 ])
 def test_should_checkpoint(version, interval, due):
     config = {} if interval is None else {"delta.checkpointInterval": interval}
-    assert should_checkpoint(version, config) is due
+    assert should_checkpoint(version, TableConfiguration(Metadata(configuration=config)).checkpoint_interval) is due
 
 
 def test_checkpoint_round_trip(log_writer):
