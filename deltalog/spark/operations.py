@@ -727,8 +727,9 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
     gets in this same commit (version 0 included); rows the write keeps must satisfy new constraints.
     app_transactions: {appId: version} recorded in the same commit (`txn` actions): what this write
     consumed, so that a rerun after a crash neither skips nor repeats it.
-    read_version: the version `df` was computed from (it reads the table it overwrites): the commit
-    removes exactly that version's files and is checked against every commit landed since.
+    read_version: the version of this table `df` was computed from (it reads the table it writes): the
+    commit is made against that version (an overwrite removes exactly its files) and is checked, as a
+    read of the whole table, against every commit landed since: none is overwritten unseen.
     """
     mode = (mode or "append").lower()
     if mode not in MODES:
@@ -746,6 +747,8 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
 
     table = DeltaTable(table_uri)
     txn = table.transaction(read_version=read_version)
+    if read_version is not None and txn.snapshot is not None:
+        txn.read_whole_table()  # `df` read the table: what it read is not known file by file
     txn.constraints_enforced = True  # every add below comes from write_files, which checks them
     name = table.uri
     snapshot = txn.snapshot
@@ -1034,7 +1037,7 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
           unique_keys_where: str | None = None, table_schema: dict[str, Any] | None = None,
           when_not_matched_by_source_delete: bool = False, when_not_matched_by_source_update: Any = None,
           when_not_matched_by_source_condition: str | None = None,
-          app_transactions: dict[str, int] | None = None) -> int | None:
+          app_transactions: dict[str, int] | None = None, read_version: int | None = None) -> int | None:
     """MERGE INTO the table USING source ON `on` (SQL with the two aliases), copy-on-write, one commit.
 
     unique_keys: {source column: name to report} of the key columns (dbt's unique_key): they must hold
@@ -1051,11 +1054,16 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
     column: SQL over the target's columns}) when `when_not_matched_by_source_condition` (default true)
     holds; such a clause reads every row of the table. Returns the version, or None when nothing changed
     (and no `app_transactions`, {appId: version}, are to be recorded: see `write_dataframe`).
+    read_version: the version of this table the source was computed from (it reads its own target):
+    the merge runs against that version, so that a commit landed since is a conflict rather than
+    overwritten by rows computed before it (a lost update).
     """
     table = DeltaTable(table_uri)
     if not table.exists():
         raise NotATableError(f"{table.uri}: no Delta table here to merge into; create it first.")
-    txn = table.transaction()
+    txn = table.transaction(read_version=read_version)
+    if read_version is not None:
+        txn.read_whole_table()  # the source read the table: what it read is not known file by file
     txn.constraints_enforced = True  # every add below comes from write_files, which checks them
     name = table.uri
     snapshot = txn.snapshot

@@ -128,3 +128,48 @@ class TestPythonStrategies:
         _, out = run_dbt_and_capture(["run", "--select", "broken"], expect_pass=False)
         assert "model.test.broken" in out and "returned builtins.int" in out
         assert not os.path.exists(os.path.join(deltalog_warehouse, project.test_schema, "broken"))
+
+
+COUNTER = """
+import os
+
+def model(dbt, session):
+    dbt.config(materialized="incremental", incremental_strategy="merge", unique_key="id")
+    if not dbt.is_incremental:
+        return session.sql("select -1L as id, 0L as v")
+    increment = session.sql(f"select id, v + 1 as v from {dbt.this} where id = -1")
+    other_writer = os.environ.get("DELTALOG_TEST_OTHER_WRITER")
+    if other_writer:  # another writer's increment lands after this model read the table
+        from deltalog.snapshot import Snapshot
+        from deltalog.spark import operations
+        from deltalog.spark.reader import snapshot_dataframe
+
+        theirs = snapshot_dataframe(session, Snapshot.load(other_writer)).where("id = -1").selectExpr("id", "v + 1 as v")
+        operations.merge(session, other_writer, theirs, "s.id = t.id", when_matched_update="*",
+                         source_alias="s", target_alias="t")
+    return increment
+"""
+
+
+class TestReadModifyWriteOfItsOwnTable:
+    """A model computed from its own table (`dbt.this`) commits against the version it read: a commit
+    landing in between fails the run by Delta's name, and is not overwritten (no lost update)."""
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def models(cls):
+        return {"counter.py": COUNTER}
+
+    def test_a_commit_landing_after_the_read_is_a_conflict_not_a_lost_update(self, project, deltalog_warehouse,
+                                                                             monkeypatch):
+        table = os.path.join(deltalog_warehouse, project.test_schema, "counter")
+        run_dbt(["run"])
+        run_dbt(["run"])
+        assert dt(deltalog_warehouse, project, "counter").to_pyarrow_table().to_pylist() == [{"id": -1, "v": 1}]
+        monkeypatch.setenv("DELTALOG_TEST_OTHER_WRITER", table)
+        _, out = run_dbt_and_capture(["run"], expect_pass=False)
+        assert "ConcurrentDeleteReadException" in out or "ConcurrentAppendException" in out, out
+        assert dt(deltalog_warehouse, project, "counter").to_pyarrow_table().to_pylist() == [{"id": -1, "v": 2}]
+        monkeypatch.delenv("DELTALOG_TEST_OTHER_WRITER")
+        run_dbt(["run"])  # the rerun reads the table as it now is
+        assert dt(deltalog_warehouse, project, "counter").to_pyarrow_table().to_pylist() == [{"id": -1, "v": 3}]

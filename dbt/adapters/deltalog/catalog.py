@@ -330,6 +330,14 @@ class SessionViews:
             self._registered.pop(name, None)
             spark.catalog.dropTempView(name)
 
+    def table_version(self, warehouse: Warehouse, schema: str, name: str) -> Optional[int]:
+        """The version of the table `schema.name` of `warehouse` its view was last registered at."""
+        with self._lock:
+            known = self._registered.get(view_name(schema, name))
+        if known is None or known[0] != "table" or known[1] != warehouse.root:
+            return None
+        return int(known[2])
+
     def refresh_for_sql(self, spark, warehouse: Warehouse, sql: str) -> None:
         for schema, name in referenced_relations(sql):
             self.ensure(spark, warehouse, schema, name)

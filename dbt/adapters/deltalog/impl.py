@@ -28,7 +28,7 @@ from dbt_common.exceptions import CompilationError, DbtRuntimeError
 from deltalog import filesystem as fs
 from deltalog.errors import DeltaError
 from dbt.adapters.deltalog import catalog
-from dbt.adapters.deltalog.catalog import SESSION_VIEWS, Warehouse, quote_warehouse_refs
+from dbt.adapters.deltalog.catalog import SESSION_VIEWS, Warehouse, quote_warehouse_refs, referenced_relations
 from dbt.adapters.deltalog.column import DeltalogColumn
 from dbt.adapters.deltalog.connections import DeltalogConnectionManager
 from dbt.adapters.deltalog.maintenance import MaintenanceMixin
@@ -617,8 +617,9 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         config = _get(model, "config") or {}
         strategy, on_schema_change = self.validate_incremental(strategy, model)
         uri = self.table_uri(relation)
+        self._alter_to_definition(relation, model)  # (its commit first: the model then reads the table after it)
         df = self._model_dataframe(sql, model)
-        self._alter_to_definition(relation, model)
+        read_version = self._version_read(relation, sql)
         unique_key = _as_list(_get(config, "unique_key"))
         evolve = strategy == "merge" and bool(unique_key) and _truthy(_get(config, "merge_with_schema_evolution"))
         table_schema = None
@@ -634,11 +635,12 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         if strategy == "append":
             version = operations.write_dataframe(df, uri, mode="append", operation="WRITE",
                                                  extra_commit_info=commit_info, table_schema=table_schema,
-                                                 app_transactions=txns)
+                                                 app_transactions=txns, read_version=read_version)
         elif strategy == "insert_overwrite":
             version = operations.write_dataframe(
                 df, uri, mode="overwrite", overwrite_partitions=bool(self._partition_columns(relation)),
                 operation="WRITE", extra_commit_info=commit_info, table_schema=table_schema, app_transactions=txns,
+                read_version=read_version,
             )
         elif strategy in ("replace_where", "microbatch"):
             if strategy == "microbatch":
@@ -656,6 +658,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
             version = operations.write_dataframe(
                 df, uri, mode="overwrite", replace_where=" and ".join(f"({p})" for p in predicates),
                 operation="WRITE", extra_commit_info=commit_info, table_schema=table_schema, app_transactions=txns,
+                read_version=read_version,
             )
         elif strategy == "merge":
             if evolve:
@@ -666,13 +669,15 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
             version = operations.merge(
                 self.spark, uri, df, **self._merge_args(relation, df, unique_key, predicates, config, model),
                 extra_commit_info=commit_info, table_schema=table_schema, app_transactions=txns,
+                read_version=read_version,
             )
         else:  # delete+insert
             if not unique_key:
                 raise CompilationError(
                     f"Model {_get(model, 'unique_id')}: incremental_strategy 'delete+insert' needs a `unique_key`"
                 )
-            version = self._delete_insert(uri, df, unique_key, predicates, commit_info, table_schema, txns)
+            version = self._delete_insert(uri, df, unique_key, predicates, commit_info, table_schema, txns,
+                                          read_version)
         return self._refreshed(relation, strategy.upper(), version)
 
     @available
@@ -809,7 +814,8 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
                       "only with not_matched_by_source_action: delete or update")
         return args
 
-    def _delete_insert(self, uri, df, unique_key, predicates, commit_info, table_schema=None, app_transactions=None):
+    def _delete_insert(self, uri, df, unique_key, predicates, commit_info, table_schema=None, app_transactions=None,
+                       read_version=None):
         """delete+insert as ONE merge commit: the source's distinct keys delete the target rows
         they match (and `incremental_predicates`, written against the target, allow); every source
         row, tagged apart so it never matches, is inserted. Source columns get a prefix so the
@@ -839,7 +845,18 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
             unique_keys={prefix + k: k for k in unique_key},
             unique_keys_where=f"{tag} = 'insert'",
             extra_commit_info=commit_info, table_schema=table_schema, app_transactions=app_transactions,
+            read_version=read_version,
         )
+
+    def _version_read(self, relation: BaseRelation, code: str) -> Optional[int]:
+        """The version of `relation` the model's code reads, when it reads its own table (`{{ this }}`), else
+        None. The commit is then made against that version: a commit landed since the model read it is a
+        conflict (named, and nothing is written), never overwritten by rows computed before it."""
+        target = (relation.schema.lower(), relation.identifier.lower())
+        refs = referenced_relations(quote_warehouse_refs(code, self.warehouse))
+        if target not in {(s.lower(), n.lower()) for s, n in refs}:
+            return None
+        return SESSION_VIEWS.table_version(self.warehouse, relation.schema, relation.identifier)
 
     def _apply_schema_change(self, relation, df, on_schema_change: str, model: Any):
         """Align the new rows with the table: (rows, the table's new schema JSON or None). With
