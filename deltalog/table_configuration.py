@@ -18,6 +18,13 @@ from .errors import InvalidTableError, UnsupportedFeatureError
 from .schema import uses_type
 
 ISOLATION_LEVEL_KEY = "delta.isolationLevel"
+SERIALIZABLE = "Serializable"
+WRITE_SERIALIZABLE = "WriteSerializable"
+SNAPSHOT_ISOLATION = "SnapshotIsolation"
+# The levels a table (delta.isolationLevel) or a caller may ask for; SnapshotIsolation is only ever
+# chosen automatically, for commits that change no data (OPTIMIZE).
+ISOLATION_LEVELS = (SERIALIZABLE, WRITE_SERIALIZABLE)
+DEFAULT_ISOLATION_LEVEL = WRITE_SERIALIZABLE
 APPEND_ONLY_KEY = "delta.appendOnly"
 CHECKPOINT_INTERVAL_KEY = "delta.checkpointInterval"
 CHECKPOINT_POLICY_KEY = "delta.checkpointPolicy"
@@ -178,14 +185,13 @@ class TableConfiguration:
         return Protocol(max(base.min_reader_version, 1), 7, None, sorted(writer))
 
     # -- what a writer may commit
-    def validate_properties(self, table: str, isolation_levels: Iterable[str], default_isolation_level: str) -> None:
+    def validate_properties(self, table: str) -> None:
         """Refuse table properties this engine cannot honour, naming the property and what is allowed."""
         conf = self.properties
-        levels = tuple(isolation_levels)
-        if ISOLATION_LEVEL_KEY in conf and conf[ISOLATION_LEVEL_KEY] not in levels:
+        if ISOLATION_LEVEL_KEY in conf and conf[ISOLATION_LEVEL_KEY] not in ISOLATION_LEVELS:
             raise InvalidTableError(
                 f"{table}: isolation level {conf[ISOLATION_LEVEL_KEY]!r} ({ISOLATION_LEVEL_KEY}) is not known. "
-                f"Allowed values: {', '.join(levels)} (default {default_isolation_level}).")
+                f"Allowed values: {', '.join(ISOLATION_LEVELS)} (default {DEFAULT_ISOLATION_LEVEL}).")
         if CHECKPOINT_INTERVAL_KEY in conf:
             value = conf[CHECKPOINT_INTERVAL_KEY]
             if not re.fullmatch(r"\s*[0-9]+\s*", str(value)) or int(value) < 1:

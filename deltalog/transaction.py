@@ -36,8 +36,9 @@ from .errors import (
 from .storage import LOG_DIR, LogStore, WriteOutcomeUnknown
 from .stores import log_store_for
 from .schema import schema_string
-from .table_configuration import (APPEND_ONLY_KEY, FEATURE_PREFIX, ICT_ENABLEMENT_TIMESTAMP_KEY,
-                                  ICT_ENABLEMENT_VERSION_KEY, ISOLATION_LEVEL_KEY, TableConfiguration)
+from .table_configuration import (APPEND_ONLY_KEY, DEFAULT_ISOLATION_LEVEL, FEATURE_PREFIX, ICT_ENABLEMENT_TIMESTAMP_KEY,
+                                  ICT_ENABLEMENT_VERSION_KEY, ISOLATION_LEVEL_KEY, ISOLATION_LEVELS, SERIALIZABLE,
+                                  SNAPSHOT_ISOLATION, WRITE_SERIALIZABLE, TableConfiguration)
 from . import deletion_vectors, row_tracking
 
 log = logging.getLogger(__name__)
@@ -59,13 +60,6 @@ def accept_commits() -> None:
     global _refused_because
     _refused_because = None
 
-SERIALIZABLE = "Serializable"
-WRITE_SERIALIZABLE = "WriteSerializable"
-SNAPSHOT_ISOLATION = "SnapshotIsolation"
-# The levels a table (delta.isolationLevel) or a caller may ask for; SnapshotIsolation is only ever
-# chosen automatically, for commits that change no data (OPTIMIZE).
-ISOLATION_LEVELS = (SERIALIZABLE, WRITE_SERIALIZABLE)
-DEFAULT_ISOLATION_LEVEL = WRITE_SERIALIZABLE
 
 MAX_COMMIT_ATTEMPTS = 50
 
@@ -191,7 +185,7 @@ def validate_metadata(metadata: Metadata, table: str) -> None:
                 f"{table}: partition column {col!r} is not a column of the schema. Allowed: {names}.")
     if len(set(metadata.partition_columns)) != len(metadata.partition_columns):
         raise InvalidTableError(f"{table}: partition columns {metadata.partition_columns} repeat a column.")
-    TableConfiguration(metadata).validate_properties(table, ISOLATION_LEVELS, DEFAULT_ISOLATION_LEVEL)
+    TableConfiguration(metadata).validate_properties(table)
 
 
 def required_protocol(metadata: Metadata, current: Protocol | None, features: Iterable[str] = ()) -> Protocol:

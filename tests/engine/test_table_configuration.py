@@ -6,7 +6,6 @@ import pytest
 from deltalog.actions import Metadata, Protocol
 from deltalog.errors import InvalidTableError, UnsupportedFeatureError
 from deltalog.table_configuration import TableConfiguration, flag
-from deltalog.transaction import DEFAULT_ISOLATION_LEVEL, ISOLATION_LEVELS
 
 
 def config(**properties: str) -> TableConfiguration:
@@ -53,4 +52,4 @@ def test_features_switched_on_by_properties_are_required_by_the_protocol():
 def test_properties_a_writer_cannot_honour_are_refused_by_name(key, value, error):
     c = TableConfiguration(Metadata(configuration={key: value}))
     with pytest.raises(error, match=key.replace(".", r"\.")):
-        c.validate_properties("t", ISOLATION_LEVELS, DEFAULT_ISOLATION_LEVEL)
+        c.validate_properties("t")
