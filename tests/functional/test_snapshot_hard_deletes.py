@@ -111,3 +111,43 @@ class TestHardDeletesNewRecordValidToCurrent(_HardDeletes):
     mode = "new_record"
     extra = ", dbt_valid_to_current=\"to_timestamp('9999-12-31')\""
     current_marker = "9999"
+
+
+class TestSnapshotCommitsAgainstTheVersionItRead:
+    """The staging view reads the snapshot's own table; a commit landing between that read and the merge
+    fails the snapshot by Delta's name, nothing written, and the next run reads the table as it is."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"src.sql": SOURCE}
+
+    @pytest.fixture(scope="class")
+    def snapshots(self):
+        return {"snap.sql": SNAPSHOT.format(key="'id'", mode="invalidate", extra="")}
+
+    def test_a_commit_landing_before_the_merge_is_a_conflict(self, project, deltalog_warehouse, monkeypatch):
+        from dbt.tests.util import run_dbt_and_capture
+
+        from deltalog import Snapshot
+        from deltalog.spark import operations
+
+        _round("")
+        path = str(Path(deltalog_warehouse) / project.test_schema / "snap")
+        real_merge = operations.merge
+
+        def merge_after_another_writer(spark, uri, *args, **kwargs):
+            if uri.rstrip("/").endswith("/snap"):  # another writer removes a row first
+                operations.delete(spark, uri, "id = 3")
+            return real_merge(spark, uri, *args, **kwargs)
+
+        monkeypatch.setattr(operations, "merge", merge_after_another_writer)
+        run_dbt(["run", "--vars", json.dumps({"gone": "1"})])
+        before = Snapshot.load(path).version
+        _, out = run_dbt_and_capture(["snapshot"], expect_pass=False)
+        assert "ConcurrentAppendException" in out or "ConcurrentDeleteReadException" in out, out
+        assert Snapshot.load(path).version == before + 1  # the other writer's delete, and nothing of ours
+        assert sorted(r["id"] for r in _rows(project, deltalog_warehouse)) == [1, 2]
+        monkeypatch.setattr(operations, "merge", real_merge)
+        run_dbt(["snapshot"])  # the rerun reads the table as it now is: id 1 closed, id 3 snapshotted again
+        rows = sorted(_rows(project, deltalog_warehouse), key=lambda r: r["id"])
+        assert [(r["id"], r["dbt_valid_to"] is None) for r in rows] == [(1, False), (2, True), (3, True)]

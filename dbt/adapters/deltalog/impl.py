@@ -959,13 +959,19 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         add_columns: Optional[List[Any]] = None,
     ) -> AdapterResponse:
         """Snapshot update on the merge engine: close changed/deleted rows, insert new versions; the
-        columns the snapshot gains (`add_columns`) go into the same commit."""
+        columns the snapshot gains (`add_columns`) go into the same commit. The staging view reads the
+        snapshot's own table: the merge commits against the version it read, so a snapshot run landing in
+        between is a named conflict, not a second set of rows computed from the same old state."""
         from pyspark.sql.types import StructType
 
         from deltalog.spark import operations
 
         spark = self.spark
         self._alter_to_definition(target, model)
+        # The staging view resolves the target's session view when it is read: register it at the latest
+        # version (our own alteration included) and commit against that version.
+        SESSION_VIEWS.ensure(spark, self.warehouse, target.schema, target.identifier)
+        read_version = SESSION_VIEWS.table_version(self.warehouse, target.schema, target.identifier)
         source = spark.table(staging.render())
         scd_id = _get(columns, "dbt_scd_id") or "dbt_scd_id"
         valid_to = _get(columns, "dbt_valid_to") or "dbt_valid_to"
@@ -989,7 +995,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
             when_matched_condition=f"{is_current} and DBT_INTERNAL_SOURCE.dbt_change_type in ('update', 'delete')",
             when_not_matched_insert=insert,
             when_not_matched_condition="DBT_INTERNAL_SOURCE.dbt_change_type = 'insert'",
-            extra_commit_info=self._commit_info(model), table_schema=table_schema,
+            extra_commit_info=self._commit_info(model), table_schema=table_schema, read_version=read_version,
         )
         return self._refreshed(target, "SNAPSHOT MERGE", version)
 
