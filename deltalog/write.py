@@ -24,25 +24,17 @@ from .paths import (
     encode_path, new_data_file_path, parse_partition_value, partition_folder,
     serialize_partition_value,
 )
-from .schema import (
-    from_arrow_schema, normalize_type_name, partition_column_types, schema_string, to_arrow_schema,
-)
+from .schema import from_arrow_schema, partition_column_types, schema_string, to_arrow_schema
+from .schema_evolution import SCHEMA_MODES, WRITE_MODES, check_append_schema, evolved_schema
 from .stats import StatsCollector
 from .storage import LogStore
 from .table import DeltaTable, new_metadata
 
 log = logging.getLogger(__name__)
 
-MODES = ("error", "append", "overwrite", "ignore")
-SCHEMA_MODES = (None, "merge", "overwrite")
 DEFAULT_MAX_ROWS_PER_FILE = 1_000_000
-_DELTA_SPARK_MODE = {"error": "ErrorIfExists", "append": "Append", "overwrite": "Overwrite"}
-
-# Integer and float widenings a write may apply silently (the data fits the table's type).
-_WIDENS = {
-    "byte": {"byte"}, "short": {"byte", "short"}, "integer": {"byte", "short", "integer"},
-    "long": {"byte", "short", "integer", "long"}, "float": {"float"}, "double": {"float", "double"},
-}
+_DELTA_SPARK_MODE = {"error": "ErrorIfExists", "errorifexists": "ErrorIfExists", "append": "Append",
+                     "overwrite": "Overwrite"}
 
 
 # ------------------------------------------------------------------------------------ predicates
@@ -158,47 +150,26 @@ def parse_predicate(predicate: Any, partition_columns: list[str],
 
 # ---------------------------------------------------------------------------------------- schemas
 
-def _type_label(t: Any) -> str:
-    return t if isinstance(t, str) else json.dumps(t, separators=(",", ":"))
-
-
-def _compatible(table_type: Any, data_type: Any) -> bool:
-    """The data's column can be written to the table's column without loss."""
-    if isinstance(table_type, str) and isinstance(data_type, str):
-        tt, dt_ = normalize_type_name(table_type), normalize_type_name(data_type)
-        return tt == dt_ or dt_ in _WIDENS.get(tt, set())
-    return table_type == data_type
-
-
-def _merge_schemas(table: str, table_schema: dict, data_schema: dict, merge: bool) -> dict:
-    """The schema to write under: the table's (merge: plus the data's new columns). Raises
-    SchemaMismatchError listing every differing column."""
-    table_fields = {f["name"].lower(): f for f in table_schema["fields"]}
-    problems: list[str] = []
-    new_fields: list[dict] = []
-    for f in data_schema["fields"]:
-        tf = table_fields.get(f["name"].lower())
-        if tf is None:
-            if merge:
-                new_fields.append({**f, "nullable": True})
-            else:
-                problems.append(f"column {f['name']!r} ({_type_label(f['type'])}) is not in the table")
-        elif not _compatible(tf["type"], f["type"]):
-            problems.append(f"column {f['name']!r} is {_type_label(f['type'])} in the data but "
-                            f"{_type_label(tf['type'])} in the table")
-    data_names = {f["name"].lower() for f in data_schema["fields"]}
-    for f in table_schema["fields"]:
-        if f["name"].lower() not in data_names and not f.get("nullable", True):
-            problems.append(f"non-nullable column {f['name']!r} is missing from the data")
-    if problems:
-        hint = ("pass schema_mode='merge' to add new columns" if not merge else
-                "cast the data to the table's types")
-        raise SchemaMismatchError(
-            f"{table}: the data does not match the table schema: {'; '.join(problems)}. Nothing was "
-            f"written. Fix the data, {hint}, or overwrite with schema_mode='overwrite'.")
-    if not new_fields:
-        return table_schema
-    return {**table_schema, "fields": [*table_schema["fields"], *new_fields]}
+def _spelled_like(data_type: pa.DataType, target: pa.DataType) -> pa.DataType:
+    """`data_type` with its struct fields named as `target` spells them (Delta matches names ignoring
+    case): pyarrow casts structs by exact name, and would read a field spelled otherwise as NULL."""
+    if pa.types.is_struct(data_type) and pa.types.is_struct(target):
+        wanted = {target.field(i).name.lower(): target.field(i) for i in range(target.num_fields)}
+        fields = []
+        for i in range(data_type.num_fields):
+            f = data_type.field(i)
+            t = wanted.get(f.name.lower())
+            fields.append(f if t is None else f.with_name(t.name).with_type(_spelled_like(f.type, t.type)))
+        return pa.struct(fields)
+    if (pa.types.is_list(data_type) or pa.types.is_large_list(data_type)) and (
+            pa.types.is_list(target) or pa.types.is_large_list(target)):
+        item = data_type.value_field.with_type(_spelled_like(data_type.value_type, target.value_type))
+        return pa.large_list(item) if pa.types.is_large_list(data_type) else pa.list_(item)
+    if pa.types.is_map(data_type) and pa.types.is_map(target):
+        return pa.map_(data_type.key_field.with_type(_spelled_like(data_type.key_type, target.key_type)),
+                       data_type.item_field.with_type(_spelled_like(data_type.item_type, target.item_type)),
+                       data_type.keys_sorted)
+    return data_type
 
 
 def _conform(data: pa.Table, target: pa.Schema, table: str) -> pa.Table:
@@ -214,6 +185,9 @@ def _conform(data: pa.Table, target: pa.Schema, table: str) -> pa.Table:
             continue
         col = data.column(i)
         if not col.type.equals(field.type):
+            spelled = _spelled_like(col.type, field.type)
+            if not spelled.equals(col.type):
+                col = pa.chunked_array([chunk.view(spelled) for chunk in col.chunks], spelled)
             try:
                 # Timestamps are cut to microseconds, as Delta stores them; everything else must fit.
                 safe = not (pa.types.is_timestamp(col.type) and pa.types.is_timestamp(field.type))
@@ -377,13 +351,15 @@ def write_deltalake(uri: str, data: Any, mode: str = "error", partition_by: list
     mode: 'error' (the table must not exist), 'append', 'overwrite', 'ignore' (do nothing if it exists).
     predicate (overwrite only): replace only the partitions it selects — SQL text of =, IN, IS NULL on
     partition columns joined by AND, a dict {column: value | [values]}, or a skipping expression.
-    schema_mode: None (data must fit the table), 'merge' (add new columns), 'overwrite' (replace the
+    schema_mode: None (data must fit the table), 'merge' (add new columns and struct fields, as
+    deltalog.schema_evolution says), 'overwrite' (replace the
     schema and partitioning; with mode='overwrite').
     storage_options: for an object-store URI (s3://, abfss://, gs://), the keys delta-rs takes."""
     dt = DeltaTable(uri, storage_options)
     table = dt.uri
-    if mode not in MODES:
-        raise ValueError(f"{table}: mode {mode!r} is not allowed; allowed: {', '.join(MODES)}")
+    mode = (mode or "error").lower()
+    if mode not in WRITE_MODES:
+        raise ValueError(f"{table}: mode {mode!r} is not allowed; allowed: {', '.join(WRITE_MODES)}")
     if schema_mode not in SCHEMA_MODES:
         raise ValueError(f"{table}: schema_mode {schema_mode!r} is not allowed; allowed: None, 'merge', "
                          f"'overwrite'")
@@ -400,7 +376,7 @@ def write_deltalake(uri: str, data: Any, mode: str = "error", partition_by: list
 
     txn = dt.transaction()
     snap = txn.snapshot
-    if snap is not None and mode == "error":
+    if snap is not None and mode in ("error", "errorifexists"):
         raise InvalidTableError(f"{table}: a Delta table already exists here (version {snap.version}); "
                                 f"use mode='append' or 'overwrite'.")
     if snap is not None and mode == "ignore":
@@ -427,11 +403,15 @@ def write_deltalake(uri: str, data: Any, mode: str = "error", partition_by: list
                 f"Write with the table's partitioning, or overwrite with schema_mode='overwrite' to "
                 f"change it.")
         current = snap.schema_json
-        merged = _merge_schemas(table, current, data_schema, merge=(schema_mode == "merge"))
+        if schema_mode == "merge":
+            merged = evolved_schema(table, current, data_schema)
+        else:
+            check_append_schema(table, current, data_schema)
+            merged = current
         conf = snap.configuration
         if configuration:
             conf = {**conf, **{str(k): str(v) for k, v in configuration.items()}}
-        if merged is not current or conf != snap.configuration:
+        if merged != current or conf != snap.configuration:
             md = Metadata.from_dict(snap.metadata.to_dict())
             md.schema_string = schema_string(merged)
             md.configuration = conf

@@ -38,6 +38,9 @@ from ..schema import (
 )
 from ..skipping import ALWAYS, bind, bind_to, files_matching, parse_sql_predicate
 from ..constraints import check_constraints
+from ..schema_evolution import (
+    SCHEMA_MODES, WRITE_MODES, check_append_schema, checked_table_schema, evolved_schema,
+)
 from ..definition import TableDefinition, added_checks, changed_properties, describe_change
 from ..file_actions import files_table
 from ..table import DeltaTable, new_metadata
@@ -50,10 +53,8 @@ from .reader import (
     local_file_expr, local_file_key, local_path_of, read_through_data_source, sizes_differ, tells_files_by_size,
     widened_columns,
 )
-from .writer import target_file_size, write_files
+from .writer import cast_by_name, target_file_size, write_files
 
-MODES = ("append", "overwrite", "error", "errorifexists", "ignore")
-SCHEMA_MODES = (None, "merge", "overwrite")
 _SPARK_MODE = {"append": "Append", "overwrite": "Overwrite", "error": "ErrorIfExists",
                "errorifexists": "ErrorIfExists", "ignore": "Ignore"}
 _ACTION = "__deltalog_action"
@@ -129,123 +130,6 @@ def _table_partition_names(schema_json: dict[str, Any], partition_by: Sequence[s
     return out
 
 
-def _evolved_type(table: str, column: str, old: Any, new: Any) -> Any:
-    """The table's type `old` grown by what `new` adds: struct fields it lacks (appended, nullable,
-    at any depth, inside arrays and maps too). Anything else must keep its type."""
-    kind = old.get("type") if isinstance(old, dict) else None
-    if kind == "struct" and isinstance(new, dict) and new.get("type") == "struct":
-        fields = []
-        incoming = {f["name"].lower(): f for f in new["fields"]}
-        for f in old["fields"]:
-            match = incoming.pop(f["name"].lower(), None)
-            fields.append({**f, "type": _evolved_type(table, f"{column}.{f['name']}", f["type"], match["type"])}
-                          if match is not None else f)
-        fields += [{**_nullable_field(f)} for f in new["fields"] if f["name"].lower() in incoming]
-        return {**old, "fields": fields}
-    if kind == "array" and isinstance(new, dict) and new.get("type") == "array":
-        return {**old, "elementType": _evolved_type(table, column + "[]", old["elementType"], new["elementType"])}
-    if kind == "map" and isinstance(new, dict) and new.get("type") == "map":
-        return {**old, "keyType": _evolved_type(table, column + "{key}", old["keyType"], new["keyType"]),
-                "valueType": _evolved_type(table, column + "{value}", old["valueType"], new["valueType"])}
-    if _shape(old) != _shape(new) and not _widens(old, new):
-        raise SchemaMismatchError(
-            f"{table}: column '{column}' is {_type_label(old)} in the table but {_type_label(new)} in the data; "
-            f"schema evolution adds columns and struct fields, it cannot change a type. Cast the column, or "
-            f"rebuild the table (a full refresh).")
-    return old
-
-
-def _nullable_field(f: dict[str, Any]) -> dict[str, Any]:
-    return {**f, "nullable": True, "type": nullable_type(f["type"])}
-
-
-def evolved_schema(table: str, current: dict[str, Any], incoming: dict[str, Any]) -> dict[str, Any]:
-    """The table schema grown by the incoming data: new columns appended, new struct fields added at
-    any depth (schema_mode='merge', MERGE WITH SCHEMA EVOLUTION). Types never change."""
-    fields = list(current["fields"])
-    have = {f["name"].lower(): i for i, f in enumerate(fields)}
-    for f in incoming["fields"]:
-        i = have.get(f["name"].lower())
-        if i is None:
-            fields.append(_nullable_field(f))
-        else:
-            fields[i] = {**fields[i], "type": _evolved_type(table, fields[i]["name"], fields[i]["type"], f["type"])}
-    return {"type": "struct", "fields": fields}
-
-
-
-def upcast_column(value: Any, stored: Any, wanted: Any) -> Any:
-    """A column read with the type its files have (`stored`), as the evolved type `wanted` (struct
-    fields added at any depth read as NULL; a NULL struct stays NULL)."""
-    from pyspark.sql.types import ArrayType, DataType, MapType, StructType
-
-    if isinstance(stored, dict) or isinstance(stored, str):
-        stored = StructType.fromJson({"type": "struct", "fields": [
-            {"name": "x", "type": stored, "nullable": True, "metadata": {}}]}).fields[0].dataType
-    if isinstance(wanted, dict) or isinstance(wanted, str):
-        wanted = StructType.fromJson({"type": "struct", "fields": [
-            {"name": "x", "type": wanted, "nullable": True, "metadata": {}}]}).fields[0].dataType
-    assert isinstance(stored, DataType) and isinstance(wanted, DataType)
-    if stored == wanted:
-        return value
-    if isinstance(stored, StructType) and isinstance(wanted, StructType):
-        old = {f.name.lower(): f for f in stored.fields}
-        parts = [upcast_column(value.getField(old[f.name.lower()].name), old[f.name.lower()].dataType,
-                               f.dataType).alias(f.name)
-                 if f.name.lower() in old else F.lit(None).cast(f.dataType).alias(f.name)
-                 for f in wanted.fields]
-        return F.when(value.isNull(), F.lit(None).cast(wanted)).otherwise(F.struct(*parts))
-    if isinstance(stored, ArrayType) and isinstance(wanted, ArrayType):
-        return F.transform(value, lambda x: upcast_column(x, stored.elementType, wanted.elementType))
-    if isinstance(stored, MapType) and isinstance(wanted, MapType):
-        return F.transform_values(value, lambda _, v: upcast_column(v, stored.valueType, wanted.valueType))
-    return value.cast(wanted)
-
-
-_WIDENS = {"short": {"byte"}, "integer": {"byte", "short"}, "long": {"byte", "short", "integer"},
-           "double": {"float", "byte", "short", "integer"}}
-
-
-def _shape(t: Any) -> Any:
-    """A type without nullability and field metadata (what must agree between data and table)."""
-    if isinstance(t, dict):
-        kind = t.get("type")
-        if kind == "struct":
-            return ("struct", tuple((f["name"].lower(), _shape(f["type"])) for f in t["fields"]))
-        if kind == "array":
-            return ("array", _shape(t["elementType"]))
-        if kind == "map":
-            return ("map", _shape(t["keyType"]), _shape(t["valueType"]))
-    return t
-
-
-def _widens(table_type: Any, data_type: Any) -> bool:
-    return isinstance(table_type, str) and isinstance(data_type, str) and data_type in _WIDENS.get(table_type, ())
-
-
-def _type_label(t: Any) -> str:
-    return t if isinstance(t, str) else t.get("type", "?")
-
-
-def _check_append_schema(table: str, current: dict[str, Any], incoming: dict[str, Any]) -> None:
-    """Data written to an existing table may lack nullable columns (they read as null) and may use
-    narrower numeric types; extra columns or other types need schema_mode."""
-    have = {f["name"].lower(): f for f in current["fields"]}
-    extra = [f["name"] for f in incoming["fields"] if f["name"].lower() not in have]
-    if extra:
-        raise SchemaMismatchError(
-            f"{table}: the data has column(s) {', '.join(extra)} that the table does not have (table columns: "
-            f"{', '.join(f['name'] for f in current['fields'])}). Write with schema_mode='merge' to add them, "
-            f"or schema_mode='overwrite' (with mode='overwrite') to replace the schema.")
-    for f in incoming["fields"]:
-        old = have[f["name"].lower()]
-        if _shape(old["type"]) != _shape(f["type"]) and not _widens(old["type"], f["type"]):
-            raise SchemaMismatchError(
-                f"{table}: column '{f['name']}' is {_type_label(old['type'])} in the table but "
-                f"{_type_label(f['type'])} in the data. Cast it to the table's type, or overwrite the table "
-                f"with schema_mode='overwrite'.")
-
-
 def _refuse_rows_outside(df: DataFrame, predicate: str, table: str) -> DataFrame:
     """The rows, failing the write at the first row outside the replace-where predicate (as Delta's
     replaceWhere constraint check does): such a row would survive beside the rows it should replace.
@@ -258,31 +142,6 @@ def _refuse_rows_outside(df: DataFrame, predicate: str, table: str) -> DataFrame
     first = df.columns[0]
     checked = F.when(outside, F.raise_error(message)).otherwise(F.col(quote_identifier(first)))
     return df.select(checked.alias(first), *[F.col(quote_identifier(c)) for c in df.columns[1:]])
-
-
-def _checked_table_schema(table: str, current: dict[str, Any], wanted: dict[str, Any],
-                          partition_columns: Sequence[str]) -> dict[str, Any]:
-    """A new schema for an existing table given by the caller: columns it keeps keep their type, new
-    ones are nullable and typed, partition columns stay."""
-    have = {f["name"].lower(): f for f in current["fields"]}
-    names = {f["name"].lower() for f in wanted["fields"]}
-    lost = [c for c in partition_columns if c.lower() not in names]
-    if lost:
-        raise SchemaMismatchError(f"{table}: partition column(s) {lost} cannot be dropped from the table.")
-    for f in wanted["fields"]:
-        old = have.get(f["name"].lower())
-        if old is not None and _shape(old["type"]) != _shape(f["type"]) and _shape(
-                _evolved_type(table, f["name"], old["type"], f["type"])) != _shape(f["type"]):
-            raise SchemaMismatchError(
-                f"{table}: column '{f['name']}' is {_type_label(old['type'])} in the table; changing it to "
-                f"{_type_label(f['type'])} needs the table rewritten (a full refresh).")
-        if old is None and f["type"] == "void":
-            raise SchemaMismatchError(
-                f"{table}: new column '{f['name']}' has no type (a bare NULL); cast it, e.g. "
-                f"cast(null as string). Nothing was committed.")
-    return {"type": "struct", "fields": [
-        {**have[f["name"].lower()], "type": _evolved_type(table, f["name"], have[f["name"].lower()]["type"], f["type"])}
-        if f["name"].lower() in have else {**f, "nullable": True} for f in wanted["fields"]]}
 
 
 def _mapped_if_dropping(table: str, conf: dict[str, str], current: dict[str, Any],
@@ -732,8 +591,8 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
     read of the whole table, against every commit landed since: none is overwritten unseen.
     """
     mode = (mode or "append").lower()
-    if mode not in MODES:
-        raise ValueError(f"{table_uri}: write mode {mode!r} is not one of {', '.join(MODES)}.")
+    if mode not in WRITE_MODES:
+        raise ValueError(f"{table_uri}: write mode {mode!r} is not one of {', '.join(WRITE_MODES)}.")
     if schema_mode not in SCHEMA_MODES:
         raise ValueError(f"{table_uri}: schema_mode {schema_mode!r} is not one of None, 'merge', 'overwrite'.")
     if isinstance(partition_by, str):
@@ -792,13 +651,13 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
                     f"{name}: the table is partitioned by {parts}, not {list(partition_by)}. Overwrite it with "
                     f"schema_mode='overwrite' to change its partitioning.")
             if table_schema is not None:
-                schema_json = _checked_table_schema(name, current, table_schema, parts)
-                _check_append_schema(name, schema_json, data_schema)
+                schema_json = checked_table_schema(name, current, table_schema, parts)
+                check_append_schema(name, schema_json, data_schema)
                 new_conf = _mapped_if_dropping(name, new_conf, current, schema_json)
             elif schema_mode == "merge":
                 schema_json = evolved_schema(name, current, data_schema)
             else:
-                _check_append_schema(name, current, data_schema)
+                check_append_schema(name, current, data_schema)
                 schema_json = current
         metadata = Metadata(
             id=snapshot.metadata.id, schema_string=schema_string(schema_json), partition_columns=parts,
@@ -1019,7 +878,7 @@ def _stored_value(column: str, stored: Any, wanted: Any) -> Column:
     files do not hold yet (`stored` None), upcast for one whose type this commit widens."""
     if stored is None:
         return F.lit(None).cast(wanted)
-    return upcast_column(F.col(column), stored, wanted)
+    return cast_by_name(F.col(column), stored, wanted)
 
 
 class MergeDuplicateSourceError(InvalidTableError):
@@ -1069,7 +928,7 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
     snapshot = txn.snapshot
     schema_json = snapshot.schema_json
     if table_schema is not None:
-        schema_json = _checked_table_schema(name, snapshot.schema_json, table_schema, snapshot.partition_columns)
+        schema_json = checked_table_schema(name, snapshot.schema_json, table_schema, snapshot.partition_columns)
         if schema_json != snapshot.schema_json:
             conf = _mapped_if_dropping(name, dict(snapshot.configuration), snapshot.schema_json, schema_json)
             txn.update_metadata(replace(snapshot.metadata, schema_string=schema_string(schema_json),

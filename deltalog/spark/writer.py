@@ -106,6 +106,38 @@ def spark_schema(schema_json: dict[str, Any]) -> StructType:
     return StructType.fromJson(schema_json)
 
 
+def cast_by_name(value: Any, stored: Any, wanted: Any) -> Any:
+    """`value`, a column of type `stored`, as type `wanted`, struct fields matched by name ignoring case
+    at any depth (inside arrays and maps too): fields `stored` lacks are NULL, and a NULL struct stays
+    NULL. Spark's own cast matches struct fields by position, which would put one field's values into
+    another when the data spells its fields in another order."""
+    from pyspark.sql.types import ArrayType, DataType, MapType
+
+    if isinstance(stored, dict) or isinstance(stored, str):
+        stored = StructType.fromJson({"type": "struct", "fields": [
+            {"name": "x", "type": stored, "nullable": True, "metadata": {}}]}).fields[0].dataType
+    if isinstance(wanted, dict) or isinstance(wanted, str):
+        wanted = StructType.fromJson({"type": "struct", "fields": [
+            {"name": "x", "type": wanted, "nullable": True, "metadata": {}}]}).fields[0].dataType
+    assert isinstance(stored, DataType) and isinstance(wanted, DataType)
+    if stored == wanted:
+        return value
+    if isinstance(stored, StructType) and isinstance(wanted, StructType):
+        old = {f.name.lower(): f for f in stored.fields}
+        parts = [cast_by_name(value.getField(old[f.name.lower()].name), old[f.name.lower()].dataType,
+                              f.dataType).alias(f.name)
+                 if f.name.lower() in old else F.lit(None).cast(f.dataType).alias(f.name)
+                 for f in wanted.fields]
+        return F.when(value.isNull(), F.lit(None).cast(wanted)).otherwise(F.struct(*parts))
+    if isinstance(stored, ArrayType) and isinstance(wanted, ArrayType):
+        return F.transform(value, lambda x: cast_by_name(x, stored.elementType, wanted.elementType))
+    if isinstance(stored, MapType) and isinstance(wanted, MapType):
+        if stored.keyType != wanted.keyType:
+            value = F.transform_keys(value, lambda k, _: cast_by_name(k, stored.keyType, wanted.keyType))
+        return F.transform_values(value, lambda _, v: cast_by_name(v, stored.valueType, wanted.valueType))
+    return value.cast(wanted)
+
+
 def conform_dataframe(df: DataFrame, schema_json: dict[str, Any], table: str) -> DataFrame:
     """The DataFrame with exactly the table's columns, in its order and with its types (casts where the
     types differ); a missing column is an error naming it, an extra one too."""
@@ -125,7 +157,7 @@ def conform_dataframe(df: DataFrame, schema_json: dict[str, Any], table: str) ->
         src = by_lower[f.name.lower()]
         c = F.col(_quote(src.name))
         if src.dataType != f.dataType:
-            c = c.cast(f.dataType)
+            c = cast_by_name(c, src.dataType, f.dataType)
         if not f.nullable:
             # A NOT NULL column is an invariant writers must honour; checked while writing, no extra pass.
             c = F.when(c.isNull(), F.raise_error(F.lit(

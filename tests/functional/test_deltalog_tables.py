@@ -393,3 +393,35 @@ class TestMicrobatchConcurrentBatches:
         dt = deltalake.DeltaTable(path)
         assert dt.version() == before + 8  # eight daily batches, one commit each, none lost
         assert sorted(r[0] for r in delta_rows(path, ["id"])) == list(range(1, 41))
+
+
+STRUCT_ORDER_SQL = """
+{{{{ config(materialized='incremental', unique_key='id', incremental_strategy='{strategy}',
+            on_schema_change='{on_schema_change}') }}}}
+{{% if is_incremental() %}}
+select 2 as id, named_struct('b', 'B2', 'a', 'A2') as info
+{{% else %}}
+select 1 as id, named_struct('a', 'A1', 'b', 'B1') as info
+{{% endif %}}
+"""
+
+
+class TestStructFieldsInAnotherOrder:
+    """A model that spells a struct's fields in another order than its table keeps every value in its
+    field: struct fields are matched by name, never by position (Spark's own cast), whatever
+    on_schema_change and strategy say."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {f"s_{strategy}_{osc}.sql": STRUCT_ORDER_SQL.format(strategy=strategy, on_schema_change=osc)
+                for strategy in ("append", "merge") for osc in ("ignore", "append_new_columns")}
+
+    def test_values_stay_in_their_fields(self, project, deltalog_warehouse):
+        run_dbt(["run"])
+        run_dbt(["run"])
+        for strategy in ("append", "merge"):
+            for osc in ("ignore", "append_new_columns"):
+                path = table_dir(deltalog_warehouse, project, f"s_{strategy}_{osc}")
+                rows = sorted(deltalake.DeltaTable(path).to_pyarrow_table().to_pylist(), key=lambda r: r["id"])
+                assert rows == [{"id": 1, "info": {"a": "A1", "b": "B1"}},
+                                {"id": 2, "info": {"a": "A2", "b": "B2"}}], (strategy, osc)

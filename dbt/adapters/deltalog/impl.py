@@ -27,6 +27,7 @@ from dbt_common.exceptions import CompilationError, DbtRuntimeError
 
 from deltalog import filesystem as fs
 from deltalog.errors import DeltaError
+from deltalog.schema_evolution import evolved_schema
 from dbt.adapters.deltalog import catalog
 from dbt.adapters.deltalog.catalog import SESSION_VIEWS, Warehouse, quote_warehouse_refs, referenced_relations
 from dbt.adapters.deltalog.column import DeltalogColumn
@@ -664,7 +665,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
             if evolve:
                 # MERGE WITH SCHEMA EVOLUTION: the source's new columns and struct fields join the table
                 current = self._snapshot(relation).schema_json
-                evolved = operations.evolved_schema(str(relation), current, operations.dataframe_schema(df, str(relation)))
+                evolved = evolved_schema(str(relation), current, operations.dataframe_schema(df, str(relation)))
                 table_schema = evolved if evolved != current else table_schema
             version = operations.merge(
                 self.spark, uri, df, **self._merge_args(relation, df, unique_key, predicates, config, model),
@@ -904,12 +905,18 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         table_schema = None
         if [f.name for f in new_fields] != [f.name for f in target.fields]:
             table_schema = StructType(new_fields).jsonValue()
-        exprs = []
+        from pyspark.sql import functions as F
+
+        from deltalog.spark.writer import cast_by_name
+
+        columns = []
         for f in new_fields:
             s = src.get(f.name.lower())
-            value = _q(s.name) if s is not None else "null"
-            exprs.append(f"cast({value} as {f.dataType.simpleString()}) as {_q(f.name)}")
-        return df.selectExpr(*exprs), table_schema
+            # struct fields by name: a model that spells a struct's fields in another order keeps its values
+            value = cast_by_name(F.col(_q(s.name)), s.dataType, f.dataType) if s is not None else \
+                F.lit(None).cast(f.dataType)
+            columns.append(value.alias(f.name))
+        return df.select(*columns), table_schema
 
     def _commit_schema(self, relation, snap, schema, model, added, removed) -> Optional[int]:
         import dataclasses

@@ -1,0 +1,154 @@
+"""How a write's data may differ from its table's schema: one rule set for both writers (the Arrow
+writer, `write.py`, and the Spark writer, `spark/operations.py`), so that a table accepts or refuses the
+same write whichever of them makes it.
+
+- Without schema evolution the data may lack nullable columns (they read as NULL) and may hold a
+  narrower number than the column (`WIDENS`: it is cast up as it is written, exactly); anything else
+  (another type, a column the table lacks, a struct of other fields) is refused, every problem named.
+- With schema evolution (`schema_mode='merge'`, MERGE WITH SCHEMA EVOLUTION, dbt's on_schema_change) new
+  columns are appended and new struct fields are added at any depth (inside arrays and maps too), all
+  nullable; a column never changes its type.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import SchemaMismatchError
+from .schema import normalize_type_name, nullable_type
+
+WRITE_MODES = ("append", "overwrite", "error", "errorifexists", "ignore")
+SCHEMA_MODES = (None, "merge", "overwrite")
+
+# The data types a column of each table type takes as they are (cast up exactly as they are written).
+WIDENS = {
+    "short": {"byte"},
+    "integer": {"byte", "short"},
+    "long": {"byte", "short", "integer"},
+    "double": {"float", "byte", "short", "integer"},
+}
+
+
+def shape(t: Any) -> Any:
+    """A type without nullability and field metadata (what must agree between data and table)."""
+    if isinstance(t, dict):
+        kind = t.get("type")
+        if kind == "struct":
+            return ("struct", tuple((f["name"].lower(), shape(f["type"])) for f in t["fields"]))
+        if kind == "array":
+            return ("array", shape(t["elementType"]))
+        if kind == "map":
+            return ("map", shape(t["keyType"]), shape(t["valueType"]))
+        return t
+    return normalize_type_name(t) if isinstance(t, str) else t
+
+
+def widens(table_type: Any, data_type: Any) -> bool:
+    """A value of `data_type` is written to a column of `table_type` exactly, cast up."""
+    return (isinstance(table_type, str) and isinstance(data_type, str)
+            and normalize_type_name(data_type) in WIDENS.get(normalize_type_name(table_type), ()))
+
+
+def fits(table_type: Any, data_type: Any) -> bool:
+    return shape(table_type) == shape(data_type) or widens(table_type, data_type)
+
+
+def type_label(t: Any) -> str:
+    if isinstance(t, str):
+        return t
+    return {"struct": "struct<{}>", "array": "array<{}>", "map": "map<{}>"}.get(t.get("type"), "{}").format(
+        ", ".join(f["name"] for f in t["fields"]) if t.get("type") == "struct" else
+        type_label(t["elementType"]) if t.get("type") == "array" else
+        f"{type_label(t['keyType'])}, {type_label(t['valueType'])}" if t.get("type") == "map" else t)
+
+
+def check_append_schema(table: str, current: dict[str, Any], incoming: dict[str, Any]) -> None:
+    """Data written to the table as it is (no schema evolution): raises SchemaMismatchError naming every
+    column that does not fit, and nothing is written."""
+    have = {f["name"].lower(): f for f in current["fields"]}
+    problems = []
+    for f in incoming["fields"]:
+        old = have.get(f["name"].lower())
+        if old is None:
+            problems.append(f"column '{f['name']}' ({type_label(f['type'])}) is not in the table")
+        elif not fits(old["type"], f["type"]):
+            problems.append(f"column '{f['name']}' is {type_label(f['type'])} in the data but "
+                            f"{type_label(old['type'])} in the table")
+    names = {f["name"].lower() for f in incoming["fields"]}
+    problems += [f"NOT NULL column '{f['name']}' is missing from the data" for f in current["fields"]
+                 if f["name"].lower() not in names and not f.get("nullable", True)]
+    if problems:
+        raise SchemaMismatchError(
+            f"{table}: the data does not match the table schema: {'; '.join(problems)}. Nothing was "
+            f"written. Cast the data to the table's types, write with schema_mode='merge' to add new "
+            f"columns and struct fields, or overwrite the table with schema_mode='overwrite' to replace its "
+            f"schema (table columns: {', '.join(f['name'] for f in current['fields'])}).")
+
+
+def nullable_field(f: dict[str, Any]) -> dict[str, Any]:
+    return {**f, "nullable": True, "type": nullable_type(f["type"])}
+
+
+def evolved_type(table: str, column: str, old: Any, new: Any) -> Any:
+    """The table's type `old` grown by what `new` adds: struct fields it lacks (appended, nullable, at
+    any depth, inside arrays and maps too). Anything else must keep its type."""
+    kind = old.get("type") if isinstance(old, dict) else None
+    if kind == "struct" and isinstance(new, dict) and new.get("type") == "struct":
+        fields = []
+        incoming = {f["name"].lower(): f for f in new["fields"]}
+        for f in old["fields"]:
+            match = incoming.pop(f["name"].lower(), None)
+            fields.append({**f, "type": evolved_type(table, f"{column}.{f['name']}", f["type"], match["type"])}
+                          if match is not None else f)
+        fields += [nullable_field(f) for f in new["fields"] if f["name"].lower() in incoming]
+        return {**old, "fields": fields}
+    if kind == "array" and isinstance(new, dict) and new.get("type") == "array":
+        return {**old, "elementType": evolved_type(table, column + "[]", old["elementType"], new["elementType"])}
+    if kind == "map" and isinstance(new, dict) and new.get("type") == "map":
+        return {**old, "keyType": evolved_type(table, column + "{key}", old["keyType"], new["keyType"]),
+                "valueType": evolved_type(table, column + "{value}", old["valueType"], new["valueType"])}
+    if not fits(old, new):
+        raise SchemaMismatchError(
+            f"{table}: column '{column}' is {type_label(old)} in the table but {type_label(new)} in the data; "
+            f"schema evolution adds columns and struct fields, it cannot change a type. Cast the column, or "
+            f"rebuild the table (a full refresh). Nothing was written.")
+    return old
+
+
+def evolved_schema(table: str, current: dict[str, Any], incoming: dict[str, Any]) -> dict[str, Any]:
+    """The table schema grown by the incoming data: new columns appended, new struct fields added at
+    any depth. Types never change."""
+    fields = list(current["fields"])
+    have = {f["name"].lower(): i for i, f in enumerate(fields)}
+    for f in incoming["fields"]:
+        i = have.get(f["name"].lower())
+        if i is None:
+            fields.append(nullable_field(f))
+        else:
+            fields[i] = {**fields[i], "type": evolved_type(table, fields[i]["name"], fields[i]["type"], f["type"])}
+    return {**current, "type": "struct", "fields": fields}
+
+
+def checked_table_schema(table: str, current: dict[str, Any], wanted: dict[str, Any],
+                         partition_columns: list[str]) -> dict[str, Any]:
+    """A new schema for an existing table given by the caller (columns added or dropped, as dbt's
+    on_schema_change asks): columns it keeps keep their type (struct fields may be added), new ones are
+    nullable and typed, partition columns stay."""
+    have = {f["name"].lower(): f for f in current["fields"]}
+    names = {f["name"].lower() for f in wanted["fields"]}
+    lost = [c for c in partition_columns if c.lower() not in names]
+    if lost:
+        raise SchemaMismatchError(f"{table}: partition column(s) {lost} cannot be dropped from the table.")
+    for f in wanted["fields"]:
+        old = have.get(f["name"].lower())
+        if old is not None and shape(old["type"]) != shape(f["type"]) and shape(
+                evolved_type(table, f["name"], old["type"], f["type"])) != shape(f["type"]):
+            raise SchemaMismatchError(
+                f"{table}: column '{f['name']}' is {type_label(old['type'])} in the table; changing it to "
+                f"{type_label(f['type'])} needs the table rewritten (a full refresh).")
+        if old is None and f["type"] == "void":
+            raise SchemaMismatchError(
+                f"{table}: new column '{f['name']}' has no type (a bare NULL); cast it, e.g. "
+                f"cast(null as string). Nothing was committed.")
+    return {"type": "struct", "fields": [
+        {**have[f["name"].lower()], "type": evolved_type(table, f["name"], have[f["name"].lower()]["type"], f["type"])}
+        if f["name"].lower() in have else {**f, "nullable": True} for f in wanted["fields"]]}

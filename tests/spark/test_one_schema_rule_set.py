@@ -1,0 +1,113 @@
+"""Both writers, the Arrow one (`deltalog.write_deltalake`) and the Spark one
+(`deltalog.spark.operations.write_dataframe`), follow one schema rule set (`deltalog.schema_evolution`): the
+same table accepts or refuses the same write whichever of them makes it, and a refused write commits
+nothing. Each case runs with both writers on a table made alike; delta-rs reads what was accepted.
+
+What the Arrow writer did before the rules were one: it refused integers into a double column (the Spark
+writer took them) and added only top-level columns under schema_mode='merge' (the Spark writer added
+struct fields at any depth too)."""
+from __future__ import annotations
+
+import deltalake
+import pyarrow as pa
+import pytest
+
+from deltalog import Snapshot, write_deltalake
+from deltalog.errors import SchemaMismatchError
+from deltalog.spark import operations as ops
+
+pytestmark = pytest.mark.spark
+
+WRITERS = ["arrow", "spark"]
+
+# a table of (id long, amount double, info struct<a: long, b: string>, tags array<struct<k: string>>)
+BASE = pa.table({
+    "id": pa.array([1], pa.int64()),
+    "amount": pa.array([1.5], pa.float64()),
+    "info": pa.array([{"a": 1, "b": "x"}], pa.struct([("a", pa.int64()), ("b", pa.string())])),
+    "tags": pa.array([[{"k": "t"}]], pa.list_(pa.struct([("k", pa.string())]))),
+})
+
+
+def _write(spark, writer: str, uri: str, data: pa.Table, **kwargs):
+    if writer == "arrow":
+        return write_deltalake(uri, data, **kwargs)
+    return ops.write_dataframe(spark.createDataFrame(data.to_pandas(), schema=_spark_schema(spark, data)), uri,
+                               **kwargs)
+
+
+def _spark_schema(spark, data: pa.Table):
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(data.schema)
+
+
+def _table(spark, writer: str, tmp_path) -> str:
+    uri = str(tmp_path / writer)
+    write_deltalake(uri, BASE)
+    return uri
+
+
+def _rows(uri: str) -> list[dict]:
+    return sorted(deltalake.DeltaTable(uri).to_pyarrow_table().to_pylist(), key=lambda r: r["id"])
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_narrower_numbers_are_written_exactly(spark, tmp_path, writer):
+    uri = _table(spark, writer, tmp_path)
+    data = pa.table({"id": pa.array([2], pa.int32()), "amount": pa.array([2**31 - 1], pa.int32())})
+    _write(spark, writer, uri, data, mode="append")
+    assert [(r["id"], r["amount"]) for r in _rows(uri)] == [(1, 1.5), (2, float(2**31 - 1))]
+    assert Snapshot.load(uri).schema_json == Snapshot.load(uri, version=0).schema_json  # the table keeps its types
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_schema_merge_adds_struct_fields_at_any_depth(spark, tmp_path, writer):
+    uri = _table(spark, writer, tmp_path)
+    data = pa.table({
+        "id": pa.array([2], pa.int64()),
+        # a new field inside the struct (and the struct's fields in another order), one inside the array's
+        # structs, and a new top-level column
+        "info": pa.array([{"c": True, "b": "y", "a": 2}],
+                         pa.struct([("c", pa.bool_()), ("b", pa.string()), ("a", pa.int64())])),
+        "tags": pa.array([[{"k": "u", "w": 7}]], pa.list_(pa.struct([("k", pa.string()), ("w", pa.int64())]))),
+        "note": pa.array(["new"]),
+    })
+    _write(spark, writer, uri, data, mode="append", schema_mode="merge")
+    fields = {f["name"]: f["type"] for f in Snapshot.load(uri).schema_json["fields"]}
+    assert [f["name"] for f in fields["info"]["fields"]] == ["a", "b", "c"]
+    assert [f["name"] for f in fields["tags"]["elementType"]["fields"]] == ["k", "w"]
+    assert list(fields) == ["id", "amount", "info", "tags", "note"]
+    assert _rows(uri) == [
+        {"id": 1, "amount": 1.5, "info": {"a": 1, "b": "x", "c": None}, "tags": [{"k": "t", "w": None}], "note": None},
+        {"id": 2, "amount": None, "info": {"a": 2, "b": "y", "c": True}, "tags": [{"k": "u", "w": 7}], "note": "new"},
+    ]
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_struct_fields_match_ignoring_case(spark, tmp_path, writer):
+    uri = _table(spark, writer, tmp_path)
+    data = pa.table({"id": pa.array([2], pa.int64()),
+                     "INFO": pa.array([{"A": 2, "B": "y"}], pa.struct([("A", pa.int64()), ("B", pa.string())]))})
+    _write(spark, writer, uri, data, mode="append")
+    assert _rows(uri)[1]["info"] == {"a": 2, "b": "y"}  # values kept, spelled as the table spells them
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+@pytest.mark.parametrize("case", ["another type", "a new column", "a new struct field", "a long into a double",
+                                  "evolution changing a type"])
+def test_the_same_writes_are_refused_by_both(spark, tmp_path, writer, case):
+    uri = _table(spark, writer, tmp_path)
+    data, kwargs, named = {
+        "another type": (pa.table({"id": pa.array(["x"])}), {}, "'id'"),
+        "a new column": (pa.table({"id": pa.array([2], pa.int64()), "surprise": [1.5]}), {}, "'surprise'"),
+        "a new struct field": (pa.table({"info": pa.array([{"a": 1, "z": 2}], pa.struct([("a", pa.int64()),
+                                                                                          ("z", pa.int64())]))}),
+                               {}, "'info'"),
+        "a long into a double": (pa.table({"amount": pa.array([2**60], pa.int64())}), {}, "'amount'"),
+        "evolution changing a type": (pa.table({"id": pa.array([1.5])}), {"schema_mode": "merge"}, "'id'"),
+    }[case]
+    with pytest.raises(SchemaMismatchError) as err:
+        _write(spark, writer, uri, data, mode="append", **kwargs)
+    assert uri.rstrip("/") in str(err.value) and named in str(err.value) and "Nothing was written" in str(err.value)
+    assert Snapshot.load(uri).version == 0
