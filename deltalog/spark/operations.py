@@ -873,6 +873,17 @@ def _assignments(spec: Any, target_columns: list[str], source_columns: list[str]
     return out
 
 
+def _assigned(df: DataFrame, expr: str, wanted: Any) -> Column:
+    """A MERGE clause's value `expr`, over `df`, as the target column's type `wanted`. Struct fields are
+    assigned by name, as Delta's MERGE assigns them; Spark's cast would match them by position."""
+    from pyspark.sql.types import ArrayType, MapType
+
+    column = F.expr(expr)
+    if not isinstance(wanted, (StructType, ArrayType, MapType)):
+        return column.cast(wanted)
+    return cast_by_name(column, df.select(column).schema.fields[0].dataType, wanted)
+
+
 def _stored_value(column: str, stored: Any, wanted: Any) -> Column:
     """A target column's value as the table's (possibly evolved) type `wanted`: null for a column the
     files do not hold yet (`stored` None), upcast for one whose type this commit widens."""
@@ -1069,7 +1080,7 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
                 update_cond = (F.coalesce(F.expr(when_matched_condition), F.lit(False))
                                if when_matched_condition else F.lit(True)) if update is not None else F.lit(False)
                 action = F.when(delete_cond, F.lit("delete")).when(update_cond, F.lit("update"))
-                new_values = [F.expr(update[c]).cast(target_schema[c].dataType).alias(_NEW + str(i))
+                new_values = [_assigned(joined, update[c], target_schema[c].dataType).alias(_NEW + str(i))
                               for i, c in enumerate(target_columns)
                               if update and c in update and c not in late_update]
                 key_cols = [F.col(f"{S}.{quote_identifier(s)}").alias(f"__deltalog_key{i}")
@@ -1109,7 +1120,7 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
             cols = [F.col(file_key), F.col(ROW_INDEX_COLUMN), F.lit(kind).alias(_ACTION)]
             cols += [F.lit(None).cast(target_schema[c].dataType).alias(_NEW + str(i))
                      for i, c in enumerate(target_columns) if update and c in update]
-            cols += [F.expr(by_source_update[c]).cast(target_schema[c].dataType).alias(_BY_SOURCE_NEW + str(i))
+            cols += [_assigned(unmatched_target, by_source_update[c], target_schema[c].dataType).alias(_BY_SOURCE_NEW + str(i))
                      for i, c in enumerate(target_columns) if by_source_update and c in by_source_update]
             cols += [F.lit(None).alias(f"__deltalog_key{i}") for i, _ in enumerate(keys)]
             cols += [F.lit(None).cast("long").alias(_SOURCE_ID)]
@@ -1189,7 +1200,7 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
                               f"CAST(NULL AS BIGINT) AS {quote_identifier(hidden[1])}"]
                 parts.append(updated.selectExpr(*exprs))
             else:  # (the change feed selects out_cols again; a nested type's simpleString() is no SQL)
-                out_cols = [(F.expr(update[c]).cast(target_schema[c].dataType) if c in late_update else
+                out_cols = [(_assigned(updated, update[c], target_schema[c].dataType) if c in late_update else
                              F.col((_NEW if update and c in update else _OLD) + str(i))).alias(c)
                             for i, c in enumerate(target_columns)]
                 if keep_ids:
@@ -1238,7 +1249,7 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
             if when_not_matched_condition:
                 unmatched = unmatched.filter(F.coalesce(F.expr(when_not_matched_condition), F.lit(False)))
             # A source alias stays resolvable in the insert expressions.
-            n_insert_df = unmatched.select(*[F.expr(insert.get(c, "null")).cast(target_schema[c].dataType).alias(c)
+            n_insert_df = unmatched.select(*[_assigned(unmatched, insert.get(c, "null"), target_schema[c].dataType).alias(c)
                                              for c in target_columns],
                                            *[F.lit(None).cast("long").alias(h) for h in hidden])
             parts.append(n_insert_df)

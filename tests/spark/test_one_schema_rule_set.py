@@ -111,3 +111,23 @@ def test_the_same_writes_are_refused_by_both(spark, tmp_path, writer, case):
         _write(spark, writer, uri, data, mode="append", **kwargs)
     assert uri.rstrip("/") in str(err.value) and named in str(err.value) and "Nothing was written" in str(err.value)
     assert Snapshot.load(uri).version == 0
+
+
+@pytest.mark.parametrize("dv", [False, True], ids=["copy-on-write", "deletion-vectors"])
+def test_merge_assigns_struct_fields_by_name(spark, tmp_path, dv):
+    """MERGE's update and insert clauses assign a source struct spelled in another order field by field,
+    as Delta's MERGE does; Spark's cast alone would put b's value into a."""
+    from deltalog.spark.reader import snapshot_dataframe
+
+    uri = str(tmp_path / "t")
+    ops.write_dataframe(spark.sql("select 1L as id, named_struct('a', 'A1', 'b', 'B1') as info union all "
+                                  "select 3L, named_struct('a', 'A3', 'b', 'B3')"), uri, mode="overwrite",
+                        configuration={"delta.enableDeletionVectors": str(dv).lower()})
+    source = spark.sql("select 1L as id, named_struct('b', 'B1x', 'a', 'A1x') as info union all "
+                       "select 2L, named_struct('b', 'B2', 'a', 'A2')")
+    ops.merge(spark, uri, source, "s.id = t.id", when_matched_update="*", when_not_matched_insert="*",
+              source_alias="s", target_alias="t")
+    ops.merge(spark, uri, source.where("id = 1"), "s.id = t.id", when_matched_update={"info": "s.info"},
+              source_alias="s", target_alias="t")
+    rows = sorted((r["id"], r["info"].asDict()) for r in snapshot_dataframe(spark, Snapshot.load(uri)).collect())
+    assert rows == [(1, {"a": "A1x", "b": "B1x"}), (2, {"a": "A2", "b": "B2"}), (3, {"a": "A3", "b": "B3"})]
