@@ -296,10 +296,11 @@ class _Unknown(Exception):
     """A SQL form that skipping cannot use."""
 
 
-def parse_sql_predicate(text: str | None) -> Expr:
+def parse_sql_predicate(text: str | None, strict: bool = False) -> Expr:
     """The simple SQL forms as an expression: comparisons of a column with a literal (=, ==, !=, <>,
     <, <=, >, >=), IN / NOT IN lists, BETWEEN, IS [NOT] NULL, AND, OR and parentheses, with string,
-    number, boolean and DATE/TIMESTAMP literals. Anything else becomes ALWAYS (keep all files)."""
+    number, boolean and DATE/TIMESTAMP literals. Anything else becomes ALWAYS (keep all files); with
+    `strict` it is a ValueError naming the part (where the predicate must be exact: a replace-where)."""
     if text is None or not str(text).strip():
         return ALWAYS
     from . import sql
@@ -307,28 +308,33 @@ def parse_sql_predicate(text: str | None) -> Expr:
     try:
         tree = sql.parse(str(text))
     except ValueError:
+        if strict:
+            raise
         return ALWAYS
-    return _simplify(_predicate(tree))
+    return _simplify(_predicate(tree, strict))
 
 
 _COMPARISONS = {"EQ": "=", "NEQ": "!=", "LT": "<", "LTE": "<=", "GT": ">", "GTE": ">="}
 _FLIP = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
 
-def _predicate(node: Any) -> Expr:
-    """An expression for a boolean node; a part skipping cannot use is ALWAYS. Only AND and OR combine
-    parts, so an ALWAYS in place of a part never drops a file (NOT is taken only over known forms)."""
+def _predicate(node: Any, strict: bool = False) -> Expr:
+    """An expression for a boolean node; a part skipping cannot use is ALWAYS (strict: a ValueError).
+    Only AND and OR combine parts, so an ALWAYS in place of a part never drops a file (NOT is taken
+    only over known forms)."""
     from sqlglot import exp
 
     if isinstance(node, exp.Paren):
-        return _predicate(node.this)
+        return _predicate(node.this, strict)
     if isinstance(node, exp.And):
-        return And(_predicate(node.left), _predicate(node.right))
+        return And(_predicate(node.left, strict), _predicate(node.right, strict))
     if isinstance(node, exp.Or):
-        return Or(_predicate(node.left), _predicate(node.right))
+        return Or(_predicate(node.left, strict), _predicate(node.right, strict))
     try:
         return _atom(node)
-    except _Unknown:
+    except _Unknown as unknown:
+        if strict:
+            raise ValueError(f"cannot read {node.sql(dialect='spark')!r} ({unknown})") from None
         return ALWAYS
 
 
@@ -963,6 +969,37 @@ def only_partition_columns(expr: "Expr | str | None", partition_columns: Sequenc
     e = as_expr(expr)
     lower = {c.lower() for c in partition_columns}
     return all(c.lower() in lower for c in e.columns())
+
+
+def inexact_on_partitions(expr: Expr, schema_json: dict, partition_columns: Sequence[str]) -> list[str]:
+    """What keeps `expr` from deciding exactly which partitions match (empty when nothing does): a
+    column that is not a partition column, or a literal that does not fit its column's type (pruning
+    would keep such files, which a predicate that removes what it matches must not)."""
+    lower = {c.lower() for c in partition_columns}
+    problems: list[str] = []
+
+    def walk(e: Expr) -> None:
+        if isinstance(e, (And, Or)):
+            walk(e.left)
+            walk(e.right)
+            return
+        if not isinstance(e, (Compare, In, IsNull)):
+            return
+        resolved = resolve_column(schema_json, e.column)
+        if e.column.lower() not in lower or resolved is None:
+            problems.append(f"{e.column!r} is not a partition column")
+            return
+        base = _base_type(resolved[1])
+        values = [e.value] if isinstance(e, Compare) else [v for v in e.values if v is not None] \
+            if isinstance(e, In) else []
+        for value in values:
+            try:
+                _coerce_literal(value, base)
+            except (ValueError, TypeError, decimal.InvalidOperation, OverflowError):
+                problems.append(f"{_sql_literal(value)} does not fit {e.column!r} ({base})")
+
+    walk(e=expr)
+    return problems
 
 
 @dataclass(frozen=True)

@@ -126,9 +126,6 @@ def _engine_version() -> str:
 
 ENGINE_INFO = f"dbt-deltalog/{_engine_version()}"
 
-PartitionPredicate = Callable[[dict], bool]
-
-
 # whose commit a version holds, after a create the store refused or never answered
 _OURS, _THEIRS, _ABSENT = "ours", "theirs", "absent"
 # how often an unanswered create of one version is sent again before the outcome is reported unknown

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-import re
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 import pyarrow as pa
@@ -23,6 +23,10 @@ from .errors import InvalidTableError, ProtocolChangedException, SchemaMismatchE
 from .paths import (
     encode_path, new_data_file_path, parse_partition_value, partition_folder,
     serialize_partition_value,
+)
+from .skipping import (
+    Compare, Expr, In, IsNull, PartitionPredicate, bind, conjunction, inexact_on_partitions, parse_sql_predicate,
+    prune,
 )
 from .schema import from_arrow_schema, partition_column_types, schema_string, to_arrow_schema
 from .schema_evolution import SCHEMA_MODES, WRITE_MODES, check_append_schema, evolved_schema
@@ -39,113 +43,63 @@ _DELTA_SPARK_MODE = {"error": "ErrorIfExists", "errorifexists": "ErrorIfExists",
 
 # ------------------------------------------------------------------------------------ predicates
 
-class PartitionPredicate:
-    """Equality / IN / IS NULL tests on partition columns, ANDed: `{col: value | [values]}`.
-    Values are compared in their canonical partitionValues form, so `1` matches `"1"` and a date
-    matches `"2024-01-02"` whichever writer serialised it."""
+@dataclass(frozen=True)
+class ReplaceWhere:
+    """A replace-where predicate (skipping's expression model, as the Spark writer's) that decides
+    exactly which partitions it replaces: only partition columns, literals of their types."""
+    predicate: PartitionPredicate
+    text: str
 
-    def __init__(self, conditions: dict[str, Any], column_types: dict[str, str], text: str):
-        self.column_types = column_types
-        self.text = text
-        self.allowed: dict[str, set[str | None]] = {}
-        for col, value in conditions.items():
-            values = value if isinstance(value, (list, tuple, set, frozenset)) else [value]
-            t = column_types[col]
-            self.allowed[col] = {serialize_partition_value(v, t) for v in values}
+    def partitions_matching(self, files: pa.Table) -> list[bool]:
+        """For each row of `files` (a `partition_values` map column), whether the predicate holds."""
+        return prune(files, self.predicate.expr, self.predicate.schema_json, self.predicate.partition_columns,
+                     dict(self.predicate.configuration)).to_pylist()
 
-    def _canonical(self, col: str, raw: str | None) -> str | None:
-        if raw is None:
-            return None
-        t = self.column_types[col]
+
+def replace_where(predicate: Any, metadata: Metadata, table: str) -> ReplaceWhere:
+    """A predicate on partition columns: SQL text (`d >= '2024-01-01' AND region IN ('eu', 'us')`), a dict
+    {column: value | [values] | None}, or a skipping expression (`deltalog.skipping.col("d") >= ...`)."""
+    parts = list(metadata.partition_columns)
+    allowed = (f"Allowed: comparisons, IN, BETWEEN and IS [NOT] NULL tests of partition columns {parts} with "
+               f"literals of their types, joined by AND / OR (e.g. \"d = '2024-01-01' AND region IN ('eu', "
+               f"'us')\"), a dict {{column: value}}, or a deltalog.skipping expression.")
+    if isinstance(predicate, Expr):
+        expr, text = predicate, predicate.to_sql()
+    elif isinstance(predicate, dict):
+        types = {c.lower(): t for c, t in partition_column_types(metadata.schema_json, parts, table).items()} \
+            if parts else {}
         try:
-            return serialize_partition_value(parse_partition_value(raw, t), t)
-        except Exception:
-            return raw
-
-    def matches_partition(self, partition_values: dict[str, str | None]) -> bool:
-        return all(self._canonical(c, partition_values.get(c)) in ok for c, ok in self.allowed.items())
-
-    def __repr__(self) -> str:
-        return self.text
-
-
-class _ExpressionPredicate:
-    """A skipping expression on partition columns, used as a replace-where predicate."""
-
-    def __init__(self, expr: Any, text: str):
-        self.expr, self.text = expr, text
-
-    def matches_partition(self, partition_values: dict[str, str | None]) -> bool:
-        return bool(self.expr.matches_partition(partition_values))
-
-
-_COND = re.compile(
-    r"""^\s*`?(?P<col>[^`=\s<>!]+?)`?\s*(?:
-        (?P<eq>=|==)\s*(?P<value>'(?:[^']|'')*'|[^\s']+) |
-        (?P<isnull>IS\s+NULL) |
-        IN\s*\((?P<list>.*)\)
-    )\s*$""", re.IGNORECASE | re.VERBOSE | re.DOTALL)
-
-
-def _literal(text: str) -> Any:
-    text = text.strip()
-    if text.startswith("'") and text.endswith("'"):
-        return text[1:-1].replace("''", "'")
-    if text.upper() == "NULL":
-        return None
-    return text  # numbers keep their text; serialize_partition_value parses them by column type
-
-
-def parse_predicate(predicate: Any, partition_columns: list[str],
-                    column_types: dict[str, str], table: str) -> PartitionPredicate | _ExpressionPredicate:
-    """A predicate on partition columns: a dict, SQL text `col = v AND col IN (a, b) AND col IS NULL`, or a
-    skipping expression (`deltalog.skipping.col("d") >= "2024-01-01"`) on partition columns only."""
-    allowed_msg = (f"Allowed: equality, IN and IS NULL tests on partition columns {partition_columns}, "
-                   f"joined by AND (e.g. \"d = '2024-01-01' AND region IN ('eu', 'us')\") or a dict "
-                   f"{{column: value}}.")
-    conditions: dict[str, Any] = {}
-    if hasattr(predicate, "matches_partition"):  # a skipping expression, e.g. col("d") >= "2024-01-01"
-        bad = sorted(c for c in getattr(predicate, "columns", lambda: set())() if c not in partition_columns)
-        text = predicate.to_sql() if hasattr(predicate, "to_sql") else repr(predicate)
-        if bad:
-            raise InvalidTableError(
-                f"{table}: predicate {text!r} tests {bad}, which are not partition columns; this writer "
-                f"replaces whole partitions only. {allowed_msg}")
-        return _ExpressionPredicate(predicate, text)
-    if isinstance(predicate, dict):
-        conditions = dict(predicate)
-        text = " AND ".join(f"{k} = {v!r}" for k, v in conditions.items())
+            expr = conjunction([_condition(c, v, types.get(c.lower())) for c, v in predicate.items()])
+        except (ValueError, TypeError) as e:
+            raise InvalidTableError(f"{table}: predicate {predicate!r}: a value does not fit its column's type "
+                                    f"({e}). {allowed}") from None
+        text = expr.to_sql()
     elif isinstance(predicate, str):
         text = predicate
-        for part in re.split(r"\s+AND\s+", predicate.strip(), flags=re.IGNORECASE):
-            m = _COND.match(part)
-            if not m:
-                raise InvalidTableError(f"{table}: predicate {predicate!r}: cannot read {part!r}. {allowed_msg}")
-            col = m.group("col")
-            if m.group("eq"):
-                value: Any = _literal(m.group("value"))
-            elif m.group("isnull"):
-                value = None
-            else:
-                value = [_literal(v) for v in re.findall(r"'(?:[^']|'')*'|[^,\s]+", m.group("list"))]
-            if col in conditions:
-                raise InvalidTableError(f"{table}: predicate {predicate!r} tests {col!r} twice. {allowed_msg}")
-            conditions[col] = value
+        try:
+            expr = parse_sql_predicate(predicate, strict=True)
+        except ValueError as e:
+            raise InvalidTableError(f"{table}: predicate {predicate!r}: {e}. {allowed}") from None
     else:
-        raise InvalidTableError(f"{table}: predicate must be SQL text or a dict, not "
-                                f"{type(predicate).__name__}. {allowed_msg}")
-    bad = [c for c in conditions if c not in partition_columns]
-    if bad:
-        raise InvalidTableError(
-            f"{table}: predicate {text!r} tests {bad}, which are not partition columns; this writer "
-            f"replaces whole partitions only. {allowed_msg}")
-    try:
-        return PartitionPredicate(conditions, column_types, text)
-    except InvalidTableError:
-        raise
-    except Exception as e:
-        raise InvalidTableError(f"{table}: predicate {text!r}: a value does not fit its column's type "
-                                f"({e}). {allowed_msg}") from None
+        raise InvalidTableError(f"{table}: predicate must be SQL text, a dict or a skipping expression, not "
+                                f"{type(predicate).__name__}. {allowed}")
+    problems = inexact_on_partitions(expr, metadata.schema_json, parts)
+    if problems:
+        raise InvalidTableError(f"{table}: predicate {text!r}: {'; '.join(problems)}; this writer replaces "
+                                f"whole partitions only. {allowed}")
+    return ReplaceWhere(bind(expr, metadata.schema_json, parts, metadata.configuration), text)
+
+
+def _condition(column: str, value: Any, delta_type: str | None) -> Expr:
+    """One dict entry as an expression, its values read in the column's type (`1` for a string column is
+    '1', a date's ISO text a date)."""
+    if delta_type is None:  # not a partition column: inexact_on_partitions names it
+        return Compare(column, "=", value)
+    typed = [None if v is None else parse_partition_value(serialize_partition_value(v, delta_type), delta_type)
+             for v in (value if isinstance(value, (list, tuple, set, frozenset)) else [value])]
+    if not isinstance(value, (list, tuple, set, frozenset)):
+        return IsNull(column) if typed[0] is None else Compare(column, "=", typed[0])
+    return In(column, tuple(typed))
 
 
 # ---------------------------------------------------------------------------------------- schemas
@@ -429,13 +383,13 @@ def write_deltalake(uri: str, data: Any, mode: str = "error", partition_by: list
     part_cols = list(md.partition_columns)
 
     removes: list[RemoveFile] = []
-    replace_where = None
+    where = None
     types = partition_column_types(md.schema_json, part_cols, table) if part_cols else {}
     if snap is not None and mode == "overwrite":
         if predicate is not None:
-            replace_where = parse_predicate(predicate, part_cols, types, table)
-            txn.read_predicate(replace_where)
-            touched = [a for a in snap.add_files() if replace_where.matches_partition(a.partition_values)]
+            where = replace_where(predicate, md, table)
+            txn.read_predicate(where.predicate)
+            touched = [a for a, hit in zip(snap.add_files(), where.partitions_matching(snap.files)) if hit]
         else:
             txn.read_whole_table()
             touched = snap.add_files()
@@ -449,13 +403,13 @@ def write_deltalake(uri: str, data: Any, mode: str = "error", partition_by: list
     try:
         for batch in batches:
             rows = _conform(pa.Table.from_batches([batch]), target, table)
-            if replace_where is not None:
-                _check_rows_match(rows, part_cols, types, replace_where, table)
+            if where is not None:
+                _check_rows_match(rows, part_cols, types, where, table)
             sink.write(rows)
         adds = sink.close()
         params: dict[str, Any] = {"mode": _DELTA_SPARK_MODE.get(mode, "Append"), "partitionBy": json.dumps(part_cols)}
-        if replace_where is not None:
-            params["predicate"] = json.dumps([replace_where.text])
+        if where is not None:
+            params["predicate"] = json.dumps([where.text])
         metrics = {"numFiles": len(adds), "numOutputRows": sink.num_rows,
                    "numOutputBytes": sum(a.size for a in adds)}
         if removes:
@@ -513,14 +467,16 @@ def _commit_into_created_table(dt: DeltaTable, mode: str, md: Metadata, adds: li
 
 
 def _check_rows_match(data: pa.Table, part_cols: list[str], types: dict[str, str],
-                      pred: PartitionPredicate, table: str) -> None:
+                      where: ReplaceWhere, table: str) -> None:
     """Replace-where data must lie inside the predicate, or rows would vanish from other partitions."""
     if data.num_rows == 0:
         return
     distinct = data.select(part_cols).group_by(part_cols, use_threads=False).aggregate([]).to_pylist()
-    for row in distinct:
-        values = {c: serialize_partition_value(row[c], types[c]) for c in part_cols}
-        if not pred.matches_partition(values):
+    partitions = [{c: serialize_partition_value(row[c], types[c]) for c in part_cols} for row in distinct]
+    files = pa.table({"partition_values": pa.array([list(p.items()) for p in partitions],
+                                                   pa.map_(pa.string(), pa.string()))})
+    for values, inside in zip(partitions, where.partitions_matching(files)):
+        if not inside:
             raise InvalidTableError(
-                f"{table}: data written with predicate {pred.text!r} holds rows outside it (partition "
+                f"{table}: data written with predicate {where.text!r} holds rows outside it (partition "
                 f"{values}). Nothing was written. Filter the data to the predicate, or widen the predicate.")

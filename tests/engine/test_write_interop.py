@@ -203,7 +203,7 @@ def test_schema_mismatch_commits_nothing(tmp_path):
                         partition_by=["id"])
     with pytest.raises(InvalidTableError, match="already exists"):
         write_deltalake(uri, pa.table({"id": pa.array([2], pa.int64()), "s": ["b"]}))
-    with pytest.raises(InvalidTableError, match="not partition columns"):
+    with pytest.raises(InvalidTableError, match="not a partition column"):
         write_deltalake(uri, pa.table({"id": pa.array([2], pa.int64()), "s": ["b"]}), mode="overwrite",
                         predicate="id = 2")
     with pytest.raises(InvalidTableError, match="outside"):
@@ -343,10 +343,41 @@ def test_replace_where_forms(tmp_path):
     write_deltalake(uri, new(13, dt.date(2024, 1, 3), 0), mode="overwrite", predicate=col("d") >= "2024-01-02")
     assert ids() == [3, 10, 11, 13]
     assert_same_table(uri)
-    with pytest.raises(InvalidTableError, match="not partition columns"):
+    with pytest.raises(InvalidTableError, match="not a partition column"):
         write_deltalake(uri, new(14, dt.date(2024, 1, 3), 0), mode="overwrite", predicate=col("id") == 1)
     hist = DeltaTable(uri).history()
     assert hist[0]["operationParameters"]["predicate"].startswith('["')
+
+
+def test_replace_where_reads_sql_as_the_spark_writer_does(tmp_path):
+    """The Arrow writer's replace-where reads SQL with sqlglot into skipping's expression model, as the
+    Spark writer does: ranges, OR, BETWEEN and NOT IN replace exactly the partitions they name (a NULL
+    partition only when the predicate says IS NULL); what it cannot read exactly is refused by name, and
+    nothing is written."""
+    uri = str(tmp_path / "t")
+    data = pa.table({"id": pa.array(range(5), pa.int64()), "n": pa.array([1, 2, 3, 4, None], pa.int32()),
+                     "s": ["a", "b", "c", "d", "e"]})
+    write_deltalake(uri, data, partition_by=["n"])
+
+    def ids():
+        return sorted(read_theirs(uri).column("id").to_pylist())
+
+    def new(i, n):
+        return pa.table({"id": pa.array([i], pa.int64()), "n": pa.array([n], pa.int32()), "s": ["new"]})
+    write_deltalake(uri, new(10, 2), mode="overwrite", predicate="n >= 2 AND n < 3 OR n = 1")
+    assert ids() == [2, 3, 4, 10]                       # n=1 and n=2 replaced, n IS NULL kept
+    write_deltalake(uri, new(11, 3), mode="overwrite", predicate="n NOT IN (1, 2, 4)")
+    assert ids() == [3, 4, 10, 11]                      # NOT IN keeps the NULL partition, as SQL does
+    write_deltalake(uri, new(12, 4), mode="overwrite", predicate="n BETWEEN 4 AND 9")
+    assert ids() == [4, 10, 11, 12]
+    before = DeltaTable(uri).version()
+    for bad, says in [("n + 1 = 2", "cannot read"), ("s = 'a'", "not a partition column"),
+                      ("n = 'x'", "does not fit"), ("n = 1.5", "does not fit"), ({"n": "x"}, "does not fit")]:
+        with pytest.raises(InvalidTableError, match=says):
+            write_deltalake(uri, new(13, 1), mode="overwrite", predicate=bad)
+    with pytest.raises(InvalidTableError, match="outside"):
+        write_deltalake(uri, new(13, 5), mode="overwrite", predicate="n = 1 OR n IS NULL")
+    assert DeltaTable(uri).version() == before and ids() == [4, 10, 11, 12]
 
 
 def test_append_to_delta_spark_table_matches_its_partition_encoding(tmp_path):
