@@ -6,8 +6,9 @@ it will write. `commit()` creates `%020d.json` at read_version + 1 with put-if-a
 writer won that version, each winning commit is checked against what this transaction read and
 wrote, in delta-spark's order (PROTOCOL-NOTES.md), at the isolation level the table asks for; a
 conflict raises the exception Delta names, otherwise the same actions are retried at the next free
-version. After the commit landed, the version checksum and (every `delta.checkpointInterval`
-commits) a checkpoint are written; failures there are logged, never raised: the commit is durable.
+version. Putting the bytes into the log is the committer's (`committer.py`); after the commit landed,
+`post_commit.py` writes the version checksum and (every `delta.checkpointInterval` commits) a
+checkpoint, logging failures, never raising them: the commit is durable.
 """
 from __future__ import annotations
 
@@ -17,23 +18,24 @@ import logging
 import uuid
 from dataclasses import replace
 from typing import Any, Callable, Iterable
-from urllib.parse import unquote
 
 import numpy as np
 
 from .actions import (
     SUPPORTED_WRITER_FEATURES, Action, AddCDCFile, AddFile, CommitInfo, DomainMetadata, Metadata, Protocol,
-    RemoveFile, SetTransaction, commit_objects, commit_to_bytes, now_ms, parse_commit,
+    RemoveFile, SetTransaction, commit_to_bytes, now_ms,
 )
 from . import column_mapping
 from .constraints import table_constraints
 from .errors import (
-    CommitFailedError, CommitOutcomeUnknownError, CommitsRefusedError, ConcurrentAppendException, ConcurrentDeleteDeleteException,
+    CommitFailedError, CommitsRefusedError, ConcurrentAppendException, ConcurrentDeleteDeleteException,
     ConcurrentDeleteReadException, ConcurrentModificationError, ConcurrentTransactionException,
-    DeltaError, InvalidTableError, MetadataChangedException, NotATableError, ProtocolChangedException,
+    DeltaError, InvalidTableError, MetadataChangedException, ProtocolChangedException,
     UnsafePathError, UnsupportedFeatureError, one_line,
 )
-from .storage import LOG_DIR, LogStore, WriteOutcomeUnknown
+from .committer import Committer, Outcome, WinningCommit, path_key
+from .post_commit import after_commit
+from .storage import LogStore
 from .stores import log_store_for
 from .schema import schema_string
 from .table_configuration import (APPEND_ONLY_KEY, DEFAULT_ISOLATION_LEVEL, FEATURE_PREFIX, ICT_ENABLEMENT_TIMESTAMP_KEY,
@@ -126,19 +128,6 @@ def _engine_version() -> str:
 
 ENGINE_INFO = f"dbt-deltalog/{_engine_version()}"
 
-# whose commit a version holds, after a create the store refused or never answered
-_OURS, _THEIRS, _ABSENT = "ours", "theirs", "absent"
-# how often an unanswered create of one version is sent again before the outcome is reported unknown
-_UNANSWERED_RETRIES = 3
-
-
-def commit_file_name(version: int) -> str:
-    return "%020d.json" % version
-
-
-def _key(path: str) -> str:
-    """Paths are compared URI-decoded, as the protocol reconciles them."""
-    return unquote(path)
 
 
 def _dv_id(a: AddFile | RemoveFile) -> str | None:
@@ -193,38 +182,6 @@ def required_protocol(metadata: Metadata, current: Protocol | None, features: It
 def _json_param(value: Any) -> str:
     """operationParameters values as delta-spark writes them: strings as they are, others as JSON."""
     return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), default=str)
-
-
-class _WinningCommit:
-    """What the conflict checker needs from one commit that landed before ours."""
-
-    def __init__(self, version: int, actions: list[Action]):
-        self.version = version
-        self.actions = actions
-        self.commit_info = next((a for a in actions if isinstance(a, CommitInfo)), None)
-        self.operation = (self.commit_info.operation if self.commit_info else None) or "UNKNOWN"
-        self.protocol = next((a for a in actions if isinstance(a, Protocol)), None)
-        self.metadata = next((a for a in actions if isinstance(a, Metadata)), None)
-        self.adds = [a for a in actions if isinstance(a, AddFile)]
-        self.change_files = [a for a in actions if isinstance(a, AddCDCFile)]
-        self.removes = [a for a in actions if isinstance(a, RemoveFile)]
-        # Files whose rows it marked deleted: removed and added back under the same path with a new DV.
-        removed = {_key(r.path) for r in self.removes}
-        self.marked = {_key(a.path): a for a in self.adds if a.deletion_vector and _key(a.path) in removed}
-        self.txns = [a for a in actions if isinstance(a, SetTransaction)]
-        self.domains = [a for a in actions if isinstance(a, DomainMetadata)]
-        # An absent flag means "not blind", as delta-spark reads it.
-        self.is_blind_append = bool(self.commit_info and self.commit_info.is_blind_append)
-        # OPTIMIZE and the like: the same rows in other files, no change to what a reader sees
-        files = [*self.adds, *self.removes]
-        self.changes_data = bool(self.protocol or self.metadata or self.change_files
-                                 or any(a.data_change for a in files))
-        self.timestamp = (self.commit_info.timestamp if self.commit_info else None) or now_ms()
-        # the time readers give this version: its in-commit timestamp when it has one
-        ict = self.commit_info.extra.get("inCommitTimestamp") if self.commit_info else None
-        self.read_timestamp = ict if isinstance(ict, int) else self.timestamp
-        tags = (self.commit_info.extra.get("tags") if self.commit_info else None) or {}
-        self.kept_row_ids = isinstance(tags, dict) and tags.get(row_tracking.PRESERVED_TAG) == "true"
 
 
 class Transaction:
@@ -284,7 +241,7 @@ class Transaction:
             paths = files.column("path").to_pylist()
         else:
             paths = [f.path if isinstance(f, (AddFile, RemoveFile)) else str(f) for f in files]
-        self._read_paths.update(_key(p) for p in paths)
+        self._read_paths.update(path_key(p) for p in paths)
 
     def read_predicate(self, predicate: Any) -> None:
         """A partition predicate this transaction read by: an object with
@@ -488,7 +445,7 @@ class Transaction:
         for a in self._actions:
             if isinstance(a, (AddFile, RemoveFile)):
                 # a logical file is its path and its DV: a file's DV changes as remove(old) + add(new)
-                k = (_key(a.path), deletion_vectors.unique_id(a.deletion_vector) if a.deletion_vector else "")
+                k = (path_key(a.path), deletion_vectors.unique_id(a.deletion_vector) if a.deletion_vector else "")
                 if k in seen:
                     raise InvalidTableError(
                         f"{table}: this commit holds two actions for the file {a.path!r}; one commit may "
@@ -549,10 +506,10 @@ class Transaction:
             user_metadata=user_metadata,
             extra=dict(extra_commit_info or {}),
         )
-        winners: list[_WinningCommit] = []
+        winners: list[WinningCommit] = []
         version = self.read_version + 1
-        unanswered = 0
-        self._check_table_still_there()
+        committer = Committer(self.store, self.table_uri, self.read_version)
+        committer.check_table_still_there()
         while True:
             if self.attempts >= self.max_attempts:
                 raise CommitFailedError(
@@ -565,47 +522,30 @@ class Transaction:
             commit_info.timestamp = max(now_ms(), commit_info.timestamp or 0)
             actions = self._with_in_commit_timestamp(commit_info, actions, version, winners)
             final = self._with_row_ids(commit_info, actions, version, winners)
-            data = commit_to_bytes([commit_info, *final])
-            try:
-                self.store.write_if_absent(commit_file_name(version), data)
-            except (FileExistsError, WriteOutcomeUnknown) as exc:
-                # "Already exists" may answer a retried create of this very commit, and an unanswered
-                # one may have landed: the version read back says whose commit it holds.
-                holder = self._holder_of(version, txn_id, exc)
-                if holder == _OURS:
-                    log.info("%s: version %d holds this commit (txnId %s) although the store answered "
-                             "%s; it landed", self.table_uri, version, txn_id, type(exc).__name__)
-                    break
-                if holder == _ABSENT:
-                    unanswered += 1
-                    if unanswered > _UNANSWERED_RETRIES:
-                        raise CommitOutcomeUnknownError(
-                            f"{self.table_uri}: the store did not answer {unanswered} conditional creates "
-                            f"of version {version} ({exc}); the version does not exist now, but a request "
-                            f"still in flight could create it. Inspect {LOG_DIR}/{commit_file_name(version)}: "
-                            f"if it holds txnId {txn_id}, this commit landed; otherwise nothing was "
-                            f"committed.") from exc
-                    continue  # the same commit again at the same version: whichever create lands, it is this one
-                # Lost the race: check every commit that landed since, then try after the last one.
-                for winner in self._winning_commits_from(version):
-                    rebase, carried = self._check_conflicts(winner, level)
-                    if rebase:
-                        actions = self._rebase_marks(actions, rebase)
-                    if carried:
-                        actions = self._carry_marks(actions, winner, carried)
-                    winners.append(winner)
-                    version = winner.version + 1
-                continue
-            break
+            outcome = committer.put(version, commit_to_bytes([commit_info, *final]), txn_id)
+            if outcome is Outcome.LANDED:
+                break
+            if outcome is Outcome.ABSENT:
+                continue  # the same commit again at the same version
+            # Lost the race: check every commit that landed since, then try after the last one.
+            for winner in committer.winning_commits_from(version):
+                rebase, carried = self._check_conflicts(winner, level)
+                if rebase:
+                    actions = self._rebase_marks(actions, rebase)
+                if carried:
+                    actions = self._carry_marks(actions, winner, carried)
+                winners.append(winner)
+                version = winner.version + 1
         self.committed_version = version
         log.debug("%s: committed version %d (%s) after %d attempt(s)", self.table_uri, version,
                   operation, self.attempts)
-        self._after_commit(version, [commit_info, *final], winners,
-                           commit_info.extra.get("inCommitTimestamp", commit_info.timestamp), txn_id)
+        self.post_commit_snapshot = after_commit(
+            self.table_uri, self.store, self.snapshot, version, [commit_info, *final], winners,
+            commit_info.extra.get("inCommitTimestamp", commit_info.timestamp), txn_id)
         return version
 
     def _with_in_commit_timestamp(self, commit_info: CommitInfo, actions: list[Action], version: int,
-                                  winners: list[_WinningCommit]) -> list[Action]:
+                                  winners: list[WinningCommit]) -> list[Action]:
         """With `delta.enableInCommitTimestamps`, the commit's time is written into it (commitInfo, its
         first action): later than the previous version's, whatever the clocks say. A commit that
         switches it on records from which version (and time) the log has them. Redone per attempt, as
@@ -632,7 +572,7 @@ class Transaction:
         return out
 
     def _with_row_ids(self, commit_info: CommitInfo, actions: list[Action], version: int,
-                      winners: list[_WinningCommit]) -> list[Action]:
+                      winners: list[WinningCommit]) -> list[Action]:
         """On a table with row tracking, `actions` with the row IDs of `row_tracking.assign`, from the
         high-water mark of the last winner (or the snapshot), and the commit's tags saying whether
         rewritten rows kept theirs. Redone per attempt: `actions` themselves are left as they are."""
@@ -668,21 +608,6 @@ class Transaction:
                                      row_tracking.PRESERVED_TAG: "true" if preserved else "false"}
         return final
 
-    def _check_table_still_there(self) -> None:
-        """The table this transaction read must still hold the version it read: a commit into a table
-        deleted (or emptied) meanwhile would land as the only file of a log no reader can load."""
-        if self.read_version < 0:
-            return
-        try:
-            names = {f.version for f in self.store.list_from(self.read_version) if f.version is not None}
-        except NotATableError:
-            names = set()
-        if self.read_version not in names:
-            raise NotATableError(
-                f"{self.table_uri}: the table was deleted or replaced while this transaction ran (version "
-                f"{self.read_version}, which it read, is no longer in the log). Nothing was committed; re-run "
-                f"the operation.")
-
     def commit_or_discard(self, new_files: Iterable[AddFile], **commit_args: Any) -> int:
         """`commit(**commit_args)`; when it fails or is interrupted, `discard_uncommitted(new_files)`:
         the data files written for this commit. Only for files this transaction wrote (never for adds
@@ -706,18 +631,19 @@ class Transaction:
         from .deletion_vectors import dv_file_path
         from .paths import decode_path, is_absolute_path
 
-        wanted = {_key(f.path if isinstance(f, (AddFile, RemoveFile, AddCDCFile)) else str(f)) for f in files}
+        wanted = {path_key(f.path if isinstance(f, (AddFile, RemoveFile, AddCDCFile)) else str(f)) for f in files}
         if not wanted:
             return []
         try:
-            landed = self._winning_commits_from(max(self.read_version + 1, 0))
+            landed = Committer(self.store, self.table_uri, self.read_version).winning_commits_from(
+                max(self.read_version + 1, 0))
         except Exception as exc:
             log.warning("%s: could not read the log to tell which written files were committed (%s); leaving "
                         "them for VACUUM", self.table_uri, one_line(exc))
             return []
         for commit in landed:
-            wanted -= {_key(a.path) for a in (*commit.adds, *commit.change_files)}
-            wanted -= {_key(dv_file_path(a.deletion_vector) or "") for a in commit.adds}
+            wanted -= {path_key(a.path) for a in (*commit.adds, *commit.change_files)}
+            wanted -= {path_key(dv_file_path(a.deletion_vector) or "") for a in commit.adds}
         deleted = []
         for rel in sorted(wanted):
             if is_absolute_path(rel):
@@ -731,44 +657,9 @@ class Transaction:
                 log.warning("%s: %s", self.table_uri, e)
         return deleted
 
-    def _holder_of(self, version: int, txn_id: str, cause: BaseException) -> str:
-        """Whose commit `version` holds: _OURS (its commitInfo carries `txn_id`), _THEIRS, or _ABSENT.
-        CommitOutcomeUnknownError when it cannot be read."""
-        name = commit_file_name(version)
-        try:
-            data = self.store.read(name)
-        except FileNotFoundError:
-            if isinstance(cause, FileExistsError):  # created, then gone: the table was deleted
-                self._check_table_still_there()
-            return _ABSENT
-        except Exception as exc:
-            raise CommitOutcomeUnknownError(
-                f"{self.table_uri}: the store answered the commit of version {version} with "
-                f"{type(cause).__name__} ({one_line(cause)}), and reading the version back failed ({one_line(exc)}). Whether "
-                f"this commit landed is unknown: inspect {LOG_DIR}/{name}; if it holds txnId {txn_id}, "
-                f"it landed, otherwise nothing was committed.") from exc
-        for _, obj in commit_objects(data, f"{self.table_uri}/{LOG_DIR}/{name}"):
-            info = obj.get("commitInfo") if isinstance(obj, dict) else None
-            if info is not None:
-                return _OURS if info.get("txnId") == txn_id else _THEIRS
-        return _THEIRS
-
-    def _winning_commits_from(self, version: int) -> list[_WinningCommit]:
-        found: list[_WinningCommit] = []
-        v = version
-        while True:
-            name = commit_file_name(v)
-            try:
-                data = self.store.read(name)
-            except FileNotFoundError:
-                break
-            found.append(_WinningCommit(v, parse_commit(data, f"{self.table_uri}/_delta_log/{name}")))
-            v += 1
-        return found
-
     # ---- conflict rules, in delta-spark's order ---------------------------------------------------
 
-    def _conflict(self, cls: type[ConcurrentModificationError], winner: _WinningCommit, what: str,
+    def _conflict(self, cls: type[ConcurrentModificationError], winner: WinningCommit, what: str,
                   advice: str) -> ConcurrentModificationError:
         return cls(
             f"{cls.__name__}: {self.table_uri}: {what} by a concurrent {winner.operation} committed as "
@@ -786,7 +677,7 @@ class Transaction:
         level = validate_isolation_level(raw, self.table_uri) if raw else DEFAULT_ISOLATION_LEVEL
         return level == WRITE_SERIALIZABLE and deletion_vectors.is_enabled(conf)
 
-    def _check_conflicts(self, winner: _WinningCommit, level: str) -> tuple[dict[str, tuple[AddFile, Any]], list[str]]:
+    def _check_conflicts(self, winner: WinningCommit, level: str) -> tuple[dict[str, tuple[AddFile, Any]], list[str]]:
         """Raises the conflict `winner` makes for this transaction, if any. Returns, for the files this
         transaction marks rows of that the winner marked too, on other rows (WriteSerializable's
         row-level concurrency), the winner's add and the union of both writers' deleted rows: this
@@ -828,7 +719,7 @@ class Transaction:
             candidates = []
         # A dataChange=false add only rewrites rows of files it removes, and a file added back with a
         # DV holds no new row: rule 6 covers those.
-        candidates = [a for a in candidates if a.data_change and _key(a.path) not in winner.marked]
+        candidates = [a for a in candidates if a.data_change and path_key(a.path) not in winner.marked]
         if candidates and not self.is_blind_append:
             hit = self._first_read_add(candidates, level)
             if hit is not None:
@@ -852,8 +743,8 @@ class Transaction:
             if self._read_whole_table:
                 hit_path = winner.removes[0].path
             else:
-                hit_path = next((r.path for r in winner.removes if _key(r.path) in self._read_paths
-                                 and not (by_row and _key(r.path) in winner.marked)), None)
+                hit_path = next((r.path for r in winner.removes if path_key(r.path) in self._read_paths
+                                 and not (by_row and path_key(r.path) in winner.marked)), None)
             if hit_path is not None:
                 # delta-spark checks added files first and counts a rewrite's (dataChange=false) adds
                 # among them: where those fall in what this transaction read by predicate, it names the
@@ -869,11 +760,11 @@ class Transaction:
                 raise self._conflict(ConcurrentDeleteReadException, winner,
                                      f"a file this transaction read was removed ({hit_path!r})", separate)
         # 7. files removed by both: a conflict, unless both only marked rows of it, and different rows.
-        our_removes = {_key(a.path) for a in self._actions if isinstance(a, RemoveFile)}
+        our_removes = {path_key(a.path) for a in self._actions if isinstance(a, RemoveFile)}
         ours_marked = self._marked_files()
         rebase: dict[str, tuple[AddFile, Any]] = {}
         for r in winner.removes:
-            k = _key(r.path)
+            k = path_key(r.path)
             if k not in our_removes:
                 continue
             if by_row and k in winner.marked and k in ours_marked:
@@ -900,7 +791,7 @@ class Transaction:
         files = self.file_actions
         return self.rows_keep_ids and bool(files) and not any(a.data_change for a in files)
 
-    def _carried_files(self, winner: _WinningCommit) -> list[str] | None:
+    def _carried_files(self, winner: WinningCommit) -> list[str] | None:
         """Row-level concurrency across a rewrite. When one side only moved rows to new files keeping
         their row IDs (OPTIMIZE) and the other marked or removed rows of files the first rewrote, the
         later one need not run again: the rows are found in the new files by row ID, and the marks
@@ -918,8 +809,8 @@ class Transaction:
             return None
         if we_rearrange and not self.may_carry_marks:
             return None
-        ours = {_key(a.path): a for a in self._actions if isinstance(a, RemoveFile)}
-        theirs = {_key(r.path): r for r in winner.removes}
+        ours = {path_key(a.path): a for a in self._actions if isinstance(a, RemoveFile)}
+        theirs = {path_key(r.path): r for r in winner.removes}
         shared = [k for k in theirs if k in ours]
         # both must have seen the same rows of each file (a third commit between would differ)
         if any(_dv_id(ours[k]) != _dv_id(theirs[k]) for k in shared):
@@ -928,13 +819,13 @@ class Transaction:
             return None
         return shared
 
-    def _carry_marks(self, actions: list[Action], winner: _WinningCommit, keys: list[str]) -> list[Action]:
+    def _carry_marks(self, actions: list[Action], winner: WinningCommit, keys: list[str]) -> list[Action]:
         """`actions` with the rows marked deleted in the files of `keys` (see `_carried_files`) marked where
         they are now. Losing OPTIMIZE: the rows the winner marked or removed are marked in this
         transaction's new files (an emptied one is dropped), and its removes name the winner's DVs.
         Losing DML: the rows this transaction marked are marked in the winner's new files instead."""
         conf = self.metadata.configuration
-        ours = {_key(a.path): a for a in self._actions if isinstance(a, RemoveFile)}
+        ours = {path_key(a.path): a for a in self._actions if isinstance(a, RemoveFile)}
         ts = now_ms()
         rearranging = self._rearranges_rows()
         if rearranging:
@@ -960,8 +851,8 @@ class Transaction:
             self.rebased_dv_files.append(marks.dv_file)
         if rearranging:
             now = {k: winner.marked[k].remove(ts, data_change=False) if k in winner.marked else None for k in keys}
-            now.update({_key(a.path): replace(a, data_change=False) for a in marks.adds})
-            emptied = {_key(r.path) for r in marks.removes} - {_key(a.path) for a in marks.adds}
+            now.update({path_key(a.path): replace(a, data_change=False) for a in marks.adds})
+            emptied = {path_key(r.path) for r in marks.removes} - {path_key(a.path) for a in marks.adds}
             self._emptied_files.extend(emptied)
             now.update(dict.fromkeys(emptied))
             extra: list[Action] = []
@@ -970,7 +861,7 @@ class Transaction:
             extra = [*marks.removes, *marks.adds]
 
         def carried(a: Action) -> Action | None:
-            k = _key(a.path) if isinstance(a, (AddFile, RemoveFile)) else None
+            k = path_key(a.path) if isinstance(a, (AddFile, RemoveFile)) else None
             return now[k] if k in now else a
 
         self._actions = [c for c in map(carried, self._actions) if c is not None] + extra
@@ -992,9 +883,9 @@ class Transaction:
 
     def _marked_files(self) -> dict[str, tuple[RemoveFile, AddFile]]:
         """This transaction's files it marks rows of: their remove (old DV) and add (new DV), by key."""
-        removes = {_key(a.path): a for a in self._actions if isinstance(a, RemoveFile)}
-        return {_key(a.path): (removes[_key(a.path)], a) for a in self._actions
-                if isinstance(a, AddFile) and a.deletion_vector and _key(a.path) in removes}
+        removes = {path_key(a.path): a for a in self._actions if isinstance(a, RemoveFile)}
+        return {path_key(a.path): (removes[path_key(a.path)], a) for a in self._actions
+                if isinstance(a, AddFile) and a.deletion_vector and path_key(a.path) in removes}
 
     def _rows_we_mark(self, ours: tuple[RemoveFile, AddFile]) -> Any:
         """The rows this transaction newly marks deleted in one file (its new DV less its old one)."""
@@ -1015,7 +906,7 @@ class Transaction:
         new_dv = dict(zip(keys, descriptors))
 
         def rebased(a: Action) -> Action:
-            k = _key(a.path) if isinstance(a, (AddFile, RemoveFile)) else None
+            k = path_key(a.path) if isinstance(a, (AddFile, RemoveFile)) else None
             if isinstance(a, RemoveFile) and k in new_dv:
                 return replace(a, deletion_vector=rebase[k][0].deletion_vector)
             if isinstance(a, AddFile) and k in new_dv and a.deletion_vector:
@@ -1042,50 +933,3 @@ class Transaction:
                    else _predicate_matches(p, add.partition_values) for p in self._read_predicates):
                 return add
         return None
-
-    # ---- after the commit landed ------------------------------------------------------------------
-
-    def _after_commit(self, version: int, actions: list[Action], winners: list[_WinningCommit],
-                      timestamp: int, txn_id: str) -> None:
-        """Next snapshot, `.crc`, checkpoint. The commit is durable already: log, never raise."""
-        try:
-            from .snapshot import Snapshot
-        except Exception:
-            log.warning("%s: snapshot module unavailable; no checksum or checkpoint for version %d",
-                        self.table_uri, version, exc_info=True)
-            return
-        snap = None
-        try:
-            if self.snapshot is not None:
-                snap = self.snapshot
-                for w in winners:
-                    snap = snap.apply(w.version, w.actions, w.timestamp)
-                snap = snap.apply(version, actions, timestamp)
-        except Exception:
-            log.warning("%s: could not derive the snapshot of version %d in memory; reloading it",
-                        self.table_uri, version, exc_info=True)
-            snap = None
-        if snap is None:
-            try:
-                snap = Snapshot.load(self.table_uri, version=version, store=self.store)
-            except Exception:
-                log.warning("%s: could not load version %d after committing it; no checksum or "
-                            "checkpoint written", self.table_uri, version, exc_info=True)
-                return
-        self.post_commit_snapshot = snap
-        try:
-            from .checksum import write_checksum
-            write_checksum(self.store, snap, txn_id=txn_id)
-        except Exception as exc:
-            log.warning("%s: writing the checksum of version %d failed (the commit stands): %s",
-                        self.table_uri, version, one_line(exc), exc_info=log.isEnabledFor(logging.DEBUG))
-        try:
-            from .checkpoint import repair_last_checkpoint, should_checkpoint, write_checkpoint
-            if self.snapshot is not None and self.snapshot.stale_last_checkpoint:
-                repair_last_checkpoint(self.store, version)
-            if should_checkpoint(version, snap.table_configuration.checkpoint_interval):
-                write_checkpoint(self.store, snap)
-        except Exception as exc:
-            log.warning("%s: writing the checkpoint of version %d failed (the commit stands; readers "
-                        "replay the JSON commits): %s", self.table_uri, version, one_line(exc),
-                        exc_info=log.isEnabledFor(logging.DEBUG))

@@ -329,7 +329,7 @@ def test_post_commit_failures_are_logged_not_raised(tmp_path, monkeypatch, caplo
     monkeypatch.setattr(checkpoint, "write_checkpoint", boom)
     monkeypatch.setattr(checksum, "write_checksum", boom)
     write_deltalake(uri, small([2]), mode="append")
-    with caplog.at_level(logging.WARNING, logger="deltalog.transaction"):
+    with caplog.at_level(logging.WARNING, logger="deltalog.post_commit"):
         assert write_deltalake(uri, small([3]), mode="append") == 2
     assert "checkpoint of version 2 failed" in caplog.text and "checksum" in caplog.text
     log = os.listdir(os.path.join(uri, "_delta_log"))

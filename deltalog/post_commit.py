@@ -1,0 +1,55 @@
+"""After a commit landed: the snapshot of the new version, its `.crc` checksum and, every
+`delta.checkpointInterval` commits, a checkpoint. The commit is durable already, so nothing here raises:
+a failure is logged and readers replay the JSON commits instead."""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from .actions import Action
+from . import checkpoint, checksum
+from .committer import WinningCommit
+from .errors import one_line
+from .snapshot import Snapshot
+from .storage import LogStore
+
+log = logging.getLogger(__name__)
+
+
+def after_commit(table_uri: str, store: LogStore, read_snapshot: Any, version: int, actions: list[Action],
+                 winners: list[WinningCommit], timestamp: int, txn_id: str) -> Any:
+    """The snapshot of the new version (None when it could not be had), after writing its `.crc` and, when
+    due, a checkpoint. `winners`: the commits that landed between `read_snapshot` and this one."""
+    snap = None
+    try:
+        if read_snapshot is not None:
+            snap = read_snapshot
+            for w in winners:
+                snap = snap.apply(w.version, w.actions, w.timestamp)
+            snap = snap.apply(version, actions, timestamp)
+    except Exception:
+        log.warning("%s: could not derive the snapshot of version %d in memory; reloading it",
+                    table_uri, version, exc_info=True)
+        snap = None
+    if snap is None:
+        try:
+            snap = Snapshot.load(table_uri, version=version, store=store)
+        except Exception:
+            log.warning("%s: could not load version %d after committing it; no checksum or "
+                        "checkpoint written", table_uri, version, exc_info=True)
+            return None
+    try:
+        checksum.write_checksum(store, snap, txn_id=txn_id)
+    except Exception as exc:
+        log.warning("%s: writing the checksum of version %d failed (the commit stands): %s",
+                    table_uri, version, one_line(exc), exc_info=log.isEnabledFor(logging.DEBUG))
+    try:
+        if read_snapshot is not None and read_snapshot.stale_last_checkpoint:
+            checkpoint.repair_last_checkpoint(store, version)
+        if checkpoint.should_checkpoint(version, snap.table_configuration.checkpoint_interval):
+            checkpoint.write_checkpoint(store, snap)
+    except Exception as exc:
+        log.warning("%s: writing the checkpoint of version %d failed (the commit stands; readers "
+                    "replay the JSON commits): %s", table_uri, version, one_line(exc),
+                    exc_info=log.isEnabledFor(logging.DEBUG))
+    return snap
