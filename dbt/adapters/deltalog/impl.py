@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import re
 import threading
 from typing import Any, Dict, List, Optional, Set, Tuple
 
@@ -27,18 +26,20 @@ from dbt_common.exceptions import CompilationError, DbtRuntimeError
 
 from deltalog import filesystem as fs
 from deltalog.errors import DeltaError
-from deltalog.schema_evolution import evolved_schema
 from dbt.adapters.deltalog import catalog
 from dbt.adapters.deltalog.catalog import SESSION_VIEWS, Warehouse, quote_warehouse_refs, referenced_relations
 from dbt.adapters.deltalog.column import DeltalogColumn
 from dbt.adapters.deltalog.connections import DeltalogConnectionManager
 from dbt.adapters.deltalog.maintenance import MaintenanceMixin
-from dbt.adapters.deltalog.model_config import DeltaConfig, _truthy, table_definition
+from dbt.adapters.deltalog.model_config import (
+    DeltaConfig, as_list as _as_list, config_value as _get, quote_name as _q, table_definition, truthy as _truthy,
+)
+from dbt.adapters.deltalog.strategies import STRATEGIES, IncrementalWrite
 from dbt.adapters.deltalog.relation import DeltalogRelation
 
 logger = AdapterLogger("Deltalog")
 
-INCREMENTAL_STRATEGIES = ["append", "merge", "insert_overwrite", "delete+insert", "replace_where", "microbatch"]
+INCREMENTAL_STRATEGIES = list(STRATEGIES)
 ON_SCHEMA_CHANGE = ["ignore", "fail", "append_new_columns", "sync_all_columns"]
 
 
@@ -64,22 +65,6 @@ class DeltalogConfig(AdapterConfig):
     file_format: Optional[str] = None
     clustered_by: Optional[Any] = None
     buckets: Optional[int] = None
-
-
-def _get(obj: Any, key: str, default: Any = None) -> Any:
-    if obj is None:
-        return default
-    if isinstance(obj, dict):
-        return obj.get(key, default)
-    return getattr(obj, key, default)
-
-
-def _as_list(value: Any) -> List[str]:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        value = [value]
-    return [v for v in value if not (isinstance(v, str) and not v.strip())]
 
 
 def _invocation_id() -> Optional[str]:
@@ -113,10 +98,6 @@ def _missing_unique_key(model: Any, df: Any) -> List[str]:
     """The model's unique_key columns that its result (a DataFrame) lacks."""
     unique_key = _as_list(_get(_get(model, "config") or {}, "unique_key"))
     return [k for k in unique_key if k.lower() not in {c.lower() for c in df.columns}]
-
-
-def _q(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
@@ -612,73 +593,27 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         self, relation: BaseRelation, sql: str, strategy: str, model: Any = None
     ) -> AdapterResponse:
         """One incremental run on an existing table: exactly one commit for the strategy, holding the
-        schema change too when on_schema_change asks for one (a failed run changes nothing)."""
-        from deltalog.spark import operations
-
+        schema change too when on_schema_change asks for one (a failed run changes nothing). The strategy
+        itself is a module of `strategies/`."""
         config = _get(model, "config") or {}
         strategy, on_schema_change = self.validate_incremental(strategy, model)
-        uri = self.table_uri(relation)
         self._alter_to_definition(relation, model)  # (its commit first: the model then reads the table after it)
         df = self._model_dataframe(sql, model)
         read_version = self._version_read(relation, sql)
         unique_key = _as_list(_get(config, "unique_key"))
         evolve = strategy == "merge" and bool(unique_key) and _truthy(_get(config, "merge_with_schema_evolution"))
         table_schema = None
-        if not evolve:  # with schema evolution the merge itself grows the table (below)
+        if not evolve:  # with schema evolution the merge itself grows the table
             df, table_schema = self._apply_schema_change(relation, df, on_schema_change, model)
-        commit_info = self._commit_info(model)
-        txns = self.take_app_transactions(relation)  # what changes_since_last_run read, recorded with the data
-        predicates = _as_list(_get(config, "incremental_predicates") or _get(config, "predicates"))
-
         self._check_unique_key(model, df)
-        if strategy == "merge" and not unique_key:
-            strategy = "append"  # no key: nothing can match, every row is new
-        if strategy == "append":
-            version = operations.write_dataframe(df, uri, mode="append", operation="WRITE",
-                                                 extra_commit_info=commit_info, table_schema=table_schema,
-                                                 app_transactions=txns, read_version=read_version)
-        elif strategy == "insert_overwrite":
-            version = operations.write_dataframe(
-                df, uri, mode="overwrite", overwrite_partitions=bool(self._partition_columns(relation)),
-                operation="WRITE", extra_commit_info=commit_info, table_schema=table_schema, app_transactions=txns,
-                read_version=read_version,
-            )
-        elif strategy in ("replace_where", "microbatch"):
-            if strategy == "microbatch":
-                window = self._microbatch_predicates(model)
-                # A batch writes only its own window: rows outside it (an upstream without event_time
-                # is read whole) belong to other batches, which write them; kept, they would repeat.
-                if window:
-                    df = df.filter(" and ".join(f"({p})" for p in window))
-                predicates = predicates + window
-            if not predicates:
-                raise CompilationError(
-                    f"Model {_get(model, 'unique_id')}: incremental_strategy 'replace_where' needs "
-                    "`incremental_predicates` (the rows of the table that the new data replaces)"
-                )
-            version = operations.write_dataframe(
-                df, uri, mode="overwrite", replace_where=" and ".join(f"({p})" for p in predicates),
-                operation="WRITE", extra_commit_info=commit_info, table_schema=table_schema, app_transactions=txns,
-                read_version=read_version,
-            )
-        elif strategy == "merge":
-            if evolve:
-                # MERGE WITH SCHEMA EVOLUTION: the source's new columns and struct fields join the table
-                current = self._snapshot(relation).schema_json
-                evolved = evolved_schema(str(relation), current, operations.dataframe_schema(df, str(relation)))
-                table_schema = evolved if evolved != current else table_schema
-            version = operations.merge(
-                self.spark, uri, df, **self._merge_args(relation, df, unique_key, predicates, config, model),
-                extra_commit_info=commit_info, table_schema=table_schema, app_transactions=txns,
-                read_version=read_version,
-            )
-        else:  # delete+insert
-            if not unique_key:
-                raise CompilationError(
-                    f"Model {_get(model, 'unique_id')}: incremental_strategy 'delete+insert' needs a `unique_key`"
-                )
-            version = self._delete_insert(uri, df, unique_key, predicates, commit_info, table_schema, txns,
-                                          read_version)
+        write = IncrementalWrite(
+            spark=self.spark, uri=self.table_uri(relation), name=_get(model, "unique_id") or str(relation),
+            model=model, config=config, df=df, unique_key=unique_key,
+            predicates=_as_list(_get(config, "incremental_predicates") or _get(config, "predicates")), evolve=evolve,
+            commit=dict(extra_commit_info=self._commit_info(model), table_schema=table_schema,
+                        # what changes_since_last_run read, recorded with the data
+                        app_transactions=self.take_app_transactions(relation), read_version=read_version))
+        version = STRATEGIES[strategy](write)
         return self._refreshed(relation, strategy.upper(), version)
 
     @available
@@ -739,115 +674,6 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
 
     def _partition_columns(self, relation: BaseRelation) -> List[str]:
         return list(self._snapshot(relation).partition_columns)
-
-    def _microbatch_predicates(self, model: Any) -> List[str]:
-        config = _get(model, "config") or {}
-        event_time = _get(config, "event_time")
-        batch = _get(model, "batch") or {}
-        start = _get(batch, "event_time_start") or _get(config, "__dbt_internal_microbatch_event_time_start")
-        end = _get(batch, "event_time_end") or _get(config, "__dbt_internal_microbatch_event_time_end")
-        if not event_time:
-            raise CompilationError(f"Model {_get(model, 'unique_id')}: microbatch needs an `event_time` config")
-        preds = []
-        if start:
-            preds.append(f"{event_time} >= to_timestamp('{_ts(start)}')")
-        if end:
-            preds.append(f"{event_time} < to_timestamp('{_ts(end)}')")
-        return preds
-
-    def _merge_args(self, relation, df, unique_key, predicates, config, model=None) -> Dict[str, Any]:
-        """The merge's clauses from the model's configs, named as dbt-databricks names them:
-        merge_update_columns / merge_exclude_columns, matched_condition, not_matched_condition,
-        not_matched_by_source_action (ignore | delete | update, with not_matched_by_source_set and
-        not_matched_by_source_condition), source_alias / target_alias, skip_matched_step and
-        skip_not_matched_step."""
-        name = _get(model, "unique_id") or str(relation)
-
-        def bad(key: str, value: Any, allowed: str) -> CompilationError:
-            return CompilationError(f"Model {name}: config {key}={value!r} is not valid. Allowed: {allowed}. "
-                                    f"Nothing was written.")
-
-        update_cols = _as_list(_get(config, "merge_update_columns"))
-        exclude = [c.lower() for c in _as_list(_get(config, "merge_exclude_columns"))]
-        if update_cols and exclude:
-            raise CompilationError(
-                "Model cannot specify merge_update_columns and merge_exclude_columns. "
-                "Please update model to use only one config"
-            )
-        if exclude:
-            update_cols = [c for c in df.columns if c.lower() not in exclude]
-        aliases = {}
-        for key, default in (("source_alias", "DBT_INTERNAL_SOURCE"), ("target_alias", "DBT_INTERNAL_DEST")):
-            value = _get(config, key) or default
-            if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
-                raise bad(key, value, "a plain SQL name (letters, digits, _)")
-            aliases[key] = value
-        S, T = aliases["source_alias"], aliases["target_alias"]
-        if S.lower() == T.lower():
-            raise bad("source_alias", S, f"a name other than target_alias ({T})")
-        on = " and ".join(
-            [f"{S}.{_q(k)} = {T}.{_q(k)}" for k in unique_key] + [f"({p})" for p in predicates]
-        )
-        args: Dict[str, Any] = dict(on=on, source_alias=S, target_alias=T, unique_keys={k: k for k in unique_key})
-        if not _truthy(_get(config, "skip_matched_step")):
-            args["when_matched_update"] = {c: f"{S}.{_q(c)}" for c in update_cols} if update_cols else "*"
-            args["when_matched_condition"] = _get(config, "matched_condition") or None
-        if not _truthy(_get(config, "skip_not_matched_step")):
-            args["when_not_matched_insert"] = "*"
-            args["when_not_matched_condition"] = _get(config, "not_matched_condition") or None
-        action = str(_get(config, "not_matched_by_source_action") or "ignore").strip().lower()
-        setting = _get(config, "not_matched_by_source_set")
-        if action not in ("ignore", "delete", "update"):
-            raise bad("not_matched_by_source_action", action, "ignore, delete or update")
-        if action == "update":
-            if not isinstance(setting, dict) or not setting:
-                raise bad("not_matched_by_source_set", setting,
-                          "a mapping of target column to SQL expression, required with not_matched_by_source_action: update")
-            args["when_not_matched_by_source_update"] = {str(k): str(v) for k, v in setting.items()}
-        elif setting:
-            raise bad("not_matched_by_source_set", setting, "only with not_matched_by_source_action: update")
-        if action == "delete":
-            args["when_not_matched_by_source_delete"] = True
-        if action != "ignore":
-            args["when_not_matched_by_source_condition"] = _get(config, "not_matched_by_source_condition") or None
-        elif _get(config, "not_matched_by_source_condition"):
-            raise bad("not_matched_by_source_condition", _get(config, "not_matched_by_source_condition"),
-                      "only with not_matched_by_source_action: delete or update")
-        return args
-
-    def _delete_insert(self, uri, df, unique_key, predicates, commit_info, table_schema=None, app_transactions=None,
-                       read_version=None):
-        """delete+insert as ONE merge commit: the source's distinct keys delete the target rows
-        they match (and `incremental_predicates`, written against the target, allow); every source
-        row, tagged apart so it never matches, is inserted. Source columns get a prefix so the
-        predicates' unqualified names mean the target's columns, as in dbt's DELETE ... WHERE."""
-        from deltalog.spark import operations
-        from pyspark.sql import functions as F
-
-        prefix, tag = "__dbt_src_", "__dbt_deltalog_action"
-        src = df.select(*[F.col(_q(c)).alias(prefix + c) for c in df.columns])
-        key_cols = [prefix + k for k in unique_key]
-        deletes = src.select(*[_q(k) for k in key_cols]).distinct()
-        for c in src.columns:
-            if c not in key_cols:
-                deletes = deletes.withColumn(c, F.lit(None).cast(src.schema[c].dataType))
-        deletes = deletes.select(*[_q(c) for c in src.columns]).withColumn(tag, F.lit("delete"))
-        source = deletes.unionByName(src.withColumn(tag, F.lit("insert")))
-        on = " and ".join(
-            [f"DBT_INTERNAL_SOURCE.{_q(prefix + k)} = DBT_INTERNAL_DEST.{_q(k)}" for k in unique_key]
-            + [f"DBT_INTERNAL_SOURCE.{tag} = 'delete'"]
-            + [f"({p})" for p in predicates]
-        )
-        return operations.merge(
-            self.spark, uri, source, on=on,
-            when_matched_delete_condition="true",
-            when_not_matched_insert={c: f"DBT_INTERNAL_SOURCE.{_q(prefix + c)}" for c in df.columns},
-            when_not_matched_condition=f"DBT_INTERNAL_SOURCE.{tag} = 'insert'",
-            unique_keys={prefix + k: k for k in unique_key},
-            unique_keys_where=f"{tag} = 'insert'",
-            extra_commit_info=commit_info, table_schema=table_schema, app_transactions=app_transactions,
-            read_version=read_version,
-        )
 
     def _version_read(self, relation: BaseRelation, code: str) -> Optional[int]:
         """The version of `relation` the model's code reads, when it reads its own table (`{{ this }}`), else
@@ -1092,16 +918,6 @@ def _nullable(field):
     from pyspark.sql.types import StructField
 
     return StructField(field.name, field.dataType, True, field.metadata)
-
-
-def _ts(value: Any) -> str:
-    import datetime as dt
-
-    if isinstance(value, dt.datetime):
-        if value.tzinfo is not None:
-            value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
-        return value.isoformat(sep=" ")
-    return str(value)
 
 
 def _seed_text(value: Any) -> Optional[str]:

@@ -103,10 +103,37 @@ _SWITCHES = {
 }
 
 
-def _truthy(value: Any) -> bool:
+def truthy(value: Any) -> bool:
+    """A config's boolean, however YAML or Jinja spelled it."""
     if isinstance(value, str):
         return value.strip().lower() in ("true", "1", "yes", "on")
     return bool(value)
+
+
+_truthy = truthy
+
+
+def config_value(obj: Any, key: str, default: Any = None) -> Any:
+    """`key` of a model, a config or a batch, whether dbt hands it over as a dict or an object."""
+    if obj is None:
+        return default
+    if isinstance(obj, dict):
+        return obj.get(key, default)
+    return getattr(obj, key, default)
+
+
+def as_list(value: Any) -> List[str]:
+    """A config that takes one name or a list of them, as a list (blank names left out)."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = [value]
+    return [v for v in value if not (isinstance(v, str) and not v.strip())]
+
+
+def quote_name(name: str) -> str:
+    """A column name quoted for Spark SQL."""
+    return "`" + name.replace("`", "``") + "`"
 
 
 class DeltaConfig:
