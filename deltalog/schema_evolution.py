@@ -53,12 +53,15 @@ def fits(table_type: Any, data_type: Any) -> bool:
 
 
 def type_label(t: Any) -> str:
-    if isinstance(t, str):
-        return t
-    return {"struct": "struct<{}>", "array": "array<{}>", "map": "map<{}>"}.get(t.get("type"), "{}").format(
-        ", ".join(f["name"] for f in t["fields"]) if t.get("type") == "struct" else
-        type_label(t["elementType"]) if t.get("type") == "array" else
-        f"{type_label(t['keyType'])}, {type_label(t['valueType'])}" if t.get("type") == "map" else t)
+    """A type as an error message names it: `struct<a, b>` (its field names), `array<long>`, `map<k, v>`."""
+    kind = t.get("type") if isinstance(t, dict) else None
+    if kind == "struct":
+        return f"struct<{', '.join(f['name'] for f in t['fields'])}>"
+    if kind == "array":
+        return f"array<{type_label(t['elementType'])}>"
+    if kind == "map":
+        return f"map<{type_label(t['keyType'])}, {type_label(t['valueType'])}>"
+    return str(t)
 
 
 def check_append_schema(table: str, current: dict[str, Any], incoming: dict[str, Any]) -> None:
