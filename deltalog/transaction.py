@@ -19,8 +19,6 @@ import uuid
 from dataclasses import replace
 from typing import Any, Callable, Iterable
 
-import numpy as np
-
 from .actions import (
     SUPPORTED_WRITER_FEATURES, Action, AddCDCFile, AddFile, CommitInfo, DomainMetadata, Metadata, Protocol,
     RemoveFile, SetTransaction, commit_to_bytes, now_ms,
@@ -28,10 +26,8 @@ from .actions import (
 from . import column_mapping
 from .constraints import table_constraints
 from .errors import (
-    CommitFailedError, CommitsRefusedError, ConcurrentAppendException, ConcurrentDeleteDeleteException,
-    ConcurrentDeleteReadException, ConcurrentModificationError, ConcurrentTransactionException,
-    DeltaError, InvalidTableError, MetadataChangedException, ProtocolChangedException,
-    UnsafePathError, UnsupportedFeatureError, one_line,
+    CommitFailedError, CommitsRefusedError, ConcurrentAppendException, ConcurrentModificationError, DeltaError,
+    InvalidTableError, UnsafePathError, UnsupportedFeatureError, one_line,
 )
 from .committer import Committer, Outcome, WinningCommit, path_key
 from .post_commit import after_commit
@@ -39,9 +35,10 @@ from .storage import LogStore
 from .stores import log_store_for
 from .schema import schema_string
 from .table_configuration import (APPEND_ONLY_KEY, DEFAULT_ISOLATION_LEVEL, FEATURE_PREFIX, ICT_ENABLEMENT_TIMESTAMP_KEY,
-                                  ICT_ENABLEMENT_VERSION_KEY, ISOLATION_LEVEL_KEY, ISOLATION_LEVELS, SERIALIZABLE,
+                                  ICT_ENABLEMENT_VERSION_KEY, ISOLATION_LEVEL_KEY, ISOLATION_LEVELS,
                                   SNAPSHOT_ISOLATION, WRITE_SERIALIZABLE, TableConfiguration)
-from . import deletion_vectors, row_tracking
+from . import conflicts, deletion_vectors, row_level_concurrency, row_tracking
+from .conflicts import ReadSet
 
 log = logging.getLogger(__name__)
 
@@ -130,16 +127,6 @@ ENGINE_INFO = f"dbt-deltalog/{_engine_version()}"
 
 
 
-def _dv_id(a: AddFile | RemoveFile) -> str | None:
-    return deletion_vectors.unique_id(a.deletion_vector) if a.deletion_vector else None
-
-
-def _predicate_matches(predicate: Any, partition_values: dict[str, str | None]) -> bool:
-    if hasattr(predicate, "matches_partition"):
-        return bool(predicate.matches_partition(partition_values))
-    return bool(predicate(partition_values))
-
-
 def validate_isolation_level(level: str, table: str) -> str:
     if level not in ISOLATION_LEVELS:
         raise InvalidTableError(
@@ -197,10 +184,7 @@ class Transaction:
         self.app_id = app_id
         self.isolation_level_override = isolation_level
         self.max_attempts = max_attempts
-        self._read_whole_table = False
-        self._read_paths: set[str] = set()
-        self._read_predicates: list[Any] = []
-        self._read_app_ids: set[str] = set()
+        self.read = ReadSet()
         self._new_metadata: Metadata | None = None
         self._new_protocol: Protocol | None = None
         self._required_features: set[str] = set()
@@ -208,10 +192,10 @@ class Transaction:
         self.committed_version: int | None = None
         self.post_commit_snapshot: Any = None
         self.attempts = 0
-        # DV files written while rebasing on winners' deletion vectors (row-level concurrency)
+        # DV files written while moving marks onto winners' files (row-level concurrency)
         self.rebased_dv_files: list[str] = []
         # Whether a rewrite that loses to DML may carry the DML's marks into its new files
-        # (`_carried_files`): not the DV purge, whose point is to leave no deleted row in any file.
+        # (`conflicts._carried_files`): not the DV purge, whose point is to leave no deleted row in any file.
         self.may_carry_marks = True
         # set once marks were carried; then the first attempt's DV files (and files emptied) are unnamed
         self.carried_marks = False
@@ -232,7 +216,7 @@ class Transaction:
 
     def read_whole_table(self) -> None:
         """This transaction's result depends on every row of the table."""
-        self._read_whole_table = True
+        self.read.whole_table = True
 
     def read_files(self, files: Any) -> None:
         """The files this transaction read: AddFile objects, log paths, or an Arrow table of files
@@ -241,7 +225,7 @@ class Transaction:
             paths = files.column("path").to_pylist()
         else:
             paths = [f.path if isinstance(f, (AddFile, RemoveFile)) else str(f) for f in files]
-        self._read_paths.update(path_key(p) for p in paths)
+        self.read.paths.update(path_key(p) for p in paths)
 
     def read_predicate(self, predicate: Any) -> None:
         """A partition predicate this transaction read by: an object with
@@ -251,12 +235,12 @@ class Transaction:
             raise TypeError(
                 f"{self.table_uri}: read_predicate needs an object with matches_partition(dict) or a "
                 f"callable taking the partition values; got {type(predicate).__name__}.")
-        self._read_predicates.append(predicate)
+        self.read.predicates.append(predicate)
 
     def read_app_transaction(self, app_id: str) -> int | None:
         """The last version committed for `app_id` in this snapshot (None if never); a concurrent commit
         of the same app id then conflicts."""
-        self._read_app_ids.add(app_id)
+        self.read.app_ids.add(app_id)
         if self.snapshot is None:
             return None
         return self.snapshot.app_transactions.get(app_id)
@@ -272,7 +256,7 @@ class Transaction:
         app = app_id or self.app_id
         if app is None:
             raise ValueError(f"{self.table_uri}: set_app_transaction needs an app_id")
-        self._read_app_ids.add(app)
+        self.read.app_ids.add(app)
         self._actions.append(SetTransaction(app, int(version), now_ms()))
 
     # ---- what it writes ---------------------------------------------------------------------------
@@ -371,7 +355,7 @@ class Transaction:
                 raise ValueError(f"{self.table_uri}: commitInfo is built by commit(); pass its fields there")
             elif isinstance(a, (AddFile, RemoveFile, AddCDCFile, SetTransaction, DomainMetadata)):
                 if isinstance(a, SetTransaction):
-                    self._read_app_ids.add(a.app_id)
+                    self.read.app_ids.add(a.app_id)
                 self._actions.append(a)
             else:
                 raise TypeError(f"{self.table_uri}: cannot commit a {type(a).__name__}")
@@ -382,7 +366,7 @@ class Transaction:
 
     @property
     def read_anything(self) -> bool:
-        return self._read_whole_table or bool(self._read_paths) or bool(self._read_predicates)
+        return self.read.anything
 
     @property
     def is_blind_append(self) -> bool:
@@ -529,11 +513,13 @@ class Transaction:
                 continue  # the same commit again at the same version
             # Lost the race: check every commit that landed since, then try after the last one.
             for winner in committer.winning_commits_from(version):
-                rebase, carried = self._check_conflicts(winner, level)
-                if rebase:
-                    actions = self._rebase_marks(actions, rebase)
-                if carried:
-                    actions = self._carry_marks(actions, winner, carried)
+                resolution = conflicts.check(self._attempt(), self.read, winner, level)
+                if resolution.rebase:
+                    actions = self._rewrite(actions, row_level_concurrency.rebase_marks(self.store, resolution.rebase))
+                if resolution.carried:
+                    actions = self._rewrite(actions, row_level_concurrency.carry_marks(
+                        self._attempt(), winner, resolution.carried))
+                    self.carried_marks = True
                 winners.append(winner)
                 version = winner.version + 1
         self.committed_version = version
@@ -589,7 +575,7 @@ class Transaction:
             # them here would need their stats, so the commit retries instead
             added = next((w for w in winners if any(a.data_change for a in w.adds)), None)
             if added is not None:
-                raise self._conflict(ConcurrentAppendException, added,
+                raise conflicts.conflict(ConcurrentAppendException, self._attempt(), added,
                                      "files were added while this commit enables row tracking",
                                      "Retry the operation.")
         domains = [*(snap.domain_metadata.values() if snap is not None else ()), *(d for w in winners
@@ -657,16 +643,7 @@ class Transaction:
                 log.warning("%s: %s", self.table_uri, e)
         return deleted
 
-    # ---- conflict rules, in delta-spark's order ---------------------------------------------------
-
-    def _conflict(self, cls: type[ConcurrentModificationError], winner: WinningCommit, what: str,
-                  advice: str) -> ConcurrentModificationError:
-        return cls(
-            f"{cls.__name__}: {self.table_uri}: {what} by a concurrent {winner.operation} committed as "
-            f"version {winner.version} (this transaction read version {self.read_version}). Nothing was "
-            f"committed. {advice}",
-            winning_version=winner.version, winning_operation=winner.operation,
-            winner_changed_data=winner.changes_data, row_level=self._row_level_concurrency())
+    # ---- after losing a race --------------------------------------------------------------------
 
     def _row_level_concurrency(self) -> bool:
         """Whether the table marks rows in DVs at WriteSerializable (its own level, also for an
@@ -677,259 +654,18 @@ class Transaction:
         level = validate_isolation_level(raw, self.table_uri) if raw else DEFAULT_ISOLATION_LEVEL
         return level == WRITE_SERIALIZABLE and deletion_vectors.is_enabled(conf)
 
-    def _check_conflicts(self, winner: WinningCommit, level: str) -> tuple[dict[str, tuple[AddFile, Any]], list[str]]:
-        """Raises the conflict `winner` makes for this transaction, if any. Returns, for the files this
-        transaction marks rows of that the winner marked too, on other rows (WriteSerializable's
-        row-level concurrency), the winner's add and the union of both writers' deleted rows: this
-        transaction's DVs are to be rebased on them (`_rebase_marks`). And the files both removed whose
-        marked rows are carried by row ID to the files that now hold them (`_carried_files`)."""
-        separate = ("Partition the table and give each writer explicit predicates on the partition "
-                    "columns so they touch disjoint files, or retry the operation.")
-        # 1. protocol: also two writers creating version 0.
-        if winner.protocol is not None or (self.read_version < 0 and winner.metadata is not None):
-            if self.read_version < 0:
-                raise self._conflict(ProtocolChangedException, winner,
-                                     "the table was created concurrently",
-                                     "Retry: the operation will then write to the existing table.")
-            raise self._conflict(ProtocolChangedException, winner, "the table protocol was changed",
-                                 "Retry against the new protocol.")
-        # 2. metadata: conservative, any winning metaData conflicts.
-        if winner.metadata is not None:
-            raise self._conflict(MetadataChangedException, winner,
-                                 "the table metadata (schema, partitioning or properties) was changed",
-                                 "Retry so that the operation sees the new metadata.")
-        # 3. domain metadata written by both.
-        ours = {a.domain for a in self._actions if isinstance(a, DomainMetadata)}
-        clash = sorted(ours & {d.domain for d in winner.domains})
-        if clash:
-            raise self._conflict(ConcurrentTransactionException, winner,
-                                 f"domain metadata {clash} was also written", "Retry the operation.")
-        # 4. application transactions this transaction depends on.
-        clash = sorted(self._read_app_ids & {t.app_id for t in winner.txns})
-        if clash:
-            raise self._conflict(ConcurrentTransactionException, winner,
-                                 f"application transaction {clash} was committed",
-                                 "The same job (app id) ran twice at once; run it once, then retry.")
-        # 5. files added that this transaction should have read.
-        if level == SERIALIZABLE:
-            candidates = winner.adds
-        elif level == WRITE_SERIALIZABLE:
-            candidates = [] if (winner.is_blind_append and self._new_metadata is None) else winner.adds
-        else:
-            candidates = []
-        # A dataChange=false add only rewrites rows of files it removes, and a file added back with a
-        # DV holds no new row: rule 6 covers those.
-        candidates = [a for a in candidates if a.data_change and path_key(a.path) not in winner.marked]
-        if candidates and not self.is_blind_append:
-            hit = self._first_read_add(candidates, level)
-            if hit is not None:
-                advice = separate
-                if level == SERIALIZABLE and winner.is_blind_append:
-                    advice += (f" At {WRITE_SERIALIZABLE} ({ISOLATION_LEVEL_KEY}) a concurrent blind "
-                               f"append does not conflict.")
-                raise self._conflict(ConcurrentAppendException, winner,
-                                     f"files were added to data this transaction read (e.g. {hit.path!r}, "
-                                     f"partition {hit.partition_values})", advice)
-        # Row-level concurrency (WriteSerializable, deletion vectors): rows the winner marked deleted in
-        # a file are not rows this transaction read unless it changed that file too; then rule 7
-        # compares the rows both marked.
-        by_row = level == WRITE_SERIALIZABLE and not self._read_whole_table
-        # OPTIMIZE against DML on a table whose rows keep their IDs: rules 6 and 7 are met by carrying.
-        carried = self._carried_files(winner)
-        if carried is not None:
-            return {}, carried
-        # 6. files removed that this transaction read.
-        if winner.removes:
-            if self._read_whole_table:
-                hit_path = winner.removes[0].path
-            else:
-                hit_path = next((r.path for r in winner.removes if path_key(r.path) in self._read_paths
-                                 and not (by_row and path_key(r.path) in winner.marked)), None)
-            if hit_path is not None:
-                # delta-spark checks added files first and counts a rewrite's (dataChange=false) adds
-                # among them: where those fall in what this transaction read by predicate, it names the
-                # conflict ConcurrentAppendException, and so do we (the outcome is a conflict either way).
-                rewritten = [a for a in winner.adds if not a.data_change]
-                if (rewritten and level in (SERIALIZABLE, WRITE_SERIALIZABLE) and not self.is_blind_append
-                        and (self._read_whole_table or self._read_predicates)):
-                    hit = self._first_read_add(rewritten, level)
-                    if hit is not None:
-                        raise self._conflict(ConcurrentAppendException, winner,
-                                             f"files read by this transaction were rewritten into data it read "
-                                             f"(e.g. {hit.path!r}, partition {hit.partition_values})", separate)
-                raise self._conflict(ConcurrentDeleteReadException, winner,
-                                     f"a file this transaction read was removed ({hit_path!r})", separate)
-        # 7. files removed by both: a conflict, unless both only marked rows of it, and different rows.
-        our_removes = {path_key(a.path) for a in self._actions if isinstance(a, RemoveFile)}
-        ours_marked = self._marked_files()
-        rebase: dict[str, tuple[AddFile, Any]] = {}
-        for r in winner.removes:
-            k = path_key(r.path)
-            if k not in our_removes:
-                continue
-            if by_row and k in winner.marked and k in ours_marked:
-                ours = self._rows_we_mark(ours_marked[k])
-                theirs = deletion_vectors.read_deletion_vector(self.store, winner.marked[k].deletion_vector)
-                same = list((ours & theirs).to_array())
-                if not same:
-                    rebase[k] = (winner.marked[k], theirs | ours)
-                    continue
-                raise self._conflict(ConcurrentDeleteDeleteException, winner,
-                                     f"rows this transaction also deletes or updates were deleted or updated "
-                                     f"(file {r.path!r}, {len(same)} row(s), e.g. row {same[0]})",
-                                     "Retry the operation: it will then see the rows as they are now.")
-            raise self._conflict(ConcurrentDeleteDeleteException, winner,
-                                 f"a file this transaction also removes was removed ({r.path!r})",
-                                 separate + (f" At {WRITE_SERIALIZABLE}, writers that mark different rows of a "
-                                             f"file in deletion vectors ({deletion_vectors.ENABLE_KEY}) both "
-                                             f"land." if level == WRITE_SERIALIZABLE else ""))
-        return rebase, []
+    def _attempt(self) -> conflicts.Attempt:
+        """This commit as the conflict rules see it, as it stands now."""
+        return conflicts.Attempt(
+            table_uri=self.table_uri, read_version=self.read_version, store=self.store, snapshot=self.snapshot,
+            metadata=self.metadata, changes_metadata=self._new_metadata is not None, actions=list(self._actions),
+            is_blind_append=self.is_blind_append, row_level=self._row_level_concurrency(),
+            rows_keep_ids=self.rows_keep_ids, may_carry_marks=self.may_carry_marks)
 
-    def _rearranges_rows(self) -> bool:
-        """Whether this transaction only moves rows to new files, each keeping its row ID (OPTIMIZE on a
-        table with row tracking)."""
-        files = self.file_actions
-        return self.rows_keep_ids and bool(files) and not any(a.data_change for a in files)
-
-    def _carried_files(self, winner: WinningCommit) -> list[str] | None:
-        """Row-level concurrency across a rewrite. When one side only moved rows to new files keeping
-        their row IDs (OPTIMIZE) and the other marked or removed rows of files the first rewrote, the
-        later one need not run again: the rows are found in the new files by row ID, and the marks
-        carried there (`_carry_marks`). That is a serial order of the two, as the rewrite changes no row a
-        reader sees. Returns the keys of the files both removed (maybe none) where this applies, else
-        None: the usual rules decide."""
-        md = self.metadata
-        protocol = self.snapshot.protocol if self.snapshot is not None else None
-        if (md is None or not self._row_level_concurrency() or not row_tracking.is_active(protocol, md.configuration)
-                or row_tracking.materialized_fields(md.configuration) is None):
-            return None
-        we_rearrange = self._rearranges_rows()
-        they_rearrange = not winner.changes_data and winner.kept_row_ids
-        if we_rearrange == they_rearrange:  # two rewrites of the same rows, or DML against DML
-            return None
-        if we_rearrange and not self.may_carry_marks:
-            return None
-        ours = {path_key(a.path): a for a in self._actions if isinstance(a, RemoveFile)}
-        theirs = {path_key(r.path): r for r in winner.removes}
-        shared = [k for k in theirs if k in ours]
-        # both must have seen the same rows of each file (a third commit between would differ)
-        if any(_dv_id(ours[k]) != _dv_id(theirs[k]) for k in shared):
-            return None
-        if we_rearrange and (self._read_whole_table or any(k in self._read_paths and k not in ours for k in theirs)):
-            return None
-        return shared
-
-    def _carry_marks(self, actions: list[Action], winner: WinningCommit, keys: list[str]) -> list[Action]:
-        """`actions` with the rows marked deleted in the files of `keys` (see `_carried_files`) marked where
-        they are now. Losing OPTIMIZE: the rows the winner marked or removed are marked in this
-        transaction's new files (an emptied one is dropped), and its removes name the winner's DVs.
-        Losing DML: the rows this transaction marked are marked in the winner's new files instead."""
-        conf = self.metadata.configuration
-        ours = {path_key(a.path): a for a in self._actions if isinstance(a, RemoveFile)}
-        ts = now_ms()
-        rearranging = self._rearranges_rows()
-        if rearranging:
-            gone = [self._rows_gone(ours[k], winner.marked.get(k)) for k in keys]
-            targets = [a for a in self._actions if isinstance(a, AddFile)]
-        else:
-            marked = self._marked_files()
-            gone = [self._rows_gone(ours[k], marked[k][1] if k in marked else None) for k in keys]
-            targets = list(winner.adds)
-        row_ids = np.concatenate(gone) if gone else np.zeros(0, np.int64)
-        found = row_tracking.locate_rows(self.store, targets, conf, row_ids)
-        if sum(len(p) for _, p in found) != len(np.unique(row_ids)):
-            raise self._conflict(ConcurrentDeleteReadException, winner,
-                                 "rows this transaction marked could not be found by their row IDs in the "
-                                 "rewritten files", "Retry the operation.")
-        marks = deletion_vectors.mark_rows(self.store, found, ts)
-        self.carried_marks = True
-        log.info("%s: carried %d marked row(s) of %d file(s) by row ID into %d file(s) %s concurrent %s "
-                 "(version %d), instead of running again", self.table_uri, len(row_ids), len(keys), len(found),
-                 "this transaction rewrote, past the" if rearranging else "rewritten by the",
-                 winner.operation, winner.version)
-        if marks.dv_file:
-            self.rebased_dv_files.append(marks.dv_file)
-        if rearranging:
-            now = {k: winner.marked[k].remove(ts, data_change=False) if k in winner.marked else None for k in keys}
-            now.update({path_key(a.path): replace(a, data_change=False) for a in marks.adds})
-            emptied = {path_key(r.path) for r in marks.removes} - {path_key(a.path) for a in marks.adds}
-            self._emptied_files.extend(emptied)
-            now.update(dict.fromkeys(emptied))
-            extra: list[Action] = []
-        else:
-            now = dict.fromkeys(keys)
-            extra = [*marks.removes, *marks.adds]
-
-        def carried(a: Action) -> Action | None:
-            k = path_key(a.path) if isinstance(a, (AddFile, RemoveFile)) else None
-            return now[k] if k in now else a
-
-        self._actions = [c for c in map(carried, self._actions) if c is not None] + extra
-        return [c for c in map(carried, actions) if c is not None] + extra
-
-    def _rows_gone(self, removed: RemoveFile, now: AddFile | None) -> Any:
-        """The row IDs of the rows of a file that are deleted now (by `now`'s DV; all of them without
-        `now`: the file was removed) and were not when `removed` was read."""
-        if removed.base_row_id is None and self.snapshot is not None:  # IDs are assigned at commit
-            live = row_tracking.live_row_ids(self.snapshot.files, [removed.path])
-            removed = replace(removed, base_row_id=live.get(removed.path, (None, None))[0])
-        ids = row_tracking.file_row_ids(self.store, removed, self.metadata.configuration)
-        before = deletion_vectors.deleted_rows(self.store, removed.deletion_vector)
-        if now is None:
-            keep = np.ones(len(ids), dtype=bool)
-            keep[before] = False
-            return ids[keep]
-        return ids[np.setdiff1d(deletion_vectors.deleted_rows(self.store, now.deletion_vector), before)]
-
-    def _marked_files(self) -> dict[str, tuple[RemoveFile, AddFile]]:
-        """This transaction's files it marks rows of: their remove (old DV) and add (new DV), by key."""
-        removes = {path_key(a.path): a for a in self._actions if isinstance(a, RemoveFile)}
-        return {path_key(a.path): (removes[path_key(a.path)], a) for a in self._actions
-                if isinstance(a, AddFile) and a.deletion_vector and path_key(a.path) in removes}
-
-    def _rows_we_mark(self, ours: tuple[RemoveFile, AddFile]) -> Any:
-        """The rows this transaction newly marks deleted in one file (its new DV less its old one)."""
-        from pyroaring import BitMap64
-
-        remove, add = ours
-        old = deletion_vectors.read_deletion_vector(self.store, remove.deletion_vector) \
-            if remove.deletion_vector else BitMap64()
-        return deletion_vectors.read_deletion_vector(self.store, add.deletion_vector) - old
-
-    def _rebase_marks(self, actions: list[Action], rebase: dict[str, tuple[AddFile, Any]]) -> list[Action]:
-        """`actions` with the files the winner marked rows of too rebased on the winner's version of
-        them: the remove names the winner's DV, the add the union of both writers' rows (written to a
-        new DV file, named in `rebased_dv_files`)."""
-        keys = list(rebase)
-        relative, descriptors = deletion_vectors.write_deletion_vectors(self.store, [rebase[k][1] for k in keys])
-        self.rebased_dv_files.append(relative)
-        new_dv = dict(zip(keys, descriptors))
-
-        def rebased(a: Action) -> Action:
-            k = path_key(a.path) if isinstance(a, (AddFile, RemoveFile)) else None
-            if isinstance(a, RemoveFile) and k in new_dv:
-                return replace(a, deletion_vector=rebase[k][0].deletion_vector)
-            if isinstance(a, AddFile) and k in new_dv and a.deletion_vector:
-                return replace(a, deletion_vector=new_dv[k])
-            return a
-
-        self._actions = [rebased(a) for a in self._actions]
-        return [rebased(a) for a in actions]
-
-    def _first_read_add(self, adds: list[AddFile], level: str = SERIALIZABLE) -> AddFile | None:
-        """The first add this transaction should have seen, by what it read."""
-        md = self.metadata
-        partitioned = bool(md and md.partition_columns)
-        # Having read the whole table or files without saying which rows (no predicate), any new row may
-        # have changed what this transaction read. At WriteSerializable, predicates over data columns
-        # are judged by the added file's min/max statistics too (a file without them may match
-        # anything), so writers of disjoint windows of an unpartitioned table both land; Serializable
-        # keeps Delta's partition-level rule.
-        by_stats = level == WRITE_SERIALIZABLE and all(hasattr(p, "matches_file") for p in self._read_predicates)
-        if self._read_whole_table or not self._read_predicates or (not partitioned and not by_stats):
-            return adds[0]
-        for add in adds:
-            if any(p.matches_file(add.partition_values, add.stats) if by_stats
-                   else _predicate_matches(p, add.partition_values) for p in self._read_predicates):
-                return add
-        return None
+    def _rewrite(self, actions: list[Action], rewrite: row_level_concurrency.Rewrite) -> list[Action]:
+        """`actions` (and the recorded ones) as `rewrite` has them; the files it wrote or left unnamed are
+        remembered for `commit_or_discard`."""
+        self.rebased_dv_files.extend(rewrite.written)
+        self._emptied_files.extend(rewrite.unnamed)
+        self._actions = rewrite.apply(self._actions)
+        return rewrite.apply(actions)
