@@ -153,7 +153,7 @@ def _row_changes(store: LogStore, adds: list[dict[str, Any]], removes: list[dict
         rows = _num_records(a) or _num_records(r)
         if rows is None:
             rows = parquet_metadata(absolute_file_path(store.table_uri, path),
-                                    getattr(store, "storage_options", None)).num_rows
+                                    store.options).num_rows
         every = BitMap64()
         every.add_range(0, rows)
         for changed, bucket in ((new - old, out_removes), (old - new, out_adds)):

@@ -250,7 +250,7 @@ def mark_rows(store: Any, marked: list[tuple[Any, Any]], timestamp: int) -> Mark
         if stats.get("numRecords") is None:  # the protocol requires it beside a DV: read the footer
             from .filesystem import parquet_metadata
             stats["numRecords"] = parquet_metadata(absolute_file_path(store.table_uri, add.path),
-                                                   getattr(store, "storage_options", None)).num_rows
+                                                   store.options).num_rows
         out.rows += len(new) - len(old)
         out.removes.append(add.remove(deletion_timestamp=timestamp))
         if len(new) >= int(stats["numRecords"]):

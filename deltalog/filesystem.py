@@ -5,9 +5,10 @@ pyarrow's file systems (the log itself goes through `storage.LogStore`).
   `object_store` take: `AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, `AZURE_STORAGE_ACCOUNT_NAME`, ...) serve
   every URI under `prefix`, as Hadoop's per-bucket settings do; a log store or file system made for such
   a URI without explicit options uses them. Without any, credentials come from the environment.
-- `filesystem_for(uri)` gives (pyarrow FileSystem, path inside it); the same pair works on an executor
-  when it is given the options (`storage_options_for`), which Spark tasks receive in their closures and
-  never in a query plan or a log.
+- `arrow_filesystem(uri)` gives (pyarrow FileSystem, path inside it), the client made once per store and
+  options (`storage_options.StorageOptions`); the same pair works on an executor when it is given the
+  options (`task_storage_options`), which Spark tasks receive in their closures and never in a query
+  plan or a log.
 """
 from __future__ import annotations
 
@@ -18,15 +19,9 @@ from urllib.parse import unquote, urlparse
 
 import pyarrow.fs as pafs
 
-OBJECT_STORE_SCHEMES = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "azure", "adl", "memory")
+from .storage_options import OBJECT_STORE_SCHEMES, StorageOptions
 
-_ENVIRONMENT_PREFIXES = ("AWS_", "AZURE_", "GOOGLE_")
-# the option names (see `_options`) that `arrow_filesystem` reads
-_READ_KEYS = {"access_key_id", "secret_access_key", "session_token", "token", "region", "default_region",
-              "endpoint_url", "endpoint", "allow_http", "skip_signature", "virtual_hosted_style_request",
-              "account_name", "account_key", "access_key", "sas_token", "sas_key", "client_id", "client_secret",
-              "tenant_id", "authority_id", "use_emulator", "service_endpoint"}
-_configured: dict[str, dict[str, str]] = {}
+_configured: dict[str, StorageOptions] = {}
 _lock = threading.Lock()
 
 
@@ -42,127 +37,43 @@ def join(root: str, *parts: str) -> str:
     return out
 
 
-def configure(prefix: str, storage_options: dict[str, Any] | None) -> None:
+def configure(prefix: str, storage_options: StorageOptions | dict[str, Any] | None) -> None:
     """Use `storage_options` for every URI that starts with `prefix` (the longest prefix wins)."""
+    options = StorageOptions.of(storage_options)
     with _lock:
-        if storage_options:
-            _configured[str(prefix).rstrip("/")] = {str(k): str(v) for k, v in storage_options.items()}
+        if options:
+            _configured[str(prefix).rstrip("/")] = options
         else:
             _configured.pop(str(prefix).rstrip("/"), None)
 
 
-def storage_options_for(uri: str) -> dict[str, str]:
-    """The options `configure` set for the longest prefix of `uri` ({} when none)."""
+def storage_options_for(uri: str) -> StorageOptions:
+    """The options `configure` set for the longest prefix of `uri` (none when none)."""
     uri = str(uri)
     best = ""
     with _lock:
         for prefix in _configured:
             if (uri == prefix or uri.startswith(prefix + "/")) and len(prefix) > len(best):
                 best = prefix
-        return dict(_configured.get(best, {}))
+        return _configured.get(best, StorageOptions())
 
 
 def task_storage_options(uri: str) -> dict[str, str]:
     """What a Spark task needs to reach `uri` as this driver does: the configured options over the
-    cloud variables of this process's environment that `arrow_filesystem` reads (`AWS_ACCESS_KEY_ID`,
-    `AWS_ENDPOINT_URL`, ...), so executors need no credentials of their own."""
-    out = {k: v for k, v in os.environ.items()
-           if k.startswith(_ENVIRONMENT_PREFIXES) and next(iter(_options({k: v}))) in _READ_KEYS}
-    explicit = storage_options_for(uri)
-    explicit_lower = {k.lower() for k in explicit}
-    out = {k: v for k, v in out.items() if k.lower() not in explicit_lower}
-    out.update(explicit)
-    return out
+    cloud variables of this process's environment (`AWS_ACCESS_KEY_ID`, `AWS_ENDPOINT_URL`, ...), so
+    executors need no credentials of their own."""
+    return storage_options_for(uri).over(StorageOptions.from_environment()).as_dict()
 
 
-def _options(storage_options: dict[str, Any]) -> dict[str, str]:
-    """Lower-cased keys without the cloud prefix: `AWS_ACCESS_KEY_ID` -> `access_key_id`."""
-    out = {}
-    for key, value in storage_options.items():
-        low = str(key).lower()
-        for prefix in ("aws_", "azure_storage_", "azure_", "google_"):
-            if low.startswith(prefix):
-                low = low[len(prefix):]
-                break
-        out[low] = str(value)
-    return out
-
-
-def _truthy(value: str | None) -> bool:
-    return str(value or "").strip().lower() in ("1", "true", "yes", "on")
-
-
-def _endpoint(url: str) -> tuple[str, str]:
-    """(host[:port], scheme) of an endpoint URL."""
-    parsed = urlparse(url if "://" in url else f"https://{url}")
-    return parsed.netloc, parsed.scheme or "https"
-
-
-def arrow_filesystem(uri: str, storage_options: dict[str, Any] | None = None) -> tuple[pafs.FileSystem, str]:
-    """(pyarrow FileSystem, path in it) for a local path, a `file:` URI or an object-store URI."""
+def arrow_filesystem(uri: str, storage_options: StorageOptions | dict[str, Any] | None = None
+                     ) -> tuple[pafs.FileSystem, str]:
+    """(pyarrow FileSystem, path in it) for a local path, a `file:` URI or an object-store URI (with
+    `storage_options`, else those configured for it)."""
     uri = str(uri)
-    parsed = urlparse(uri)
-    scheme = parsed.scheme.lower()
     if not is_object_store_uri(uri):
         return pafs.LocalFileSystem(), table_path_from_uri(uri)
-    opts = _options(storage_options if storage_options is not None else storage_options_for(uri))
-    # The key as it is: a URI here spells a key raw (a decoded log path joined to the root), and keys
-    # may hold `%` themselves (Spark writes `at=2024-01-01 10%3A00%3A00/` folders).
-    path = uri.split("://", 1)[1].rstrip("/")
-    if scheme in ("s3", "s3a"):
-        kwargs: dict[str, Any] = {}
-        if opts.get("access_key_id"):
-            kwargs["access_key"] = opts["access_key_id"]
-            kwargs["secret_key"] = opts.get("secret_access_key")
-            if opts.get("session_token") or opts.get("token"):
-                kwargs["session_token"] = opts.get("session_token") or opts.get("token")
-        region = opts.get("region") or opts.get("default_region")
-        if region:
-            kwargs["region"] = region
-        endpoint = opts.get("endpoint_url") or opts.get("endpoint")
-        if endpoint:
-            kwargs["endpoint_override"], kwargs["scheme"] = _endpoint(endpoint)
-        elif _truthy(opts.get("allow_http")):
-            kwargs["scheme"] = "http"
-        if _truthy(opts.get("skip_signature")):
-            kwargs["anonymous"] = True
-        if _truthy(opts.get("virtual_hosted_style_request")):
-            kwargs["force_virtual_addressing"] = True
-        return pafs.S3FileSystem(**kwargs), path
-    if scheme in ("az", "abfs", "abfss", "azure", "adl"):
-        container = parsed.netloc.split("@", 1)[0]
-        account = opts.get("account_name") or (parsed.netloc.split("@", 1)[1].split(".")[0]
-                                                if "@" in parsed.netloc else None)
-        if not account:
-            raise ValueError(f"{uri}: name the storage account (storage option AZURE_STORAGE_ACCOUNT_NAME, "
-                             f"or abfss://container@account.dfs.core.windows.net/...)")
-        kwargs = {}
-        if opts.get("account_key") or opts.get("access_key"):
-            kwargs["account_key"] = opts.get("account_key") or opts.get("access_key")
-        if opts.get("sas_token") or opts.get("sas_key"):
-            kwargs["sas_token"] = opts.get("sas_token") or opts.get("sas_key")
-        if opts.get("client_id"):
-            kwargs.update(client_id=opts["client_id"], client_secret=opts.get("client_secret"),
-                          tenant_id=opts.get("tenant_id") or opts.get("authority_id"))
-        endpoint = opts.get("endpoint") or opts.get("endpoint_url")
-        if _truthy(opts.get("use_emulator")) and not endpoint:
-            endpoint = "http://127.0.0.1:10000"
-        if endpoint:
-            authority, endpoint_scheme = _endpoint(endpoint)
-            kwargs.update(blob_storage_authority=authority, blob_storage_scheme=endpoint_scheme,
-                          dfs_storage_authority=authority, dfs_storage_scheme=endpoint_scheme)
-        key = path.split("/", 1)[1] if "/" in path else ""
-        return pafs.AzureFileSystem(account, **kwargs), f"{container}/{key}".rstrip("/")
-    if scheme in ("gs", "gcs"):
-        kwargs = {}
-        endpoint = opts.get("endpoint") or opts.get("endpoint_url") or opts.get("service_endpoint")
-        if endpoint:
-            kwargs["endpoint_override"], kwargs["scheme"] = _endpoint(endpoint)
-        if _truthy(opts.get("skip_signature")):
-            kwargs["anonymous"] = True
-        return pafs.GcsFileSystem(**kwargs), path
-    raise ValueError(f"{uri}: storage scheme {scheme!r} has no file system here; use a local path, s3://, "
-                     f"abfss:// / az://, or gs://")
+    options = StorageOptions.of(storage_options) if storage_options is not None else storage_options_for(uri)
+    return options.arrow_filesystem(uri)
 
 
 def read_bytes(uri: str, storage_options: dict[str, Any] | None = None) -> bytes:
@@ -306,18 +217,15 @@ def parquet_metadata(uri: str, storage_options: dict[str, Any] | None = None):
         return pq.ParquetFile(f).metadata
 
 
-_SECRET_WORDS = ("secret", "password", "token", "key", "sas", "signature", "credential")
-
-
 def redact(text: str) -> str:
     """`text` with the values of every configured option that holds a credential replaced by `****`:
     errors from a store may echo its configuration."""
     with _lock:
-        values = [v for options in _configured.values() for k, v in options.items()
-                  if any(w in k.lower() for w in _SECRET_WORDS) and len(v) >= 4]
+        values = [v for options in _configured.values() for v in options.secrets()]
     for v in sorted(values, key=len, reverse=True):
         text = text.replace(v, "****")
     return text
+
 
 def table_path_from_uri(table_uri: str) -> str:
     """A local absolute path for a plain path or a `file:` URI; ValueError for other schemes."""

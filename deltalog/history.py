@@ -10,7 +10,7 @@ from typing import Any
 from .actions import commit_objects
 from .errors import CorruptLogError, NotATableError, VersionNotFoundError
 from .storage import LogFile, LogStore
-from .stores import log_store_for
+from .stores import store_of
 
 _HISTORY_KEYS = ("operation", "operationParameters", "readVersion", "isolationLevel", "isBlindAppend",
                  "operationMetrics", "userMetadata", "engineInfo")
@@ -75,9 +75,10 @@ def version_at_timestamp(store: LogStore, timestamp_ms: int) -> int:
     return max(candidates)
 
 
-def history(table_uri: str, limit: int | None = None) -> list[dict[str, Any]]:
-    """One dict per commit still in the log, newest first: version, timestamp and commitInfo fields."""
-    store = log_store_for(table_uri)
+def history(table: str | LogStore, limit: int | None = None) -> list[dict[str, Any]]:
+    """One dict per commit still in the log, newest first: version, timestamp and commitInfo fields. The
+    table by its location or its store."""
+    store = store_of(table)
     commits = sorted((f for f in store.list_from(0) if f.kind == "commit"),
                      key=lambda f: f.version, reverse=True)
     if limit is not None:

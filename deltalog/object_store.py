@@ -14,7 +14,6 @@ binding of the `object_store` crate that delta-rs commits through.
 from __future__ import annotations
 
 import io
-import re
 import threading
 import time
 import uuid
@@ -24,19 +23,8 @@ from urllib.parse import urlparse
 
 from .errors import DeltaError, NotATableError, one_line
 from .filesystem import redact, storage_options_for, task_storage_options
+from .storage_options import SINGLE_WRITER_OPTION, StorageOptions
 from .storage import LOG_DIR, LogFile, LogStore, WriteOutcomeUnknown, arrow_owned_buffer, classify
-
-SINGLE_WRITER_OPTION = "deltalog_single_writer"
-# object_store's client settings (not a cloud's own keys): they go to `client_options`
-_CLIENT_KEYS = {"allow_http", "allow_invalid_certificates", "connect_timeout", "timeout", "proxy_url",
-                "pool_idle_timeout", "pool_max_idle_per_host", "user_agent", "http1_only", "http2_only"}
-_CLOUD_PREFIXES = ("aws_", "azure_", "google_")
-# how long object_store retries a failed request (delta-rs's option names); its default is 10 retries
-# within 3 minutes, which a store that stays down makes every command wait for
-_RETRY_KEYS = {"max_retries", "retry_timeout"}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|secs|m|min|mins|h)?\s*$", re.IGNORECASE)
-_UNIT_SECONDS = {"ms": 0.001, "s": 1, "sec": 1, "secs": 1, "m": 60, "min": 60, "mins": 60, "h": 3600}
-
 
 class StoreUnreachableError(DeltaError):
     """The store holding a warehouse or table cannot be listed or written: endpoint, bucket or credentials."""
@@ -46,61 +34,16 @@ class UnsafeStoreError(DeltaError):
     """The store does not refuse a second create of a key: concurrent commits could overwrite each other."""
 
 
-def split_options(storage_options: dict[str, Any] | None) -> tuple[dict[str, str], dict[str, str], bool]:
-    """(store config, client options, single writer) from delta-rs style storage options."""
-    config: dict[str, str] = {}
-    client: dict[str, str] = {}
-    single_writer = False
-    for key, value in (storage_options or {}).items():
-        low = str(key).lower()
-        if low == SINGLE_WRITER_OPTION:
-            single_writer = str(value).strip().lower() in ("1", "true", "yes")
-            continue
-        if low in _RETRY_KEYS:
-            continue  # retry_config() reads them
-        bare = next((low[len(p):] for p in _CLOUD_PREFIXES if low.startswith(p)), low)
-        if bare in _CLIENT_KEYS:
-            client[bare] = str(value)
-        else:
-            config[str(key)] = str(value)
-    return config, client, single_writer
-
-
-def retry_config(storage_options: dict[str, Any] | None) -> dict[str, Any] | None:
-    """obstore's retry_config from the storage options `max_retries` (a count) and `retry_timeout`
-    (`30s`, `2 min`, `500ms`, or seconds); None keeps object_store's defaults."""
-    out: dict[str, Any] = {}
-    for key, value in (storage_options or {}).items():
-        low = str(key).lower()
-        if low == "max_retries":
-            try:
-                out["max_retries"] = int(str(value).strip())
-            except ValueError:
-                raise ValueError(f"storage option max_retries must be a whole number, got {value!r}") from None
-        elif low == "retry_timeout":
-            m = _DURATION.match(str(value))
-            if not m:
-                raise ValueError(f"storage option retry_timeout must be a duration such as 30s, 2min or "
-                                 f"500ms, got {value!r}")
-            out["retry_timeout"] = timedelta(seconds=float(m.group(1)) * _UNIT_SECONDS[(m.group(2) or "s").lower()])
-    if not out:
-        return None
-    out.setdefault("max_retries", 10)
-    out.setdefault("retry_timeout", timedelta(minutes=3))
-    out["backoff"] = {"init_backoff": timedelta(milliseconds=100), "max_backoff": timedelta(seconds=15), "base": 2}
-    return out
-
-
-def make_store(table_uri: str, storage_options: dict[str, Any] | None = None):
+def make_store(table_uri: str, storage_options: StorageOptions | dict[str, Any] | None = None):
     """An obstore store rooted at the table's location."""
     from obstore.store import MemoryStore, from_url
 
-    config, client, _ = split_options(storage_options)
+    options = StorageOptions.of(storage_options)
+    config, client = options.obstore_settings()
     if urlparse(table_uri).scheme == "memory":
         return MemoryStore()
     uri = table_uri.replace("s3a://", "s3://", 1).replace("gcs://", "gs://", 1)
-    return from_url(uri, config=config or None, client_options=client or None,
-                    retry_config=retry_config(storage_options))
+    return from_url(uri, config=config or None, client_options=client or None, retry_config=options.retry_config)
 
 
 _probed: dict[str, bool] = {}
@@ -138,13 +81,17 @@ def _refused_access(method):
 class ObjectLogStore(LogStore):
     """One table's `_delta_log` on an object store."""
 
-    def __init__(self, table_uri: str, storage_options: dict[str, Any] | None = None, store: Any = None):
+    def __init__(self, table_uri: str, storage_options: StorageOptions | dict[str, Any] | None = None,
+                 store: Any = None):
         self.table_uri = str(table_uri).rstrip("/")
-        if storage_options is None:
-            storage_options = storage_options_for(self.table_uri)
-        self.storage_options = dict(storage_options)
-        self.single_writer = split_options(storage_options)[2]
-        self.store = store if store is not None else make_store(self.table_uri, storage_options)
+        self.options = StorageOptions.of(storage_options) if storage_options is not None \
+            else storage_options_for(self.table_uri)
+        self.single_writer = self.options.single_writer
+        self.store = store if store is not None else make_store(self.table_uri, self.options)
+
+    @property
+    def storage_options(self) -> dict[str, str]:
+        return self.options.as_dict()
 
     def __repr__(self) -> str:
         return f"ObjectLogStore({self.table_uri!r})"
@@ -347,14 +294,6 @@ _STORE_CAUSES = (
 _probed_warehouses: set[str] = set()
 
 
-def _endpoint_of(uri: str, options: dict[str, str]) -> str:
-    for key, value in options.items():
-        if key.lower() in ("aws_endpoint_url", "aws_endpoint", "endpoint_url", "endpoint",
-                           "azure_storage_endpoint", "google_service_endpoint"):
-            return value
-    return f"the default {urlparse(uri).scheme}:// endpoint"
-
-
 def probe_warehouse(root: str, storage_options: dict[str, Any] | None = None) -> None:
     """List the warehouse and write and delete a probe object in it, with short timeouts and few
     retries, once per process: StoreUnreachableError naming the warehouse, the endpoint and the cause
@@ -365,8 +304,8 @@ def probe_warehouse(root: str, storage_options: dict[str, Any] | None = None) ->
     root = str(root).rstrip("/")
     if root in _probed_warehouses:
         return
-    options = dict(storage_options) if storage_options is not None else task_storage_options(root)
-    config, client, _ = split_options(options)
+    options = StorageOptions.of(storage_options if storage_options is not None else task_storage_options(root))
+    config, client = options.obstore_settings()
     client = {"connect_timeout": "5s", "timeout": "30s", **client}
     if urlparse(root).scheme == "memory":
         return
@@ -390,10 +329,8 @@ def probe_warehouse(root: str, storage_options: dict[str, Any] | None = None) ->
         lowered = text.lower()
         cause = next((why for needles, why in _STORE_CAUSES if any(n in lowered for n in needles)),
                      f"the store answered {type(exc).__name__}")
-        message = redact(f"warehouse {root} (endpoint {_endpoint_of(root, options)}) cannot be used: {cause}. "
-                         f"The probe failed to {step} there ({text[:300]}). Nothing was written.")
-        for key, value in options.items():  # options given here, not configured: masked all the same
-            if any(w in key.lower() for w in ("secret", "token", "key", "sas", "password")) and len(value) >= 4:
-                message = message.replace(value, "****")
-        raise StoreUnreachableError(message) from None
+        # options given here, maybe not configured: masked all the same
+        raise StoreUnreachableError(options.redact(redact(
+            f"warehouse {root} (endpoint {options.endpoint(root)}) cannot be used: {cause}. The probe failed "
+            f"to {step} there ({text[:300]}). Nothing was written."))) from None
     _probed_warehouses.add(root)

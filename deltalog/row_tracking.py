@@ -196,7 +196,7 @@ def file_row_ids(store: Any, file: AddFile | RemoveFile, configuration: dict[str
 
     column = (configuration or {}).get(ROW_ID_COLUMN_KEY)
     data = read_parquet(absolute_file_path(store.table_uri, file.path), columns=[column] if column else [],
-                        storage_options=getattr(store, "storage_options", None), missing_ok=True)
+                        storage_options=store.options, missing_ok=True)
     stored = data.column(0).combine_chunks() if data.num_columns else pa.nulls(data.num_rows, pa.int64())
     if not stored.null_count:
         return stored.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)

@@ -36,7 +36,7 @@ def read_data_file(store: Any, schema_json: dict[str, Any], configuration: dict[
         if mode != "id":  # (under id mapping a file's column is found by field id, after reading)
             stored = [keys[f["name"]] for f in fields if f["name"] not in partition_columns]
     data = read_parquet(absolute_file_path(store.table_uri, log_path), columns=stored,
-                        storage_options=getattr(store, "storage_options", None), missing_ok=True)
+                        storage_options=store.options, missing_ok=True)
     positions = pa.array(np.arange(data.num_rows, dtype=np.int64)) if row_index else None
     if deletion_vector and skip_deleted:
         keep = keep_mask(data.num_rows, deleted_rows(store, deletion_vector))
@@ -68,7 +68,7 @@ def read_file(snapshot: Any, index: int) -> pa.Table:
                               files.column("deletion_vector")[index].as_py())
     except FileNotFoundError:
         uri = absolute_file_path(snapshot.table_uri, path)
-        if not exists(uri, getattr(snapshot.store, "storage_options", None)):
+        if not exists(uri, snapshot.store.options):
             raise snapshot.missing_file_error(decode_path(path)) from None
         raise
 

@@ -31,7 +31,8 @@ from .deletion_vectors import file_keys
 from .file_actions import (ADD_LINE_PREFIX, FILES_SCHEMA, TOMBSTONES_SCHEMA, FileActionTypeError, adds_from_json,
                            files_table, remove_deletion_vectors, removes_table)
 from .paths import file_path_of
-from .storage import LogFile, LogStore
+from .log_segment import LogListing
+from .storage import LogStore
 from .table_configuration import TableConfiguration
 from .stores import log_store_for
 
@@ -456,47 +457,6 @@ class _Replay:
             {k: DomainMetadata.from_dict(d) for k, d in self.domains.items()})
 
 
-# ----------------------------------------------------------------------------------- log segment
-
-class _Listing:
-    def __init__(self, files: list[LogFile]):
-        self.commits: dict[int, LogFile] = {}
-        self.checkpoints: dict[int, list[LogFile]] = {}
-        self.crcs: dict[int, LogFile] = {}
-        for f in files:
-            if f.kind == "commit":
-                self.commits[f.version] = f
-            elif f.kind == "checkpoint":
-                self.checkpoints.setdefault(f.version, []).append(f)
-            elif f.kind == "crc":
-                self.crcs[f.version] = f
-
-    def latest(self) -> int | None:
-        versions = list(self.commits) + list(self.checkpoints)
-        return max(versions) if versions else None
-
-    def complete_checkpoints(self, upto: int) -> list[tuple[int, list[LogFile]]]:
-        """Usable checkpoints <= upto, newest first; classic single-part before multi-part sets."""
-        out = []
-        for v in sorted((v for v in self.checkpoints if v <= upto), reverse=True):
-            group = self.checkpoints[v]
-            single = [f for f in group if f.num_parts is None and not f.v2]
-            if single:
-                out.append((v, single[:1]))
-                continue
-            by_count: dict[int, dict[int, LogFile]] = {}
-            for f in group:
-                if f.num_parts is not None:
-                    by_count.setdefault(f.num_parts, {})[f.part] = f
-            complete = [parts for n, parts in by_count.items() if set(parts) == set(range(1, n + 1))]
-            if complete:
-                parts = complete[0]
-                out.append((v, [parts[i] for i in sorted(parts)]))
-            elif any(f.v2 for f in group):
-                out.append((v, [f for f in group if f.v2][:1]))
-        return out
-
-
 @contextlib.contextmanager
 def _collector_paused():
     """Replay makes a dict per action, hundreds of thousands of them, none in a reference cycle; the
@@ -522,11 +482,11 @@ def _load_paused(store: LogStore, version: int | None) -> Snapshot:
                                    f"start at 0)")
     last = cp.read_last_checkpoint(store)
     start = last["version"] if last and (version is None or last["version"] <= version) else 0
-    listing = _Listing(store.list_from(start))
+    listing = LogListing(store.list_from(start))
     stale = start > 0 and (start not in listing.checkpoints or listing.latest() is None)
     if stale:
         # `_last_checkpoint` points at a checkpoint that is gone: list the whole log.
-        listing, start = _Listing(store.list_from(0)), 0
+        listing, start = LogListing(store.list_from(0)), 0
     try:
         snapshot = _load_from(store, listing, version)
     except ChecksumMismatchError:
@@ -535,12 +495,12 @@ def _load_paused(store: LogStore, version: int | None) -> Snapshot:
         if start == 0:
             raise
         # A corrupt checkpoint may need an earlier one (or commits from 0) outside this listing.
-        snapshot = _load_from(store, _Listing(store.list_from(0)), version)
+        snapshot = _load_from(store, LogListing(store.list_from(0)), version)
     snapshot.stale_last_checkpoint = stale
     return snapshot
 
 
-def _load_from(store: LogStore, listing: _Listing, version: int | None) -> Snapshot:
+def _load_from(store: LogStore, listing: LogListing, version: int | None) -> Snapshot:
     latest = listing.latest()
     if latest is None:
         raise NotATableError(

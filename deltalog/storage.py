@@ -17,6 +17,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
+from .storage_options import StorageOptions
 from .errors import NotATableError
 from .filesystem import check_inside
 
@@ -68,9 +69,11 @@ def classify(name: str) -> tuple[int | None, str, int | None, int | None, bool]:
 
 
 class LogStore(ABC):
-    """Access to one table's `_delta_log`. Names are relative to that folder."""
+    """Access to one table's `_delta_log` and its data files: the handle readers and writers of the table
+    share. Names are relative to that folder; `options` are the storage options it reaches the table with."""
 
     table_uri: str
+    options: StorageOptions = StorageOptions()
 
     @abstractmethod
     def list_from(self, version: int = 0) -> list[LogFile]:

@@ -41,7 +41,7 @@ class DeltaTable:
     def history(self, limit: int | None = None) -> list[dict[str, Any]]:
         """One row per commit, newest first (commitInfo fields plus version and timestamp)."""
         from .history import history
-        return history(self.uri, limit=limit)
+        return history(self.store, limit=limit)
 
     def transaction(self, app_id: str | None = None, isolation_level: str | None = None,
                     read_version: int | None = None) -> Transaction:

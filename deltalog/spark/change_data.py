@@ -19,7 +19,8 @@ from ..errors import VersionNotFoundError
 from ..paths import absolute_file_path, decode_path
 from ..schema import quote_identifier, schema_string
 from .. import filesystem as fs
-from ..stores import log_store_for
+from ..storage import LogStore
+from ..stores import store_of
 from .reader import FILE_COLUMN, files_dataframe, local_file_expr, local_file_key, snapshot_dataframe
 from .writer import spark_schema, write_files
 
@@ -51,12 +52,12 @@ def write_change_data(changes: Sequence[DataFrame], table_uri: str, partition_co
             for a in adds]
 
 
-def changes_dataframe(spark: SparkSession, table_uri: str, start_version: int,
+def changes_dataframe(spark: SparkSession, table: str | LogStore, start_version: int,
                       end_version: int | None = None) -> DataFrame:
     """The rows each commit from `start_version` to `end_version` (default: the latest; both included)
     changed: the table's columns (as of the end version) plus `_change_type`, `_commit_version` and
     `_commit_timestamp`, as Delta's `table_changes` and delta-rs's `load_cdf` give them."""
-    store = log_store_for(table_uri)
+    store = store_of(table)
     snapshot, commits = commit_changes(store, start_version, end_version)
     columns = [quote_identifier(f["name"]) for f in snapshot.schema_json["fields"]]
     extra = [CHANGE_TYPE_COLUMN, COMMIT_VERSION_COLUMN, COMMIT_TIMESTAMP_COLUMN]

@@ -110,8 +110,8 @@ def read_files(spark: SparkSession, snapshot: Any, files: Any, schema: StructTyp
         "with_file": with_file, "with_row_index": with_row_index, "skip_deleted": skip_deleted,
         "file_column": file_column, "row_index_column": row_index_column,
     }
-    from ..filesystem import task_storage_options
+    from ..storage_options import StorageOptions
 
-    options = {**task_storage_options(snapshot.table_uri), **(getattr(snapshot.store, "storage_options", None) or {})}
+    options = snapshot.store.options.over(StorageOptions.from_environment()).as_dict()
     return (spark.read.format(SOURCE_NAME).schema(StructType(fields)).option("plan", json.dumps(plan))
             .option(_SECRET_OPTION, json.dumps(options)).load())

@@ -2,10 +2,10 @@
 settings of Spark's Hadoop connectors (S3A, ABFS, the GCS connector), and whether this Spark has the
 connector for a URI's scheme at all.
 
-`hadoop_settings` maps the options per bucket or account where Hadoop allows it (S3A's
-`fs.s3a.bucket.<bucket>.*`, ABFS's `…<account>.dfs.core.windows.net`), so warehouses on two buckets keep
-their own credentials. `apply` puts them into the session's Hadoop configuration, which every later file
-scan and write of the session (and its executors) uses. `connector` tells whether the JVM can load the
+`hadoop_settings` spells the options per bucket or account where Hadoop allows it
+(`StorageOptions.hadoop_settings`, the one place options are translated for Hadoop). `apply` puts them
+into the session's Hadoop configuration, which every later file scan and write of the session (and its
+executors) uses. `connector` tells whether the JVM can load the
 file system class for a scheme, and why not.
 """
 from __future__ import annotations
@@ -13,9 +13,8 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlparse
 
-from ..filesystem import _options, _truthy
+from ..storage_options import StorageOptions
 
-S3A = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 # The Hadoop scheme Spark reads a URI of each object-store scheme through.
 HADOOP_SCHEME = {"s3": "s3a", "s3a": "s3a", "gs": "gs", "gcs": "gs", "az": "abfss", "abfs": "abfs",
                  "abfss": "abfss", "azure": "abfss", "adl": "abfss"}
@@ -26,91 +25,9 @@ CONNECTOR_PACKAGE = {"s3a": "org.apache.hadoop:hadoop-aws (matching this Spark's
                      "gs": "com.google.cloud.bigdataoss:gcs-connector"}
 
 
-def hadoop_settings(uri: str, storage_options: dict[str, Any] | None) -> dict[str, str]:
+def hadoop_settings(uri: str, storage_options: StorageOptions | dict[str, Any] | None) -> dict[str, str]:
     """Hadoop configuration keys (without `spark.hadoop.`) that reach `uri` with `storage_options`."""
-    parsed = urlparse(str(uri))
-    scheme = parsed.scheme.lower()
-    o = _options(storage_options or {})
-    if HADOOP_SCHEME.get(scheme) == "s3a":
-        return _s3a(parsed.netloc, o)
-    if HADOOP_SCHEME.get(scheme) in ("abfs", "abfss"):
-        account = o.get("account_name") or o.get("account")
-        if "@" in parsed.netloc:  # abfss://container@account.dfs.core.windows.net/
-            account = parsed.netloc.split("@", 1)[1].split(".", 1)[0]
-        return _abfs(account, o) if account else {}
-    if scheme in ("gs", "gcs"):
-        return _gcs(o)
-    return {}
-
-
-def _s3a(bucket: str, o: dict[str, str]) -> dict[str, str]:
-    p = f"fs.s3a.bucket.{bucket}."
-    out = {"fs.s3.impl": S3A}  # s3:// tables are read through S3A, as on EMR and Databricks
-    for ours, theirs in (("access_key_id", "access.key"), ("secret_access_key", "secret.key"),
-                         ("session_token", "session.token"), ("token", "session.token")):
-        if o.get(ours):
-            out[p + theirs] = o[ours]
-    if o.get("session_token") or o.get("token"):
-        out[p + "aws.credentials.provider"] = "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
-    if _truthy(o.get("skip_signature")):
-        out[p + "aws.credentials.provider"] = "org.apache.hadoop.fs.s3a.AnonymousAWSCredentialsProvider"
-    endpoint = o.get("endpoint_url") or o.get("endpoint")
-    if endpoint:
-        out[p + "endpoint"] = endpoint
-        if endpoint.startswith("http://"):
-            out[p + "connection.ssl.enabled"] = "false"
-    region = o.get("region") or o.get("default_region")
-    if region:
-        out[p + "endpoint.region"] = region
-    # object_store (and so delta-rs) address buckets by path unless virtual-hosted style is asked for
-    out[p + "path.style.access"] = "false" if _truthy(o.get("virtual_hosted_style_request")) else "true"
-    return out
-
-
-def _abfs(account: str, o: dict[str, str]) -> dict[str, str]:
-    host = f"{account}.dfs.core.windows.net"
-    out = {}
-    endpoint = o.get("endpoint")
-    if endpoint or _truthy(o.get("use_emulator")):
-        out.update(_abfs_blob_endpoint(endpoint or f"http://127.0.0.1:10000/{account}"))
-    if o.get("account_key") or o.get("access_key"):
-        out[f"fs.azure.account.key.{host}"] = o.get("account_key") or o["access_key"]
-    elif o.get("sas_token") or o.get("sas_key"):
-        out[f"fs.azure.account.auth.type.{host}"] = "SAS"
-        out[f"fs.azure.sas.fixed.token.{host}"] = (o.get("sas_token") or o["sas_key"]).lstrip("?")
-    elif o.get("client_id") and o.get("client_secret"):
-        tenant = o.get("tenant_id") or o.get("authority_id") or "common"
-        out.update({
-            f"fs.azure.account.auth.type.{host}": "OAuth",
-            f"fs.azure.account.oauth.provider.type.{host}":
-                "org.apache.hadoop.fs.azurebfs.oauth2.ClientCredsTokenProvider",
-            f"fs.azure.account.oauth2.client.id.{host}": o["client_id"],
-            f"fs.azure.account.oauth2.client.secret.{host}": o["client_secret"],
-            f"fs.azure.account.oauth2.client.endpoint.{host}":
-                f"https://login.microsoftonline.com/{tenant}/oauth2/token",
-        })
-    return out
-
-
-def _abfs_blob_endpoint(endpoint: str) -> dict[str, str]:
-    """ABFS against a Blob-only server at `endpoint` (Azurite, `http://host:port/<account>`, as delta-rs
-    takes it): Hadoop 3.5's ABFS speaks the Blob API to accounts without a hierarchical namespace. The
-    endpoint setting is one for the session (ABFS has no per-account spelling of it)."""
-    parsed = urlparse(endpoint)
-    out = {"fs.azure.abfs.endpoint": parsed.netloc, "fs.azure.account.hns.enabled": "false",
-           "fs.azure.fns.account.service.type": "BLOB", "fs.azure.ingress.service.type": "BLOB"}
-    if parsed.scheme == "http":
-        # ABFS's default Apache HTTP client has no socket factory for plain HTTP: the JDK's client
-        out.update({"fs.azure.always.use.https": "false", "fs.azure.networking.library": "JDK_HTTP_URL_CONNECTION"})
-    return out
-
-
-def _gcs(o: dict[str, str]) -> dict[str, str]:
-    keyfile = o.get("service_account") or o.get("service_account_path") or o.get("application_credentials")
-    if not keyfile:
-        return {}
-    # the GCS connector has no per-bucket credentials: one service account for the session
-    return {"fs.gs.auth.type": "SERVICE_ACCOUNT_JSON_KEYFILE", "fs.gs.auth.service.account.json.keyfile": keyfile}
+    return StorageOptions.of(storage_options).hadoop_settings(uri)
 
 
 def apply(spark: Any, uri: str, storage_options: dict[str, Any] | None) -> dict[str, str]:

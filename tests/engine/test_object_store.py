@@ -122,14 +122,17 @@ def test_a_store_that_overwrites_is_refused_before_committing(monkeypatch):
 def test_retry_options_take_delta_rs_names_and_refuse_bad_values():
     from datetime import timedelta
 
-    from deltalog.object_store import retry_config, split_options
+    from deltalog.storage_options import StorageOptions
+
+    def retry_config(options):
+        return StorageOptions.of(options).retry_config
 
     assert retry_config({"AWS_REGION": "x"}) is None  # object_store's own defaults
     config = retry_config({"retry_timeout": "2 min", "max_retries": "4"})
     assert config["retry_timeout"] == timedelta(minutes=2) and config["max_retries"] == 4
     assert retry_config({"retry_timeout": "500ms"})["retry_timeout"] == timedelta(milliseconds=500)
     assert retry_config({"RETRY_TIMEOUT": "30"})["retry_timeout"] == timedelta(seconds=30)
-    assert "retry_timeout" not in split_options({"retry_timeout": "3s", "AWS_REGION": "x"})[0]
+    assert "retry_timeout" not in StorageOptions.of({"retry_timeout": "3s", "AWS_REGION": "x"}).obstore_settings()[0]
     with pytest.raises(ValueError, match="retry_timeout must be a duration"):
         retry_config({"retry_timeout": "soon"})
     with pytest.raises(ValueError, match="max_retries must be a whole number"):

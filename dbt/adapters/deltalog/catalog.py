@@ -32,7 +32,6 @@ PROJECT_ROOT: Optional[str] = None
 
 # `schema.name` as a relation renders it: one backquoted part holding one dot
 _RELATION_REF = re.compile(r"`([^`.\s]+)\.([^`\s]+)`")
-_LOG_FILE = re.compile(r"^(\d{20})\.(json|checkpoint.*\.parquet)$")
 
 
 def view_name(schema: str, name: str) -> str:
@@ -261,14 +260,10 @@ def _has_log(table_path: str) -> bool:
 def latest_log_version(table_path: str) -> Optional[int]:
     """The newest version named in `_delta_log` (a cheap listing, not a snapshot load);
     used only to decide whether a session view is stale."""
-    best = None
-    for e in fs.list_files(fs.join(table_path, LOG_DIR), recursive=False):
-        m = _LOG_FILE.match(e.path)
-        if m:
-            v = int(m.group(1))
-            if best is None or v > best:
-                best = v
-    return best
+    from deltalog.log_segment import latest_version
+    from deltalog.stores import log_store_for
+
+    return latest_version(log_store_for(table_path))
 
 
 def referenced_relations(sql: str) -> List[Tuple[str, str]]:

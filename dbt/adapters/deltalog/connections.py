@@ -377,8 +377,6 @@ class DeltalogConnectionManager(SparkConnectionManager):
                 redact_text(f"could not start Spark ({creds.master}): {exc}", creds.spark_conf)) from None
         warehouse = Warehouse(creds.resolve_warehouse() if not os.path.isabs(creds.warehouse) else creds.warehouse)
         if warehouse.on_object_store:
-            from deltalog import filesystem
-
             try:
                 prepare_object_store(warehouse.root, creds.storage_options)
             except DeltaError as exc:
