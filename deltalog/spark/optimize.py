@@ -31,7 +31,7 @@ from ..stats import indexed_columns
 from ..table import DeltaTable
 from ..transaction import reruns_after_conflict, row_level
 from . import zorder
-from .operations import rows_with_row_ids
+from .dml.rows import rows_with_row_ids
 from .reader import snapshot_dataframe
 from .writer import dictionary_free_columns, target_file_size, write_files
 

@@ -5,7 +5,6 @@ import pytest
 
 from deltalog.errors import ConcurrentDeleteReadException, NotATableError
 from deltalog.snapshot import Snapshot
-from deltalog.spark import operations
 from deltalog.spark.operations import MergeDuplicateSourceError, delete, merge, write_dataframe
 from deltalog.spark.reader import snapshot_dataframe
 
@@ -117,15 +116,17 @@ def test_merge_records_read_files_for_conflicts(spark, tmp_path, monkeypatch):
     uri = str(tmp_path / "conflict")
     df = spark.sql("select id, concat('v', id) as val, id % 2 as grp from range(40) t(id)")
     write_dataframe(df, uri, mode="error", partition_by=["grp"])
-    real_write_files = operations.write_files
+    from deltalog.spark.dml import merge as merge_module
+
+    real_write_files = merge_module.write_files
 
     def racing_write_files(*args, **kwargs):
         adds = real_write_files(*args, **kwargs)
-        monkeypatch.setattr(operations, "write_files", real_write_files)
+        monkeypatch.setattr(merge_module, "write_files", real_write_files)
         delete(spark, uri, "grp = 1")  # another writer wins meanwhile, removing the files the merge read
         return adds
 
-    monkeypatch.setattr(operations, "write_files", racing_write_files)
+    monkeypatch.setattr(merge_module, "write_files", racing_write_files)
     source = spark.sql("select * from values (3L, 'new', 1L) as s(id, val, grp)")
     with pytest.raises(ConcurrentDeleteReadException) as e:
         merge(spark, uri, source, ON, when_matched_update="*")
@@ -199,6 +200,8 @@ def test_a_small_cached_source_is_broadcast_to_the_matching_join(spark):
     source = source.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         source.count()
-        assert operations._fits_broadcast(source)
+        from deltalog.spark.dml.merge import _fits_broadcast
+
+        assert _fits_broadcast(source)
     finally:
         source.unpersist()

@@ -1,0 +1,90 @@
+"""Changes of a table's definition without its rows: `alter_table` (properties, CHECK constraints,
+comments, columns), and the checks they make against the rows already there."""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pyspark.sql import SparkSession, functions as F
+
+from ...actions import Metadata
+from ...errors import InvalidTableError, NotATableError
+from ...column_mapping import MODE as MAPPING_MODE, is_mapped
+from ...schema import quote_identifier
+from ...constraints import check_constraints
+from ...definition import TableDefinition, added_checks, changed_properties, describe_change
+from ...table import DeltaTable
+from ..reader import files_dataframe
+
+
+log = logging.getLogger(__name__)
+
+
+def mapped_if_dropping(table: str, conf: dict[str, str], current: dict[str, Any],
+                        new: dict[str, Any]) -> dict[str, str]:
+    """The table's properties for a commit that drops columns while old files keep them. Without column
+    mapping, a column of the same name added later would read the old values back from those files; so
+    the drop turns column mapping on (`name` mode, in the same commit, no file rewritten: the columns
+    keep their names as physical names, and a column added later gets a new one)."""
+    dropped = {f["name"].lower() for f in current["fields"]} - {f["name"].lower() for f in new["fields"]}
+    if not dropped or is_mapped(conf):
+        return conf
+    log.warning("%s: dropping column(s) %s turns on column mapping (delta.columnMapping.mode=name) so that "
+                "their old values can never come back; readers need column mapping support (delta-rs, "
+                "Spark with Delta 1.2+, DuckDB and polars have it).", table, sorted(dropped))
+    return {**conf, MAPPING_MODE: "name"}
+
+
+def metadata_differs(a: Metadata, b: Metadata) -> bool:
+    return (a.schema_json != b.schema_json or list(a.partition_columns) != list(b.partition_columns)
+            or a.configuration != b.configuration or a.description != b.description)
+
+
+def check_existing_rows(spark: SparkSession, snapshot: Any, metadata: Metadata, txn: Any = None) -> None:
+    """The table's current rows against the CHECK constraints and NOT NULL columns that `metadata`
+    adds, as Delta checks ADD CONSTRAINT: the first violating row fails, naming the constraint."""
+    added = added_checks(snapshot.metadata, metadata)
+    if not added or not snapshot.files.num_rows:
+        return
+    if txn is not None:
+        txn.read_whole_table()  # the check read every row: a concurrent write must conflict
+    rows = files_dataframe(spark, snapshot, snapshot.files)
+    checks = {c.name: c for c in check_constraints(metadata.configuration)}
+    for name in added:
+        if name.startswith("NOT NULL "):
+            column = name[len("NOT NULL "):]
+            bad, what = rows.filter(F.col(quote_identifier(column)).isNull()), f"NOT NULL on column {column}"
+        else:
+            c = checks[name]
+            bad, what = rows.filter(~F.coalesce(F.expr(c.expression), F.lit(False))), c.describe()
+        found = bad.limit(1).select(F.to_json(F.struct(*[F.col(quote_identifier(c)) for c in bad.columns]), {"ignoreNullFields": "false"})).collect()
+        if found:
+            raise InvalidTableError(
+                f"{snapshot.table_uri}: cannot add {what}: the table's existing row {found[0][0]} violates it. "
+                f"Nothing was committed; fix or delete such rows first (or rebuild the table).")
+
+
+def alter_table(spark: SparkSession, table_uri: str, definition: TableDefinition,
+                extra_commit_info: dict[str, Any] | None = None) -> int | None:
+    """Apply a table definition to an existing table in one metadata commit (None when nothing
+    changes). New CHECK constraints and NOT NULL columns are checked against the rows first."""
+    table = DeltaTable(table_uri)
+    if not table.exists():
+        raise NotATableError(f"{table.uri}: no Delta table here to alter.")
+    txn = table.transaction()
+    snapshot = txn.snapshot
+    metadata = definition.apply(snapshot.metadata, table.uri)
+    changed = metadata_differs(metadata, snapshot.metadata)
+    if changed:
+        check_existing_rows(spark, snapshot, metadata, txn)
+        txn.update_metadata(metadata)
+    if definition.apply_clustering(txn) and not changed:
+        from ...clustering import clustering_columns
+        return txn.commit(operation="CLUSTER BY", parameters={
+            "oldClusteringColumns": ",".join(clustering_columns(snapshot)),
+            "newClusteringColumns": ",".join(definition.clustering or ())}, extra_commit_info=extra_commit_info)
+    if not changed:
+        return None
+    return txn.commit(operation=describe_change(snapshot.metadata, metadata),
+                      parameters={"properties": changed_properties(snapshot.metadata, metadata)},
+                      extra_commit_info=extra_commit_info)

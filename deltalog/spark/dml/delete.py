@@ -1,0 +1,180 @@
+"""DELETE: files wholly inside the predicate are removed without being read; the others have their
+matching rows marked in deletion vectors (merge-on-read) or are rewritten without them (copy-on-write).
+`delete_plan` is shared with `write_dataframe`'s replaceWhere, which deletes before it appends."""
+from __future__ import annotations
+
+import copy
+import json
+import time
+from dataclasses import replace
+from typing import Any, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, SparkSession, functions as F
+
+from ...actions import AddFile, Metadata
+from ...errors import NotATableError
+from ...skipping import ALWAYS, bind_to, files_matching, parse_sql_predicate
+from ...file_actions import files_table
+from ...table import DeltaTable
+from ...transaction import rearranged_only, reruns_after_conflict
+from ... import change_data, deletion_vectors, row_tracking
+from ..change_data import change_rows, write_change_data
+from ..reader import files_dataframe
+from ..writer import write_files
+from .files import byte_count, record_count, removes_of, sum_records, take_rows
+from .rows import (
+    mark_matching_rows, marks_enabled, partition_rows_matching, rows_with_row_ids, split_files_by_predicate,
+)
+
+
+def _remaining_rows(spark: SparkSession, snapshot: Any, files: pa.Table, predicate: str) -> tuple[DataFrame, bool]:
+    """The rows of `files` that do NOT satisfy `predicate` (null counts as not satisfied), and whether
+    they keep their row IDs: on a table with row tracking they come with its hidden columns
+    (`rows_with_row_ids`), to be written by `write_kept_rows`."""
+    keeps_ids = row_tracking.keeps_row_ids(snapshot.protocol, snapshot.configuration, files)
+    rows = rows_with_row_ids(spark, snapshot, files) if keeps_ids else files_dataframe(spark, snapshot, files)
+    return rows.filter(~F.coalesce(F.expr(predicate), F.lit(False))), keeps_ids
+
+
+def write_kept_rows(txn: Any, plan: dict[str, Any], table: str, partition_by: Sequence[str],
+                     schema_json: dict[str, Any], configuration: dict[str, str], method: str,
+                     store_partition_columns: bool) -> list[AddFile]:
+    """The files of the rows a copy-on-write delete keeps (`plan["keep"]`), each row keeping its row ID
+    and commit version in the hidden columns where the table tracks them."""
+    keeps_ids = plan.get("keeps_ids", False)
+    if keeps_ids:
+        schema_json = row_tracking.with_materialized_fields(schema_json, configuration)
+    adds = write_files(plan["keep"], table, partition_by, schema_json, configuration, method=method,
+                       store_partition_columns=store_partition_columns)
+    if keeps_ids:
+        adds = [replace(a, stats=row_tracking.without_hidden_stats(a.stats, configuration)) for a in adds]
+        txn.rows_keep_ids = True
+    return adds
+
+
+def deleted_rows_changes(spark: SparkSession, snapshot: Any, removed: pa.Table, predicate: str,
+                          method: str, inserted: Sequence[AddFile] = (), metadata: Metadata | None = None) -> list:
+    """With the change data feed on, a commit that rewrites files records the rows it deleted (the
+    removed files' rows matching `predicate`) and, for replace_where, the rows it inserted (read back
+    from the files it wrote, so a query is never run twice): `cdc` actions, or none."""
+    metadata = metadata or snapshot.metadata
+    if not change_data.is_enabled(metadata.configuration):
+        return []
+    changes = [change_rows(files_dataframe(spark, snapshot, removed).filter(F.coalesce(F.expr(predicate), F.lit(False))),
+                           metadata.schema_json, change_data.DELETE)]
+    if inserted:
+        view = copy.copy(snapshot)
+        view.metadata = metadata
+        files = files_table([a.to_dict() for a in inserted])
+        changes.append(change_rows(files_dataframe(spark, view, files), metadata.schema_json, change_data.INSERT))
+    return write_change_data(changes, snapshot.table_uri, metadata.partition_columns, metadata.schema_json,
+                             dict(metadata.configuration), method=method)
+
+
+def delete_plan(spark: SparkSession, txn: Any, predicate: str | None) -> dict[str, Any]:
+    """What deleting the rows matching `predicate` takes: files to remove whole, files to rewrite, the
+    DataFrame of rows to keep from them, and counts. Records what was read in the transaction."""
+    snapshot = txn.snapshot
+    files = snapshot.files
+    text = (predicate or "").strip()
+    if not text or text.lower() in ("true", "1=1", "(true)"):
+        txn.read_whole_table()
+        return {"remove": files, "rewrite": files.slice(0, 0), "keep": None, "deleted": record_count(files),
+                "whole_table": True}
+    expr = parse_sql_predicate(text)
+    candidates = files_matching(snapshot, expr) if expr is not ALWAYS else files
+    txn.read_files(candidates)
+    # a concurrently added file conflicts only when its partition or its min/max may hold such rows
+    txn.read_predicate(bind_to(expr, snapshot))
+    by_partition = partition_rows_matching(spark, snapshot, candidates, text)
+    if by_partition is not None:
+        whole = take_rows(candidates, by_partition)
+        return {"remove": whole, "rewrite": candidates.slice(0, 0), "keep": None, "deleted": record_count(whole),
+                "whole_table": False}
+    if marks_enabled(txn):
+        marked = mark_matching_rows(spark, snapshot, candidates, text)
+        touched = {a.path for a in marked.removes}
+        hit = pc.is_in(candidates.column("path"), pa.array(sorted(touched), pa.string()))
+        return {"remove": candidates.slice(0, 0), "rewrite": candidates.slice(0, 0), "keep": None,
+                "deleted": marked.rows, "whole_table": False, "marked": marked,
+                "marked_files": candidates.filter(hit)}
+    whole, partial, matched = split_files_by_predicate(spark, snapshot, candidates, text)
+    keep, keeps_ids = _remaining_rows(spark, snapshot, partial, text) if partial.num_rows else (None, False)
+    return {"remove": whole, "rewrite": partial, "keep": keep, "deleted": matched, "whole_table": False,
+            "keeps_ids": keeps_ids}
+
+
+@reruns_after_conflict(rearranged_only)
+def delete(spark: SparkSession, table_uri: str, predicate: str | None = None,
+           user_metadata: str | None = None, extra_commit_info: dict[str, Any] | None = None,
+           method: str = "native") -> int | None:
+    """DELETE FROM table WHERE predicate (None/'true': every row), copy-on-write, in one commit.
+    Returns None when no row matched (nothing is committed)."""
+    table = DeltaTable(table_uri)
+    if not table.exists():
+        raise NotATableError(f"{table.uri}: no Delta table here to delete from.")
+    txn = table.transaction()
+    txn.constraints_enforced = True  # every add below comes from write_files, which checks them
+    started = time.time()
+    plan = delete_plan(spark, txn, predicate)
+    snapshot = txn.snapshot
+    marked = plan.get("marked")
+    if marked is not None:
+        return _commit_marked_delete(spark, txn, plan, predicate, method, started, user_metadata,
+                                     extra_commit_info)
+    removed = pa.concat_tables([plan["remove"], plan["rewrite"]]) if plan["rewrite"].num_rows else plan["remove"]
+    if removed.num_rows == 0:
+        return None
+    adds: list[AddFile] = []
+    cdc = []
+    if plan["keep"] is not None:
+        materialize = bool(txn.protocol and txn.protocol.has_writer_feature("materializePartitionColumns"))
+        adds = write_kept_rows(txn, plan, snapshot.table_uri, snapshot.partition_columns, snapshot.schema_json,
+                                snapshot.configuration, method, materialize)
+        try:
+            cdc = deleted_rows_changes(spark, snapshot, removed, predicate, method)
+        except BaseException:
+            txn.discard_uncommitted(adds)
+            raise
+    txn.add_actions([*removes_of(removed), *adds, *cdc])
+    metrics = {
+        "numRemovedFiles": removed.num_rows, "numAddedFiles": len(adds),
+        "numRemovedBytes": byte_count(removed), "numAddedBytes": sum(a.size for a in adds),
+        "numCopiedRows": sum_records(adds), "executionTimeMs": int((time.time() - started) * 1000),
+    }
+    if plan["deleted"] is not None:
+        metrics["numDeletedRows"] = plan["deleted"]
+    pred = (predicate or "").strip()
+    return txn.commit_or_discard([*adds, *cdc], operation="DELETE",
+                              parameters={"predicate": json.dumps([pred] if pred else [])},
+                              metrics=metrics, user_metadata=user_metadata, extra_commit_info=extra_commit_info)
+
+
+def _commit_marked_delete(spark: SparkSession, txn: Any, plan: dict[str, Any], predicate: str | None, method: str,
+                          started: float, user_metadata: str | None,
+                          extra_commit_info: dict[str, Any] | None) -> int | None:
+    """The commit of a merge-on-read DELETE: each touched file is removed as it was and added again
+    with its new deletion vector (or only removed when no row is left)."""
+    marked: deletion_vectors.MarkedRows = plan["marked"]
+    if not marked.removes:
+        return None
+    snapshot = txn.snapshot
+    written = [marked.dv_file] if marked.dv_file else []
+    try:
+        cdc = deleted_rows_changes(spark, snapshot, plan["marked_files"], predicate, method)
+    except BaseException:
+        txn.discard_uncommitted(written)
+        raise
+    txn.add_actions([*marked.removes, *marked.adds, *cdc])
+    metrics = {
+        "numRemovedFiles": marked.files_emptied, "numAddedFiles": 0, "numCopiedRows": 0,
+        "numDeletionVectorsAdded": len(marked.adds), "numDeletionVectorsRemoved":
+            sum(1 for r in marked.removes if r.deletion_vector), "numDeletedRows": marked.rows,
+        "executionTimeMs": int((time.time() - started) * 1000),
+    }
+    pred = (predicate or "").strip()
+    return txn.commit_or_discard([*written, *cdc], operation="DELETE",
+                                 parameters={"predicate": json.dumps([pred] if pred else [])},
+                                 metrics=metrics, user_metadata=user_metadata, extra_commit_info=extra_commit_info)
