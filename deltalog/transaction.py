@@ -12,12 +12,13 @@ checkpoint, logging failures, never raising them: the commit is durable.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
 import uuid
 from dataclasses import replace
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from .actions import (
     SUPPORTED_WRITER_FEATURES, Action, AddCDCFile, AddFile, CommitInfo, DomainMetadata, Metadata, Protocol,
@@ -200,6 +201,8 @@ class Transaction:
         # set once marks were carried; then the first attempt's DV files (and files emptied) are unnamed
         self.carried_marks = False
         self._emptied_files: list[str] = []
+        # files written for this commit (`stage`), deleted again when it does not land (`staging`)
+        self._staged: list[Any] = []
         # Set by a writer that evaluated the table's CHECK constraints and invariants on every row it
         # adds (the Spark writer); without it, adding rows to a table that declares any is refused.
         self.constraints_enforced = False
@@ -525,6 +528,8 @@ class Transaction:
         self.committed_version = version
         log.debug("%s: committed version %d (%s) after %d attempt(s)", self.table_uri, version,
                   operation, self.attempts)
+        if self.carried_marks:  # the DV files (or a file) written for the first attempt are no longer named
+            self.discard_uncommitted([*self._staged, *self.rebased_dv_files, *self._emptied_files])
         self.post_commit_snapshot = after_commit(
             self.table_uri, self.store, self.snapshot, version, [commit_info, *final], winners,
             commit_info.extra.get("inCommitTimestamp", commit_info.timestamp), txn_id)
@@ -594,19 +599,30 @@ class Transaction:
                                      row_tracking.PRESERVED_TAG: "true" if preserved else "false"}
         return final
 
-    def commit_or_discard(self, new_files: Iterable[AddFile], **commit_args: Any) -> int:
-        """`commit(**commit_args)`; when it fails or is interrupted, `discard_uncommitted(new_files)`:
-        the data files written for this commit. Only for files this transaction wrote (never for adds
-        of existing files, as RESTORE makes)."""
-        new_files = list(new_files)
+    def stage(self, files: Iterable[AddFile | AddCDCFile | str]) -> list:
+        """Files written for this commit (data and change files, or log-relative paths of DV files):
+        inside `staging()` they are deleted again when the commit does not land. Returns them."""
+        files = [f for f in files if f]
+        self._staged.extend(files)
+        return files
+
+    @contextlib.contextmanager
+    def staging(self) -> Iterator["Transaction"]:
+        """An operation's writing and its commit, as one: any failure or interrupt inside deletes every
+        file staged for this transaction that no landed commit names (one call, whatever step failed)."""
         try:
-            version = self.commit(**commit_args)
+            yield self
         except BaseException:
-            self.discard_uncommitted([*new_files, *self.rebased_dv_files])
+            self.discard_uncommitted([*self._staged, *self.rebased_dv_files])
             raise
-        if self.carried_marks:  # the DV files (or a file) written for the first attempt are no longer named
-            self.discard_uncommitted([*new_files, *self.rebased_dv_files, *self._emptied_files])
-        return version
+
+    def commit_or_discard(self, new_files: Iterable[AddFile] = (), **commit_args: Any) -> int:
+        """`commit(**commit_args)` with `new_files` staged: when it fails or is interrupted, the files
+        staged for it are deleted. Only for files this transaction wrote (never for adds of existing
+        files, as RESTORE makes)."""
+        self.stage(new_files)
+        with self.staging():
+            return self.commit(**commit_args)
 
     def discard_uncommitted(self, files: Iterable[AddFile | str]) -> list[str]:
         """After this transaction failed or was interrupted, delete the data files it wrote — but only

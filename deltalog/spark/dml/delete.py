@@ -46,8 +46,8 @@ def write_kept_rows(txn: Any, plan: dict[str, Any], table: str, partition_by: Se
     keeps_ids = plan.get("keeps_ids", False)
     if keeps_ids:
         schema_json = row_tracking.with_materialized_fields(schema_json, configuration)
-    adds = write_files(plan["keep"], table, partition_by, schema_json, configuration, method=method,
-                       store_partition_columns=store_partition_columns)
+    adds = txn.stage(write_files(plan["keep"], table, partition_by, schema_json, configuration, method=method,
+                                 store_partition_columns=store_partition_columns))
     if keeps_ids:
         adds = [replace(a, stats=row_tracking.without_hidden_stats(a.stats, configuration)) for a in adds]
         txn.rows_keep_ids = True
@@ -95,6 +95,7 @@ def delete_plan(spark: SparkSession, txn: Any, predicate: str | None) -> dict[st
                 "whole_table": False}
     if marks_enabled(txn):
         marked = mark_matching_rows(spark, snapshot, candidates, text)
+        txn.stage([marked.dv_file])
         touched = {a.path for a in marked.removes}
         hit = pc.is_in(candidates.column("path"), pa.array(sorted(touched), pa.string()))
         return {"remove": candidates.slice(0, 0), "rewrite": candidates.slice(0, 0), "keep": None,
@@ -118,6 +119,12 @@ def delete(spark: SparkSession, table_uri: str, predicate: str | None = None,
     txn = table.transaction()
     txn.constraints_enforced = True  # every add below comes from write_files, which checks them
     started = time.time()
+    with txn.staging():
+        return _delete(spark, txn, predicate, method, started, user_metadata, extra_commit_info)
+
+
+def _delete(spark: SparkSession, txn: Any, predicate: str | None, method: str, started: float,
+            user_metadata: str | None, extra_commit_info: dict[str, Any] | None) -> int | None:
     plan = delete_plan(spark, txn, predicate)
     snapshot = txn.snapshot
     marked = plan.get("marked")
@@ -132,12 +139,8 @@ def delete(spark: SparkSession, table_uri: str, predicate: str | None = None,
     if plan["keep"] is not None:
         materialize = bool(txn.protocol and txn.protocol.has_writer_feature("materializePartitionColumns"))
         adds = write_kept_rows(txn, plan, snapshot.table_uri, snapshot.partition_columns, snapshot.schema_json,
-                                snapshot.configuration, method, materialize)
-        try:
-            cdc = deleted_rows_changes(spark, snapshot, removed, predicate, method)
-        except BaseException:
-            txn.discard_uncommitted(adds)
-            raise
+                               snapshot.configuration, method, materialize)
+        cdc = txn.stage(deleted_rows_changes(spark, snapshot, removed, predicate, method))
     txn.add_actions([*removes_of(removed), *adds, *cdc])
     metrics = {
         "numRemovedFiles": removed.num_rows, "numAddedFiles": len(adds),
@@ -147,9 +150,8 @@ def delete(spark: SparkSession, table_uri: str, predicate: str | None = None,
     if plan["deleted"] is not None:
         metrics["numDeletedRows"] = plan["deleted"]
     pred = (predicate or "").strip()
-    return txn.commit_or_discard([*adds, *cdc], operation="DELETE",
-                              parameters={"predicate": json.dumps([pred] if pred else [])},
-                              metrics=metrics, user_metadata=user_metadata, extra_commit_info=extra_commit_info)
+    return txn.commit(operation="DELETE", parameters={"predicate": json.dumps([pred] if pred else [])},
+                      metrics=metrics, user_metadata=user_metadata, extra_commit_info=extra_commit_info)
 
 
 def _commit_marked_delete(spark: SparkSession, txn: Any, plan: dict[str, Any], predicate: str | None, method: str,
@@ -161,12 +163,7 @@ def _commit_marked_delete(spark: SparkSession, txn: Any, plan: dict[str, Any], p
     if not marked.removes:
         return None
     snapshot = txn.snapshot
-    written = [marked.dv_file] if marked.dv_file else []
-    try:
-        cdc = deleted_rows_changes(spark, snapshot, plan["marked_files"], predicate, method)
-    except BaseException:
-        txn.discard_uncommitted(written)
-        raise
+    cdc = txn.stage(deleted_rows_changes(spark, snapshot, plan["marked_files"], predicate, method))
     txn.add_actions([*marked.removes, *marked.adds, *cdc])
     metrics = {
         "numRemovedFiles": marked.files_emptied, "numAddedFiles": 0, "numCopiedRows": 0,
@@ -175,6 +172,5 @@ def _commit_marked_delete(spark: SparkSession, txn: Any, plan: dict[str, Any], p
         "executionTimeMs": int((time.time() - started) * 1000),
     }
     pred = (predicate or "").strip()
-    return txn.commit_or_discard([*written, *cdc], operation="DELETE",
-                                 parameters={"predicate": json.dumps([pred] if pred else [])},
-                                 metrics=metrics, user_metadata=user_metadata, extra_commit_info=extra_commit_info)
+    return txn.commit(operation="DELETE", parameters={"predicate": json.dumps([pred] if pred else [])},
+                      metrics=metrics, user_metadata=user_metadata, extra_commit_info=extra_commit_info)

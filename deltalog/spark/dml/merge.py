@@ -193,376 +193,369 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
     matched_rows = None
     phases = _Phases(f"{operation} {name}")
     try:
-        # 1. Candidate files: min/max of the source's equi-join keys (in the job that counts and caches
-        # the source), and target-only conjuncts.
-        keys = [(s, t) for s, t in sql.equi_keys(on, source_alias, target_alias)
-                if find_field(schema_json, t) is not None and s.lower() in {c.lower() for c in source.columns}]
-        aggs = [F.count(F.lit(1)).alias("n")]
-        src_types = {f.name.lower(): f.dataType.typeName() for f in source.schema.fields}
-        for i, (s, _) in enumerate(keys):
-            c = F.col(quote_identifier(s))
-            if src_types[s.lower()] == "timestamp":
-                # as epoch micros: Python would read a collected timestamp in its own time zone
-                aggs += [F.unix_micros(F.min(c)).alias(f"mn{i}"), F.unix_micros(F.max(c)).alias(f"mx{i}")]
-            else:
-                aggs += [F.min(c).alias(f"mn{i}"), F.max(c).alias(f"mx{i}")]
-        bounds = source.agg(*aggs).collect()[0]
-        phases.done("source")
-        num_source = bounds["n"]
-        if num_source == 0 and not by_source:
-            return record_only(txn, app_transactions, operation, extra_commit_info)
-        small_source = _fits_broadcast(source)
-        if unique_keys:
-            _check_unique_keys(source, unique_keys, unique_keys_where, name)
-        exprs = []
-        for i, (s, t) in enumerate(keys):
-            lo, hi = bounds[f"mn{i}"], bounds[f"mx{i}"]
-            if src_types[s.lower()] == "timestamp" and lo is not None:
-                lo, hi = _utc_from_micros(lo), _utc_from_micros(hi)
-            if lo is None:  # every source key is null: equality matches nothing
-                exprs.append("false")
-            else:
-                exprs.append(f"{quote_identifier(t)} >= {_sql_literal(lo)} and "
-                             f"{quote_identifier(t)} <= {_sql_literal(hi)}")
-        exprs += [f"({c})" for c in sql.only_alias_conjuncts(on, target_alias, source_alias)]
-        prune_text = " and ".join(f"({e})" for e in exprs)
-        prune_expr = parse_sql_predicate(prune_text) if prune_text else ALWAYS
-        candidates = files_matching(snapshot, prune_expr) if prune_expr is not ALWAYS else snapshot.files
-        txn.read_files(candidates)
-        # what the merge read: the rows within the source's key bounds (at WriteSerializable a concurrent
-        # file whose min/max stats lie outside them cannot hold a row this merge would have matched)
-        txn.read_predicate(bind(prune_expr, schema_json, snapshot.partition_columns, snapshot.configuration))
-        if by_source:
-            txn.read_whole_table()  # any row of the table may be one the source does not match
+        with txn.staging():
+            # 1. Candidate files: min/max of the source's equi-join keys (in the job that counts and caches
+            # the source), and target-only conjuncts.
+            keys = [(s, t) for s, t in sql.equi_keys(on, source_alias, target_alias)
+                    if find_field(schema_json, t) is not None and s.lower() in {c.lower() for c in source.columns}]
+            aggs = [F.count(F.lit(1)).alias("n")]
+            src_types = {f.name.lower(): f.dataType.typeName() for f in source.schema.fields}
+            for i, (s, _) in enumerate(keys):
+                c = F.col(quote_identifier(s))
+                if src_types[s.lower()] == "timestamp":
+                    # as epoch micros: Python would read a collected timestamp in its own time zone
+                    aggs += [F.unix_micros(F.min(c)).alias(f"mn{i}"), F.unix_micros(F.max(c)).alias(f"mx{i}")]
+                else:
+                    aggs += [F.min(c).alias(f"mn{i}"), F.max(c).alias(f"mx{i}")]
+            bounds = source.agg(*aggs).collect()[0]
+            phases.done("source")
+            num_source = bounds["n"]
+            if num_source == 0 and not by_source:
+                return record_only(txn, app_transactions, operation, extra_commit_info)
+            small_source = _fits_broadcast(source)
+            if unique_keys:
+                _check_unique_keys(source, unique_keys, unique_keys_where, name)
+            exprs = []
+            for i, (s, t) in enumerate(keys):
+                lo, hi = bounds[f"mn{i}"], bounds[f"mx{i}"]
+                if src_types[s.lower()] == "timestamp" and lo is not None:
+                    lo, hi = _utc_from_micros(lo), _utc_from_micros(hi)
+                if lo is None:  # every source key is null: equality matches nothing
+                    exprs.append("false")
+                else:
+                    exprs.append(f"{quote_identifier(t)} >= {_sql_literal(lo)} and "
+                                 f"{quote_identifier(t)} <= {_sql_literal(hi)}")
+            exprs += [f"({c})" for c in sql.only_alias_conjuncts(on, target_alias, source_alias)]
+            prune_text = " and ".join(f"({e})" for e in exprs)
+            prune_expr = parse_sql_predicate(prune_text) if prune_text else ALWAYS
+            candidates = files_matching(snapshot, prune_expr) if prune_expr is not ALWAYS else snapshot.files
+            txn.read_files(candidates)
+            # what the merge read: the rows within the source's key bounds (at WriteSerializable a concurrent
+            # file whose min/max stats lie outside them cannot hold a row this merge would have matched)
+            txn.read_predicate(bind(prune_expr, schema_json, snapshot.partition_columns, snapshot.configuration))
+            if by_source:
+                txn.read_whole_table()  # any row of the table may be one the source does not match
 
-        # 2. Matched rows with the action each gets (at most one source row per target row). Every
-        # matched pair is kept (action null when no clause applies): their source ids rule out inserts.
-        # Only the columns the condition and clauses use are read from the target (Parquet pruning), and
-        # a small source is broadcast, so the target's rows are not shuffled.
-        touched = candidates.slice(0, 0)
-        n_updated = n_deleted = 0
-        src = source.alias(source_alias)
-        file_keys = FileKeys(spark, snapshot, snapshot.files if by_source else candidates)
-        file_key = file_keys.column
-        # Merge-on-read sets the update's values from the source alone (SET * and the like) after the
-        # match, on the source rows of updated pairs: the matching join then carries row positions, not
-        # new rows, and broadcasts only the source columns `on` and the conditions use.
-        late_update = _source_only(src, update) if carry and update else set()
-        on_driver = None
-        if (candidates.num_rows and carry and not feed and small_source and num_source <= _DRIVER_MATCH_SOURCE_ROWS
-                and late_update == set(target_columns) and not when_matched_condition
-                and not when_matched_delete_condition):
-            on_driver = _match_on_driver(spark, snapshot, candidates, source, on, keys, target_schema)
-        # (an upsert whose every row updates one target row: its new rows are the source's own rows)
-        each_source_row_once = False
-        # row tracking: updated rows keep their row IDs, written into the hidden columns (driver match)
-        keep_ids, hidden = False, []
-        if on_driver is not None:
-            matched, touched, driver_marks, each_source_row_once = on_driver
-            keep_ids = ROW_ID_COLUMN in matched.column_names
-            if not (each_source_row_once and not keep_ids):  # else the source rows are the new rows
-                matched_rows = spark.createDataFrame(matched)
-            if keep_ids:
-                hidden = [f["name"] for f in row_tracking.materialized_fields(snapshot.configuration)]
-            n_updated = sum(len(rows) for _, rows in driver_marks)
-            phases.done("match (on the driver)")
-        elif candidates.num_rows and (by_row or insert is not None):
-            # Rows deleted by DVs are filtered out after the join, on the few rows it keeps (a file's
-            # key and row index are then at hand anyway), rather than on every row scanned.
-            late = file_keys.deleted_rows(candidates) if by_row and has_deletion_vectors(candidates) else None
-            # row tracking: the updated rows' new versions keep their row IDs (merge-on-read), read from
-            # the hidden column where OPTIMIZE materialized them, else baseRowId + the row's position
-            keep_ids = carry and by_row and row_tracking.keeps_row_ids(snapshot.protocol, snapshot.configuration,
-                                                                       candidates)
-            target_keys = file_keys
-            if keep_ids:
-                fields = row_tracking.materialized_fields(snapshot.configuration)
-                hidden = [f["name"] for f in fields]
-                target_keys = FileKeys(spark, WithHiddenColumns(snapshot, fields[:1]), candidates)
-            target = (target_keys.dataframe(candidates, with_deleted=late is not None) if by_row else
-                      files_dataframe(spark, snapshot, candidates)).alias(target_alias)
-            joined = target.join(F.broadcast(src) if small_source else src, F.expr(on), "inner")
-            if late is not None:
-                joined = joined.filter(~late)
-            if by_row:
-                delete_cond = F.coalesce(F.expr(when_matched_delete_condition), F.lit(False)) \
-                    if when_matched_delete_condition else F.lit(False)
-                update_cond = (F.coalesce(F.expr(when_matched_condition), F.lit(False))
-                               if when_matched_condition else F.lit(True)) if update is not None else F.lit(False)
-                action = F.when(delete_cond, F.lit("delete")).when(update_cond, F.lit("update"))
-                new_values = [_assigned(joined, update[c], target_schema[c].dataType).alias(_NEW + str(i))
-                              for i, c in enumerate(target_columns)
-                              if update and c in update and c not in late_update]
-                key_cols = [F.col(f"{S}.{quote_identifier(s)}").alias(f"__deltalog_key{i}")
-                            for i, (s, _) in enumerate(keys)]
-                new_values += [F.lit(None).cast(target_schema[c].dataType).alias(_BY_SOURCE_NEW + str(i))
-                               for i, c in enumerate(target_columns) if by_source_update and c in by_source_update]
-                if carry:
-                    new_values += [_stored_value(f"{T}.{quote_identifier(c)}", stored.get(c.lower()),
-                                                 target_schema[c].dataType).alias(_OLD + str(i))
-                                   for i, c in enumerate(target_columns) if feed or not (update and c in update)]
+            # 2. Matched rows with the action each gets (at most one source row per target row). Every
+            # matched pair is kept (action null when no clause applies): their source ids rule out inserts.
+            # Only the columns the condition and clauses use are read from the target (Parquet pruning), and
+            # a small source is broadcast, so the target's rows are not shuffled.
+            touched = candidates.slice(0, 0)
+            n_updated = n_deleted = 0
+            src = source.alias(source_alias)
+            file_keys = FileKeys(spark, snapshot, snapshot.files if by_source else candidates)
+            file_key = file_keys.column
+            # Merge-on-read sets the update's values from the source alone (SET * and the like) after the
+            # match, on the source rows of updated pairs: the matching join then carries row positions, not
+            # new rows, and broadcasts only the source columns `on` and the conditions use.
+            late_update = _source_only(src, update) if carry and update else set()
+            on_driver = None
+            if (candidates.num_rows and carry and not feed and small_source and num_source <= _DRIVER_MATCH_SOURCE_ROWS
+                    and late_update == set(target_columns) and not when_matched_condition
+                    and not when_matched_delete_condition):
+                on_driver = _match_on_driver(spark, snapshot, candidates, source, on, keys, target_schema)
+            # (an upsert whose every row updates one target row: its new rows are the source's own rows)
+            each_source_row_once = False
+            # row tracking: updated rows keep their row IDs, written into the hidden columns (driver match)
+            keep_ids, hidden = False, []
+            if on_driver is not None:
+                matched, touched, driver_marks, each_source_row_once = on_driver
+                keep_ids = ROW_ID_COLUMN in matched.column_names
+                if not (each_source_row_once and not keep_ids):  # else the source rows are the new rows
+                    matched_rows = spark.createDataFrame(matched)
                 if keep_ids:
-                    new_values.append(F.col(f"{T}.{quote_identifier(hidden[0])}").alias(ROW_ID_COLUMN))
-                matched_rows = joined.select(F.col(f"{T}.{file_key}").alias(file_key),
-                                             F.col(f"{T}.{ROW_INDEX_COLUMN}").alias(ROW_INDEX_COLUMN),
-                                             action.alias(ACTION_COLUMN), *new_values, *key_cols,
-                                             F.col(f"{S}.{_SOURCE_ID}").alias(_SOURCE_ID))
+                    hidden = [f["name"] for f in row_tracking.materialized_fields(snapshot.configuration)]
+                n_updated = sum(len(rows) for _, rows in driver_marks)
+                phases.done("match (on the driver)")
+            elif candidates.num_rows and (by_row or insert is not None):
+                # Rows deleted by DVs are filtered out after the join, on the few rows it keeps (a file's
+                # key and row index are then at hand anyway), rather than on every row scanned.
+                late = file_keys.deleted_rows(candidates) if by_row and has_deletion_vectors(candidates) else None
+                # row tracking: the updated rows' new versions keep their row IDs (merge-on-read), read from
+                # the hidden column where OPTIMIZE materialized them, else baseRowId + the row's position
+                keep_ids = carry and by_row and row_tracking.keeps_row_ids(snapshot.protocol, snapshot.configuration,
+                                                                           candidates)
+                target_keys = file_keys
                 if keep_ids:
-                    matched_rows = with_default_row_ids(spark, snapshot, candidates, file_keys, matched_rows)
-            else:
-                matched_rows = joined.select(F.col(f"{S}.{_SOURCE_ID}").alias(_SOURCE_ID))
-            matched_rows = matched_rows.persist(StorageLevel.MEMORY_AND_DISK)
-        n_by_source_updated = n_by_source_deleted = 0
-        acting = None
-        if by_row and matched_rows is not None:
-            acting = matched_rows.filter(F.col(ACTION_COLUMN).isNotNull())
-        if by_source and snapshot.files.num_rows:
-            # 2b. Target rows no source row matched (in any file), with the action the clause gives them.
-            everything = file_keys.dataframe(snapshot.files)
-            if matched_rows is not None:
-                seen_rows = matched_rows.select(file_key, ROW_INDEX_COLUMN).distinct()
-                everything = everything.join(seen_rows, [file_key, ROW_INDEX_COLUMN], "left_anti")
-            unmatched_target = everything.alias(target_alias)
-            if when_not_matched_by_source_condition:
-                unmatched_target = unmatched_target.filter(
-                    F.coalesce(F.expr(when_not_matched_by_source_condition), F.lit(False)))
-            kind = "by_source_delete" if when_not_matched_by_source_delete else "by_source_update"
-            cols = [F.col(file_key), F.col(ROW_INDEX_COLUMN), F.lit(kind).alias(ACTION_COLUMN)]
-            cols += [F.lit(None).cast(target_schema[c].dataType).alias(_NEW + str(i))
-                     for i, c in enumerate(target_columns) if update and c in update]
-            cols += [_assigned(unmatched_target, by_source_update[c], target_schema[c].dataType).alias(_BY_SOURCE_NEW + str(i))
-                     for i, c in enumerate(target_columns) if by_source_update and c in by_source_update]
-            cols += [F.lit(None).alias(f"__deltalog_key{i}") for i, _ in enumerate(keys)]
-            cols += [F.lit(None).cast("long").alias(_SOURCE_ID)]
-            by_source_rows = unmatched_target.select(*cols)
-            if acting is not None:  # the same columns and types as the matched rows' actions
-                by_source_rows = by_source_rows.select(*[F.col(c).cast(acting.schema[c].dataType).alias(c)
-                                                         for c in acting.columns])
-                acting = acting.unionByName(by_source_rows)
-            else:
-                acting = by_source_rows
-            candidates = snapshot.files  # the files touched are looked up among all of them
-        hit_rows = None
-        if on_driver is not None:
-            pass  # the driver's match gave the rows and files already
-        elif acting is not None and marking:
-            # merge-on-read needs the changed rows' positions on the driver anyway (for the DVs)
-            hit_rows = acting.select(file_key, ROW_INDEX_COLUMN, ACTION_COLUMN).toArrow()
-            phases.done("match")
-            per_file = actions_per_file(hit_rows, file_key)
-        elif acting is not None:
-            per_file = (acting.groupBy(file_key, ROW_INDEX_COLUMN)
-                        .agg(F.count(F.lit(1)).alias("n"), F.max(ACTION_COLUMN).alias("a"))
-                        .groupBy(file_key)
-                        .agg(F.max("n").alias("max_n"),
-                             F.sum(F.when(F.col("a") == "update", 1).otherwise(0)).alias("u"),
-                             F.sum(F.when(F.col("a") == "delete", 1).otherwise(0)).alias("d"),
-                             F.sum(F.when(F.col("a") == "by_source_update", 1).otherwise(0)).alias("bu"),
-                             F.sum(F.when(F.col("a") == "by_source_delete", 1).otherwise(0)).alias("bd"))
-                        .collect())
-        if acting is not None and on_driver is None:
-            dup = [r for r in per_file if r["max_n"] > 1]
-            if dup:
-                sample = (acting.filter(F.col(file_key) == dup[0][file_key])
-                          .groupBy(file_key, ROW_INDEX_COLUMN).agg(F.count(F.lit(1)).alias("n"),
-                                                                      *[F.first(f"__deltalog_key{i}").alias(s)
-                                                                        for i, (s, _) in enumerate(keys)])
-                          .filter("n > 1").limit(1).collect())
-                raise _duplicate_source_error(name, keys, sample[0] if sample else None,
-                                              sample[0]["n"] if sample else ">1")
-            row_of = file_keys.rows_of(candidates)
-            rows = []
-            for r in per_file:
-                rows.append(row_of(r[file_key]))
-                n_updated += int(r["u"])
-                n_deleted += int(r["d"])
-                n_by_source_updated += int(r["bu"])
-                n_by_source_deleted += int(r["bd"])
-            touched = take_rows(candidates, rows)
+                    fields = row_tracking.materialized_fields(snapshot.configuration)
+                    hidden = [f["name"] for f in fields]
+                    target_keys = FileKeys(spark, WithHiddenColumns(snapshot, fields[:1]), candidates)
+                target = (target_keys.dataframe(candidates, with_deleted=late is not None) if by_row else
+                          files_dataframe(spark, snapshot, candidates)).alias(target_alias)
+                joined = target.join(F.broadcast(src) if small_source else src, F.expr(on), "inner")
+                if late is not None:
+                    joined = joined.filter(~late)
+                if by_row:
+                    delete_cond = F.coalesce(F.expr(when_matched_delete_condition), F.lit(False)) \
+                        if when_matched_delete_condition else F.lit(False)
+                    update_cond = (F.coalesce(F.expr(when_matched_condition), F.lit(False))
+                                   if when_matched_condition else F.lit(True)) if update is not None else F.lit(False)
+                    action = F.when(delete_cond, F.lit("delete")).when(update_cond, F.lit("update"))
+                    new_values = [_assigned(joined, update[c], target_schema[c].dataType).alias(_NEW + str(i))
+                                  for i, c in enumerate(target_columns)
+                                  if update and c in update and c not in late_update]
+                    key_cols = [F.col(f"{S}.{quote_identifier(s)}").alias(f"__deltalog_key{i}")
+                                for i, (s, _) in enumerate(keys)]
+                    new_values += [F.lit(None).cast(target_schema[c].dataType).alias(_BY_SOURCE_NEW + str(i))
+                                   for i, c in enumerate(target_columns) if by_source_update and c in by_source_update]
+                    if carry:
+                        new_values += [_stored_value(f"{T}.{quote_identifier(c)}", stored.get(c.lower()),
+                                                     target_schema[c].dataType).alias(_OLD + str(i))
+                                       for i, c in enumerate(target_columns) if feed or not (update and c in update)]
+                    if keep_ids:
+                        new_values.append(F.col(f"{T}.{quote_identifier(hidden[0])}").alias(ROW_ID_COLUMN))
+                    matched_rows = joined.select(F.col(f"{T}.{file_key}").alias(file_key),
+                                                 F.col(f"{T}.{ROW_INDEX_COLUMN}").alias(ROW_INDEX_COLUMN),
+                                                 action.alias(ACTION_COLUMN), *new_values, *key_cols,
+                                                 F.col(f"{S}.{_SOURCE_ID}").alias(_SOURCE_ID))
+                    if keep_ids:
+                        matched_rows = with_default_row_ids(spark, snapshot, candidates, file_keys, matched_rows)
+                else:
+                    matched_rows = joined.select(F.col(f"{S}.{_SOURCE_ID}").alias(_SOURCE_ID))
+                matched_rows = matched_rows.persist(StorageLevel.MEMORY_AND_DISK)
+            n_by_source_updated = n_by_source_deleted = 0
+            acting = None
+            if by_row and matched_rows is not None:
+                acting = matched_rows.filter(F.col(ACTION_COLUMN).isNotNull())
+            if by_source and snapshot.files.num_rows:
+                # 2b. Target rows no source row matched (in any file), with the action the clause gives them.
+                everything = file_keys.dataframe(snapshot.files)
+                if matched_rows is not None:
+                    seen_rows = matched_rows.select(file_key, ROW_INDEX_COLUMN).distinct()
+                    everything = everything.join(seen_rows, [file_key, ROW_INDEX_COLUMN], "left_anti")
+                unmatched_target = everything.alias(target_alias)
+                if when_not_matched_by_source_condition:
+                    unmatched_target = unmatched_target.filter(
+                        F.coalesce(F.expr(when_not_matched_by_source_condition), F.lit(False)))
+                kind = "by_source_delete" if when_not_matched_by_source_delete else "by_source_update"
+                cols = [F.col(file_key), F.col(ROW_INDEX_COLUMN), F.lit(kind).alias(ACTION_COLUMN)]
+                cols += [F.lit(None).cast(target_schema[c].dataType).alias(_NEW + str(i))
+                         for i, c in enumerate(target_columns) if update and c in update]
+                cols += [_assigned(unmatched_target, by_source_update[c], target_schema[c].dataType).alias(_BY_SOURCE_NEW + str(i))
+                         for i, c in enumerate(target_columns) if by_source_update and c in by_source_update]
+                cols += [F.lit(None).alias(f"__deltalog_key{i}") for i, _ in enumerate(keys)]
+                cols += [F.lit(None).cast("long").alias(_SOURCE_ID)]
+                by_source_rows = unmatched_target.select(*cols)
+                if acting is not None:  # the same columns and types as the matched rows' actions
+                    by_source_rows = by_source_rows.select(*[F.col(c).cast(acting.schema[c].dataType).alias(c)
+                                                             for c in acting.columns])
+                    acting = acting.unionByName(by_source_rows)
+                else:
+                    acting = by_source_rows
+                candidates = snapshot.files  # the files touched are looked up among all of them
+            hit_rows = None
+            if on_driver is not None:
+                pass  # the driver's match gave the rows and files already
+            elif acting is not None and marking:
+                # merge-on-read needs the changed rows' positions on the driver anyway (for the DVs)
+                hit_rows = acting.select(file_key, ROW_INDEX_COLUMN, ACTION_COLUMN).toArrow()
+                phases.done("match")
+                per_file = actions_per_file(hit_rows, file_key)
+            elif acting is not None:
+                per_file = (acting.groupBy(file_key, ROW_INDEX_COLUMN)
+                            .agg(F.count(F.lit(1)).alias("n"), F.max(ACTION_COLUMN).alias("a"))
+                            .groupBy(file_key)
+                            .agg(F.max("n").alias("max_n"),
+                                 F.sum(F.when(F.col("a") == "update", 1).otherwise(0)).alias("u"),
+                                 F.sum(F.when(F.col("a") == "delete", 1).otherwise(0)).alias("d"),
+                                 F.sum(F.when(F.col("a") == "by_source_update", 1).otherwise(0)).alias("bu"),
+                                 F.sum(F.when(F.col("a") == "by_source_delete", 1).otherwise(0)).alias("bd"))
+                            .collect())
+            if acting is not None and on_driver is None:
+                dup = [r for r in per_file if r["max_n"] > 1]
+                if dup:
+                    sample = (acting.filter(F.col(file_key) == dup[0][file_key])
+                              .groupBy(file_key, ROW_INDEX_COLUMN).agg(F.count(F.lit(1)).alias("n"),
+                                                                          *[F.first(f"__deltalog_key{i}").alias(s)
+                                                                            for i, (s, _) in enumerate(keys)])
+                              .filter("n > 1").limit(1).collect())
+                    raise _duplicate_source_error(name, keys, sample[0] if sample else None,
+                                                  sample[0]["n"] if sample else ">1")
+                row_of = file_keys.rows_of(candidates)
+                rows = []
+                for r in per_file:
+                    rows.append(row_of(r[file_key]))
+                    n_updated += int(r["u"])
+                    n_deleted += int(r["d"])
+                    n_by_source_updated += int(r["bu"])
+                    n_by_source_deleted += int(r["bd"])
+                touched = take_rows(candidates, rows)
 
-        # 3. New content: the touched files' rows (updated, deleted or copied) plus the inserts. The
-        # changes are few next to the touched rows: broadcast them rather than shuffle every row.
-        parts: list[DataFrame] = []
-        # merge-on-read: the changed rows are marked in deletion vectors and only their new versions
-        # are written; copy-on-write rewrites every row of the touched files
-        marked = None
-        if touched.num_rows and carry:
-            if acting is None:  # (matched on the driver) no join: each source row updates one target row
-                updated, deleted = src, None
-            else:
-                updated = acting.filter(F.col(ACTION_COLUMN) == "update")
-                deleted = acting.filter(F.col(ACTION_COLUMN) == "delete")
-            if acting is not None and late_update:  # the source rows of the updated pairs, for the values they set
-                pairs = updated.alias("__deltalog_pair")
-                # the driver's pairs are at hand and narrow: broadcast them, not the source's rows
-                pairs, rows = (F.broadcast(pairs), src) if on_driver else \
-                    (pairs, F.broadcast(src) if small_source else src)
-                updated = rows.join(pairs, F.col(f"__deltalog_pair.{_SOURCE_ID}") == F.col(f"{S}.{_SOURCE_ID}"))
-            old_cols = [F.col(_OLD + str(i)).alias(c) for i, c in enumerate(target_columns)] if feed else []
-            # the new version keeps the row's ID (row tracking); its commit version is this commit's
-            row_id = f"__deltalog_pair.{ROW_ID_COLUMN}" if late_update else ROW_ID_COLUMN
-            if _atomic_types(target_schema) and not feed:  # SQL text: one JVM call; column objects cost 3 each
-                exprs = [(f"CAST(({update[c]}) AS {target_schema[c].dataType.simpleString()})" if c in late_update else
-                          quote_identifier((_NEW if update and c in update else _OLD) + str(i)))
-                         + f" AS {quote_identifier(c)}" for i, c in enumerate(target_columns)]
+            # 3. New content: the touched files' rows (updated, deleted or copied) plus the inserts. The
+            # changes are few next to the touched rows: broadcast them rather than shuffle every row.
+            parts: list[DataFrame] = []
+            # merge-on-read: the changed rows are marked in deletion vectors and only their new versions
+            # are written; copy-on-write rewrites every row of the touched files
+            marked = None
+            if touched.num_rows and carry:
+                if acting is None:  # (matched on the driver) no join: each source row updates one target row
+                    updated, deleted = src, None
+                else:
+                    updated = acting.filter(F.col(ACTION_COLUMN) == "update")
+                    deleted = acting.filter(F.col(ACTION_COLUMN) == "delete")
+                if acting is not None and late_update:  # the source rows of the updated pairs, for the values they set
+                    pairs = updated.alias("__deltalog_pair")
+                    # the driver's pairs are at hand and narrow: broadcast them, not the source's rows
+                    pairs, rows = (F.broadcast(pairs), src) if on_driver else \
+                        (pairs, F.broadcast(src) if small_source else src)
+                    updated = rows.join(pairs, F.col(f"__deltalog_pair.{_SOURCE_ID}") == F.col(f"{S}.{_SOURCE_ID}"))
+                old_cols = [F.col(_OLD + str(i)).alias(c) for i, c in enumerate(target_columns)] if feed else []
+                # the new version keeps the row's ID (row tracking); its commit version is this commit's
+                row_id = f"__deltalog_pair.{ROW_ID_COLUMN}" if late_update else ROW_ID_COLUMN
+                if _atomic_types(target_schema) and not feed:  # SQL text: one JVM call; column objects cost 3 each
+                    exprs = [(f"CAST(({update[c]}) AS {target_schema[c].dataType.simpleString()})" if c in late_update else
+                              quote_identifier((_NEW if update and c in update else _OLD) + str(i)))
+                             + f" AS {quote_identifier(c)}" for i, c in enumerate(target_columns)]
+                    if keep_ids:
+                        exprs += [f"{'.'.join(map(quote_identifier, row_id.split('.')))} AS {quote_identifier(hidden[0])}",
+                                  f"CAST(NULL AS BIGINT) AS {quote_identifier(hidden[1])}"]
+                    parts.append(updated.selectExpr(*exprs))
+                else:  # (the change feed selects out_cols again; a nested type's simpleString() is no SQL)
+                    out_cols = [(_assigned(updated, update[c], target_schema[c].dataType) if c in late_update else
+                                 F.col((_NEW if update and c in update else _OLD) + str(i))).alias(c)
+                                for i, c in enumerate(target_columns)]
+                    if keep_ids:
+                        out_cols += [F.col(row_id).alias(hidden[0]), F.lit(None).cast("long").alias(hidden[1])]
+                    parts.append(updated.select(*out_cols))
+            elif touched.num_rows:
+                # row tracking: every row rewritten keeps its row ID, and copied rows their commit version
+                keep_ids = row_tracking.keeps_row_ids(snapshot.protocol, snapshot.configuration, touched)
                 if keep_ids:
-                    exprs += [f"{'.'.join(map(quote_identifier, row_id.split('.')))} AS {quote_identifier(hidden[0])}",
-                              f"CAST(NULL AS BIGINT) AS {quote_identifier(hidden[1])}"]
-                parts.append(updated.selectExpr(*exprs))
-            else:  # (the change feed selects out_cols again; a nested type's simpleString() is no SQL)
-                out_cols = [(_assigned(updated, update[c], target_schema[c].dataType) if c in late_update else
-                             F.col((_NEW if update and c in update else _OLD) + str(i))).alias(c)
-                            for i, c in enumerate(target_columns)]
+                    hidden = [f["name"] for f in row_tracking.materialized_fields(snapshot.configuration)]
+                    old = rows_with_row_ids(spark, snapshot, touched, like=file_keys)
+                else:
+                    old = file_keys.dataframe(touched)
+                changes = acting.select(file_key, ROW_INDEX_COLUMN, ACTION_COLUMN,
+                                        *[c for c in acting.columns if c.startswith((_NEW, _BY_SOURCE_NEW))])
+                broadcast_changes = small_source and not by_source  # by-source changes may be many rows
+                with_actions = old.join(F.broadcast(changes) if broadcast_changes else changes,
+                                        [file_key, ROW_INDEX_COLUMN], "inner" if marking else "left")
+                j = with_actions.filter(F.col(ACTION_COLUMN).isNull() | ~F.col(ACTION_COLUMN).isin("delete", "by_source_delete"))
+                out_cols, old_cols = [], []
+                for i, c in enumerate(target_columns):
+                    current = _stored_value(quote_identifier(c), stored.get(c.lower()), target_schema[c].dataType)
+                    old_cols.append(current.alias(c))
+                    value = current
+                    if by_source_update and c in by_source_update:
+                        value = F.when(F.col(ACTION_COLUMN) == "by_source_update", F.col(_BY_SOURCE_NEW + str(i))).otherwise(value)
+                    if update and c in update:
+                        value = F.when(F.col(ACTION_COLUMN) == "update", F.col(_NEW + str(i))).otherwise(value)
+                    out_cols.append(value.alias(c))
                 if keep_ids:
-                    out_cols += [F.col(row_id).alias(hidden[0]), F.lit(None).cast("long").alias(hidden[1])]
-                parts.append(updated.select(*out_cols))
-        elif touched.num_rows:
-            # row tracking: every row rewritten keeps its row ID, and copied rows their commit version
-            keep_ids = row_tracking.keeps_row_ids(snapshot.protocol, snapshot.configuration, touched)
-            if keep_ids:
-                hidden = [f["name"] for f in row_tracking.materialized_fields(snapshot.configuration)]
-                old = rows_with_row_ids(spark, snapshot, touched, like=file_keys)
-            else:
-                old = file_keys.dataframe(touched)
-            changes = acting.select(file_key, ROW_INDEX_COLUMN, ACTION_COLUMN,
-                                    *[c for c in acting.columns if c.startswith((_NEW, _BY_SOURCE_NEW))])
-            broadcast_changes = small_source and not by_source  # by-source changes may be many rows
-            with_actions = old.join(F.broadcast(changes) if broadcast_changes else changes,
-                                    [file_key, ROW_INDEX_COLUMN], "inner" if marking else "left")
-            j = with_actions.filter(F.col(ACTION_COLUMN).isNull() | ~F.col(ACTION_COLUMN).isin("delete", "by_source_delete"))
-            out_cols, old_cols = [], []
-            for i, c in enumerate(target_columns):
-                current = _stored_value(quote_identifier(c), stored.get(c.lower()), target_schema[c].dataType)
-                old_cols.append(current.alias(c))
-                value = current
-                if by_source_update and c in by_source_update:
-                    value = F.when(F.col(ACTION_COLUMN) == "by_source_update", F.col(_BY_SOURCE_NEW + str(i))).otherwise(value)
-                if update and c in update:
-                    value = F.when(F.col(ACTION_COLUMN) == "update", F.col(_NEW + str(i))).otherwise(value)
-                out_cols.append(value.alias(c))
-            if keep_ids:
-                rewritten = F.col(ACTION_COLUMN).isin("update", "by_source_update")
-                out_cols += [F.col(quote_identifier(hidden[0])).alias(hidden[0]),
-                             F.when(rewritten, F.lit(None).cast("long"))
-                             .otherwise(F.col(quote_identifier(hidden[1]))).alias(hidden[1])]
-            parts.append(j.select(*out_cols))
-            updated = with_actions.filter(F.col(ACTION_COLUMN).isin("update", "by_source_update"))
-            deleted = with_actions.filter(F.col(ACTION_COLUMN).isin("delete", "by_source_delete"))
-        n_insert_df = None
-        if insert is not None and not each_source_row_once:
-            if matched_rows is not None:
-                seen = matched_rows.select(_SOURCE_ID)
-                unmatched = src.join(F.broadcast(seen) if small_source else seen, _SOURCE_ID,
-                                     "left_anti").alias(source_alias)
-            else:
-                unmatched = src
-            if when_not_matched_condition:
-                unmatched = unmatched.filter(F.coalesce(F.expr(when_not_matched_condition), F.lit(False)))
-            # A source alias stays resolvable in the insert expressions.
-            n_insert_df = unmatched.select(*[_assigned(unmatched, insert.get(c, "null"), target_schema[c].dataType).alias(c)
-                                             for c in target_columns],
-                                           *[F.lit(None).cast("long").alias(h) for h in hidden])
-            parts.append(n_insert_df)
+                    rewritten = F.col(ACTION_COLUMN).isin("update", "by_source_update")
+                    out_cols += [F.col(quote_identifier(hidden[0])).alias(hidden[0]),
+                                 F.when(rewritten, F.lit(None).cast("long"))
+                                 .otherwise(F.col(quote_identifier(hidden[1]))).alias(hidden[1])]
+                parts.append(j.select(*out_cols))
+                updated = with_actions.filter(F.col(ACTION_COLUMN).isin("update", "by_source_update"))
+                deleted = with_actions.filter(F.col(ACTION_COLUMN).isin("delete", "by_source_delete"))
+            n_insert_df = None
+            if insert is not None and not each_source_row_once:
+                if matched_rows is not None:
+                    seen = matched_rows.select(_SOURCE_ID)
+                    unmatched = src.join(F.broadcast(seen) if small_source else seen, _SOURCE_ID,
+                                         "left_anti").alias(source_alias)
+                else:
+                    unmatched = src
+                if when_not_matched_condition:
+                    unmatched = unmatched.filter(F.coalesce(F.expr(when_not_matched_condition), F.lit(False)))
+                # A source alias stays resolvable in the insert expressions.
+                n_insert_df = unmatched.select(*[_assigned(unmatched, insert.get(c, "null"), target_schema[c].dataType).alias(c)
+                                                 for c in target_columns],
+                                               *[F.lit(None).cast("long").alias(h) for h in hidden])
+                parts.append(n_insert_df)
 
-        if not touched.num_rows and n_insert_df is None and not txn.metadata_changed:
-            return record_only(txn, app_transactions, operation, extra_commit_info)
-        out = parts[0]
-        for p in parts[1:]:
-            out = out.unionByName(p)
-        if carry:
-            out = _in_few_files(out, n_updated + num_source, snapshot)
-        materialize = bool(txn.protocol and txn.protocol.has_writer_feature("materializePartitionColumns"))
-        # the metadata this commit writes (with any new column's physical name under column mapping)
-        write_schema = txn.metadata.schema_json
-        if keep_ids:
-            write_schema = row_tracking.with_materialized_fields(write_schema, txn.metadata.configuration)
-        adds = write_files(out, name, snapshot.partition_columns, write_schema,
-                           dict(txn.metadata.configuration), method=method, store_partition_columns=materialize)
-        if keep_ids:
-            adds = [replace(a, stats=row_tracking.without_hidden_stats(a.stats, txn.metadata.configuration))
-                    for a in adds]
-            txn.rows_keep_ids = True
-        written = sum_records(adds)
-        phases.done("write")
-        if marking and touched.num_rows:
-            try:
+            if not touched.num_rows and n_insert_df is None and not txn.metadata_changed:
+                return record_only(txn, app_transactions, operation, extra_commit_info)
+            out = parts[0]
+            for p in parts[1:]:
+                out = out.unionByName(p)
+            if carry:
+                out = _in_few_files(out, n_updated + num_source, snapshot)
+            materialize = bool(txn.protocol and txn.protocol.has_writer_feature("materializePartitionColumns"))
+            # the metadata this commit writes (with any new column's physical name under column mapping)
+            write_schema = txn.metadata.schema_json
+            if keep_ids:
+                write_schema = row_tracking.with_materialized_fields(write_schema, txn.metadata.configuration)
+            adds = txn.stage(write_files(out, name, snapshot.partition_columns, write_schema,
+                                         dict(txn.metadata.configuration), method=method,
+                                         store_partition_columns=materialize))
+            if keep_ids:
+                adds = [replace(a, stats=row_tracking.without_hidden_stats(a.stats, txn.metadata.configuration))
+                        for a in adds]
+                txn.rows_keep_ids = True
+            written = sum_records(adds)
+            phases.done("write")
+            if marking and touched.num_rows:
                 rows_by_file = driver_marks if on_driver else marked_rows_by_file(file_keys, touched, hit_rows)
                 marked = deletion_vectors.mark_rows(snapshot.store, rows_by_file, now_ms())
-            except BaseException:
-                txn.discard_uncommitted(adds)
-                raise
-            touched_rows = n_updated + n_deleted + n_by_source_updated + n_by_source_deleted
-        else:
-            touched_rows = record_count(touched) if touched.num_rows else 0
-        if touched_rows is None:
-            touched_rows = files_dataframe(spark, snapshot, touched).count()
-        copied = touched_rows - n_updated - n_deleted - n_by_source_updated - n_by_source_deleted
-        written_dv = [marked.dv_file] if marked is not None and marked.dv_file else []
-        inserted = written - copied - n_updated - n_by_source_updated
-        if not touched.num_rows and inserted == 0 and not txn.metadata_changed:
-            txn.discard_uncommitted(adds)
-            return record_only(txn, app_transactions, operation, extra_commit_info)
-        adds_committed = adds if marked is None else [*adds, *marked.adds]
-        removes = removes_of(touched) if marked is None else marked.removes
-        cdc = []
-        if touched.num_rows and feed:
-            # the rows this merge changed, for the change data feed (copied rows are not changes)
-            changed = [change_rows(updated.select(*old_cols), schema_json, change_data.UPDATE_PREIMAGE),
-                       change_rows(updated.select(*out_cols), schema_json, change_data.UPDATE_POSTIMAGE),
-                       change_rows(deleted.select(*old_cols), schema_json, change_data.DELETE)]
-            if n_insert_df is not None:
-                changed.append(change_rows(n_insert_df, schema_json, change_data.INSERT))
-            try:
-                cdc = write_change_data(changed, name, snapshot.partition_columns, txn.metadata.schema_json,
-                                        dict(txn.metadata.configuration), method=method)
-            except BaseException:
-                txn.discard_uncommitted([*adds, *written_dv])
-                raise
-        txn.add_actions([*removes, *adds_committed, *cdc, *set_transactions(app_transactions)])
-        matched_preds = []
-        if when_matched_delete_condition is not None:
-            matched_preds.append({"actionType": "delete", "predicate": when_matched_delete_condition})
-        if update is not None:
-            p = {"actionType": "update"}
-            if when_matched_condition:
-                p["predicate"] = when_matched_condition
-            matched_preds.append(p)
-        not_matched = []
-        if insert is not None:
-            p = {"actionType": "insert"}
-            if when_not_matched_condition:
-                p["predicate"] = when_not_matched_condition
-            not_matched.append(p)
-        by_source_preds = []
-        if by_source:
-            p = {"actionType": "delete" if when_not_matched_by_source_delete else "update"}
-            if when_not_matched_by_source_condition:
-                p["predicate"] = when_not_matched_by_source_condition
-            by_source_preds.append(p)
-        params = {"predicate": json.dumps([on]), "matchedPredicates": json.dumps(matched_preds),
-                  "notMatchedPredicates": json.dumps(not_matched),
-                  "notMatchedBySourcePredicates": json.dumps(by_source_preds)}
-        metrics = {
-            "numSourceRows": num_source, "numTargetRowsInserted": inserted,
-            "numTargetRowsUpdated": n_updated + n_by_source_updated,
-            "numTargetRowsDeleted": n_deleted + n_by_source_deleted, "numTargetRowsMatchedUpdated": n_updated,
-            "numTargetRowsMatchedDeleted": n_deleted,
-            "numTargetRowsNotMatchedBySourceUpdated": n_by_source_updated,
-            "numTargetRowsNotMatchedBySourceDeleted": n_by_source_deleted, "numTargetRowsCopied": copied,
-            "numOutputRows": written, "numTargetFilesAdded": len(adds),
-            "numTargetFilesRemoved": touched.num_rows if marked is None else marked.files_emptied,
-            "numTargetBytesAdded": sum(a.size for a in adds),
-            "numTargetBytesRemoved": byte_count(touched) if marked is None else 0,
-            "numTargetFilesScanned": candidates.num_rows,
-            "executionTimeMs": int((time.time() - started) * 1000),
-        }
-        if marked is not None:
-            metrics["numTargetDeletionVectorsAdded"] = len(marked.adds)
-        version = txn.commit_or_discard([*adds, *written_dv, *cdc], operation=operation, parameters=params,
-                                        metrics=metrics, user_metadata=user_metadata,
-                                        extra_commit_info=extra_commit_info)
-        phases.done("commit")
-        return version
+                txn.stage([marked.dv_file])
+                touched_rows = n_updated + n_deleted + n_by_source_updated + n_by_source_deleted
+            else:
+                touched_rows = record_count(touched) if touched.num_rows else 0
+            if touched_rows is None:
+                touched_rows = files_dataframe(spark, snapshot, touched).count()
+            copied = touched_rows - n_updated - n_deleted - n_by_source_updated - n_by_source_deleted
+            inserted = written - copied - n_updated - n_by_source_updated
+            if not touched.num_rows and inserted == 0 and not txn.metadata_changed:
+                txn.discard_uncommitted(adds)  # nothing to commit but what was consumed
+                return record_only(txn, app_transactions, operation, extra_commit_info)
+            adds_committed = adds if marked is None else [*adds, *marked.adds]
+            removes = removes_of(touched) if marked is None else marked.removes
+            cdc = []
+            if touched.num_rows and feed:
+                # the rows this merge changed, for the change data feed (copied rows are not changes)
+                changed = [change_rows(updated.select(*old_cols), schema_json, change_data.UPDATE_PREIMAGE),
+                           change_rows(updated.select(*out_cols), schema_json, change_data.UPDATE_POSTIMAGE),
+                           change_rows(deleted.select(*old_cols), schema_json, change_data.DELETE)]
+                if n_insert_df is not None:
+                    changed.append(change_rows(n_insert_df, schema_json, change_data.INSERT))
+                cdc = txn.stage(write_change_data(changed, name, snapshot.partition_columns, txn.metadata.schema_json,
+                                                  dict(txn.metadata.configuration), method=method))
+            txn.add_actions([*removes, *adds_committed, *cdc, *set_transactions(app_transactions)])
+            matched_preds = []
+            if when_matched_delete_condition is not None:
+                matched_preds.append({"actionType": "delete", "predicate": when_matched_delete_condition})
+            if update is not None:
+                p = {"actionType": "update"}
+                if when_matched_condition:
+                    p["predicate"] = when_matched_condition
+                matched_preds.append(p)
+            not_matched = []
+            if insert is not None:
+                p = {"actionType": "insert"}
+                if when_not_matched_condition:
+                    p["predicate"] = when_not_matched_condition
+                not_matched.append(p)
+            by_source_preds = []
+            if by_source:
+                p = {"actionType": "delete" if when_not_matched_by_source_delete else "update"}
+                if when_not_matched_by_source_condition:
+                    p["predicate"] = when_not_matched_by_source_condition
+                by_source_preds.append(p)
+            params = {"predicate": json.dumps([on]), "matchedPredicates": json.dumps(matched_preds),
+                      "notMatchedPredicates": json.dumps(not_matched),
+                      "notMatchedBySourcePredicates": json.dumps(by_source_preds)}
+            metrics = {
+                "numSourceRows": num_source, "numTargetRowsInserted": inserted,
+                "numTargetRowsUpdated": n_updated + n_by_source_updated,
+                "numTargetRowsDeleted": n_deleted + n_by_source_deleted, "numTargetRowsMatchedUpdated": n_updated,
+                "numTargetRowsMatchedDeleted": n_deleted,
+                "numTargetRowsNotMatchedBySourceUpdated": n_by_source_updated,
+                "numTargetRowsNotMatchedBySourceDeleted": n_by_source_deleted, "numTargetRowsCopied": copied,
+                "numOutputRows": written, "numTargetFilesAdded": len(adds),
+                "numTargetFilesRemoved": touched.num_rows if marked is None else marked.files_emptied,
+                "numTargetBytesAdded": sum(a.size for a in adds),
+                "numTargetBytesRemoved": byte_count(touched) if marked is None else 0,
+                "numTargetFilesScanned": candidates.num_rows,
+                "executionTimeMs": int((time.time() - started) * 1000),
+            }
+            if marked is not None:
+                metrics["numTargetDeletionVectorsAdded"] = len(marked.adds)
+            version = txn.commit(operation=operation, parameters=params, metrics=metrics, user_metadata=user_metadata,
+                                 extra_commit_info=extra_commit_info)
+            phases.done("commit")
+            return version
     finally:
         phases.log()
         source.unpersist()

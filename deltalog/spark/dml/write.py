@@ -169,158 +169,150 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
     if read_version is not None and txn.snapshot is not None:
         txn.read_whole_table()  # `df` read the table: what it read is not known file by file
     txn.constraints_enforced = True  # every add below comes from write_files, which checks them
-    name = table.uri
-    snapshot = txn.snapshot
-    if snapshot is not None and schema_mode != "overwrite":
-        df = _type_void_columns(df, snapshot.schema_json)
-    data_schema = dataframe_schema(df, name)
-    params: dict[str, Any] = {"mode": _SPARK_MODE[mode]}
-    started = time.time()
+    with txn.staging():
+        name = table.uri
+        snapshot = txn.snapshot
+        if snapshot is not None and schema_mode != "overwrite":
+            df = _type_void_columns(df, snapshot.schema_json)
+        data_schema = dataframe_schema(df, name)
+        params: dict[str, Any] = {"mode": _SPARK_MODE[mode]}
+        started = time.time()
 
-    if snapshot is None:
-        parts = _table_partition_names(data_schema, partition_by or [], name)
-        metadata = new_metadata(data_schema, parts, configuration, table=name)
-        if definition is not None:
-            metadata = definition.apply(metadata, name)
-        txn.update_metadata(metadata)
-        if definition is not None:
-            definition.apply_clustering(txn)
-        schema_json, conf = txn.metadata.schema_json, dict(txn.metadata.configuration)
-        remove = None
-    else:
-        if mode in ("error", "errorifexists"):
-            raise InvalidTableError(
-                f"{name}: a Delta table already exists here (version {snapshot.version}); use mode='append' "
-                f"or 'overwrite'.")
-        if mode == "ignore":
-            return None
-        current = snapshot.schema_json
-        parts = list(snapshot.partition_columns)
-        conf = dict(snapshot.configuration)
-        new_conf = {**conf, **{str(k): str(v) for k, v in (configuration or {}).items()}}
-        if schema_mode == "overwrite" and not (replace_where or overwrite_partitions):
-            if partition_by is not None:
-                parts = _table_partition_names(data_schema, partition_by, name)
-            else:
-                parts = _table_partition_names(data_schema, parts, name) if all(
-                    find_field(data_schema, p) for p in parts) else []
-            schema_json = data_schema
+        if snapshot is None:
+            parts = _table_partition_names(data_schema, partition_by or [], name)
+            metadata = new_metadata(data_schema, parts, configuration, table=name)
+            if definition is not None:
+                metadata = definition.apply(metadata, name)
+            txn.update_metadata(metadata)
+            if definition is not None:
+                definition.apply_clustering(txn)
+            schema_json, conf = txn.metadata.schema_json, dict(txn.metadata.configuration)
+            remove = None
         else:
-            if partition_by is not None and partition_by and not _same_columns(partition_by, parts):
+            if mode in ("error", "errorifexists"):
                 raise InvalidTableError(
-                    f"{name}: the table is partitioned by {parts}, not {list(partition_by)}. Overwrite it with "
-                    f"schema_mode='overwrite' to change its partitioning.")
-            if table_schema is not None:
-                schema_json = checked_table_schema(name, current, table_schema, parts)
-                check_append_schema(name, schema_json, data_schema)
-                new_conf = mapped_if_dropping(name, new_conf, current, schema_json)
-            elif schema_mode == "merge":
-                schema_json = evolved_schema(name, current, data_schema)
+                    f"{name}: a Delta table already exists here (version {snapshot.version}); use mode='append' "
+                    f"or 'overwrite'.")
+            if mode == "ignore":
+                return None
+            current = snapshot.schema_json
+            parts = list(snapshot.partition_columns)
+            conf = dict(snapshot.configuration)
+            new_conf = {**conf, **{str(k): str(v) for k, v in (configuration or {}).items()}}
+            if schema_mode == "overwrite" and not (replace_where or overwrite_partitions):
+                if partition_by is not None:
+                    parts = _table_partition_names(data_schema, partition_by, name)
+                else:
+                    parts = _table_partition_names(data_schema, parts, name) if all(
+                        find_field(data_schema, p) for p in parts) else []
+                schema_json = data_schema
             else:
-                check_append_schema(name, current, data_schema)
-                schema_json = current
-        metadata = Metadata(
-            id=snapshot.metadata.id, schema_string=schema_string(schema_json), partition_columns=parts,
-            configuration=new_conf, format=snapshot.metadata.format, name=snapshot.metadata.name,
-            description=snapshot.metadata.description, created_time=snapshot.metadata.created_time)
-        if definition is not None:
-            metadata = definition.apply(metadata, name)
-        if metadata_differs(metadata, snapshot.metadata):
-            replaces_all = mode == "overwrite" and not (replace_where or overwrite_partitions)
-            if not replaces_all:
-                # rows this write keeps must satisfy what the table now declares
-                check_existing_rows(df.sparkSession, snapshot, metadata, txn)
-            txn.update_metadata(metadata, replaces_table=replaces_all)
-        if definition is not None:
-            definition.apply_clustering(txn)
-        schema_json, conf = txn.metadata.schema_json, dict(txn.metadata.configuration)
-        remove = None
-        if mode == "overwrite":
-            if replace_where:
-                remove = delete_plan(df.sparkSession, txn, replace_where)
-                params["predicate"] = json.dumps([replace_where])
-            elif not overwrite_partitions or not parts:
-                txn.read_whole_table()
-                remove = {"remove": snapshot.files, "rewrite": snapshot.files.slice(0, 0), "keep": None,
-                          "deleted": None}
-    params["partitionBy"] = json.dumps(parts)
+                if partition_by is not None and partition_by and not _same_columns(partition_by, parts):
+                    raise InvalidTableError(
+                        f"{name}: the table is partitioned by {parts}, not {list(partition_by)}. Overwrite it with "
+                        f"schema_mode='overwrite' to change its partitioning.")
+                if table_schema is not None:
+                    schema_json = checked_table_schema(name, current, table_schema, parts)
+                    check_append_schema(name, schema_json, data_schema)
+                    new_conf = mapped_if_dropping(name, new_conf, current, schema_json)
+                elif schema_mode == "merge":
+                    schema_json = evolved_schema(name, current, data_schema)
+                else:
+                    check_append_schema(name, current, data_schema)
+                    schema_json = current
+            metadata = Metadata(
+                id=snapshot.metadata.id, schema_string=schema_string(schema_json), partition_columns=parts,
+                configuration=new_conf, format=snapshot.metadata.format, name=snapshot.metadata.name,
+                description=snapshot.metadata.description, created_time=snapshot.metadata.created_time)
+            if definition is not None:
+                metadata = definition.apply(metadata, name)
+            if metadata_differs(metadata, snapshot.metadata):
+                replaces_all = mode == "overwrite" and not (replace_where or overwrite_partitions)
+                if not replaces_all:
+                    # rows this write keeps must satisfy what the table now declares
+                    check_existing_rows(df.sparkSession, snapshot, metadata, txn)
+                txn.update_metadata(metadata, replaces_table=replaces_all)
+            if definition is not None:
+                definition.apply_clustering(txn)
+            schema_json, conf = txn.metadata.schema_json, dict(txn.metadata.configuration)
+            remove = None
+            if mode == "overwrite":
+                if replace_where:
+                    remove = delete_plan(df.sparkSession, txn, replace_where)
+                    params["predicate"] = json.dumps([replace_where])
+                elif not overwrite_partitions or not parts:
+                    txn.read_whole_table()
+                    remove = {"remove": snapshot.files, "rewrite": snapshot.files.slice(0, 0), "keep": None,
+                              "deleted": None}
+        params["partitionBy"] = json.dumps(parts)
 
-    df = _fill_missing(df, schema_json)
-    if replace_where and snapshot is not None:
-        df = _refuse_rows_outside(df, replace_where, name)
-    materialize = bool(txn.protocol and txn.protocol.has_writer_feature("materializePartitionColumns"))
-    adds = write_files(df, name, parts, schema_json, conf, method=method,
-                       store_partition_columns=materialize)
-    kept_adds: list[AddFile] = []
-    cdc = []
-    marked = remove.get("marked") if remove is not None else None
-    written_dv = [marked.dv_file] if marked is not None and marked.dv_file else []
-    if marked is not None:
-        try:
-            cdc = deleted_rows_changes(df.sparkSession, snapshot, remove["marked_files"], replace_where, method,
-                                        adds, txn.metadata)
-        except BaseException:
-            txn.discard_uncommitted([*adds, *written_dv])
-            raise
-    if remove is not None and remove.get("keep") is not None:
-        kept_adds = write_kept_rows(txn, remove, name, parts, schema_json, conf, method, materialize)
-        rewritten = pa.concat_tables([remove["remove"], remove["rewrite"]])
-        try:
-            cdc = deleted_rows_changes(df.sparkSession, snapshot, rewritten, replace_where, method, adds,
-                                        txn.metadata)
-        except BaseException:
-            txn.discard_uncommitted([*adds, *kept_adds])
-            raise
+        df = _fill_missing(df, schema_json)
+        if replace_where and snapshot is not None:
+            df = _refuse_rows_outside(df, replace_where, name)
+        materialize = bool(txn.protocol and txn.protocol.has_writer_feature("materializePartitionColumns"))
+        adds = txn.stage(write_files(df, name, parts, schema_json, conf, method=method,
+                                     store_partition_columns=materialize))
+        kept_adds: list[AddFile] = []
+        cdc = []
+        marked = remove.get("marked") if remove is not None else None
+        if marked is not None:
+            cdc = txn.stage(deleted_rows_changes(df.sparkSession, snapshot, remove["marked_files"], replace_where,
+                                                 method, adds, txn.metadata))
+        if remove is not None and remove.get("keep") is not None:
+            kept_adds = write_kept_rows(txn, remove, name, parts, schema_json, conf, method, materialize)
+            rewritten = pa.concat_tables([remove["remove"], remove["rewrite"]])
+            cdc = txn.stage(deleted_rows_changes(df.sparkSession, snapshot, rewritten, replace_where, method, adds,
+                                                 txn.metadata))
 
-    removes: list[RemoveFile] = []
-    removed_files = None
-    if overwrite_partitions and snapshot is not None and parts and remove is None:
-        # Dynamic partition overwrite: the partitions the new data lands in are replaced.
-        keys = [physical_names(schema_json, conf)[c] for c in parts]  # as the log keys them
-        written = {tuple(a.partition_values.get(k) for k in keys) for a in adds}
-        txn.read_predicate(lambda pv, _w=written, _k=keys: tuple(pv.get(k) for k in _k) in _w)
-        mask = [tuple(dict(pv or []).get(k) for k in keys) in written
-                for pv in snapshot.files.column("partition_values").to_pylist()]
-        removed_files = snapshot.files.filter(pa.array(mask, pa.bool_()))
-        params["partitionOverwriteMode"] = "DYNAMIC"
-    elif remove is not None:
-        removed_files = pa.concat_tables([remove["remove"], remove["rewrite"]]) \
-            if remove["rewrite"].num_rows else remove["remove"]
-    if removed_files is not None:
-        removes = removes_of(removed_files)
-    dv_adds = []
-    if marked is not None:  # merge-on-read: the replaced rows are marked in deletion vectors
-        removes += marked.removes
-        dv_adds = marked.adds
+        removes: list[RemoveFile] = []
+        removed_files = None
+        if overwrite_partitions and snapshot is not None and parts and remove is None:
+            # Dynamic partition overwrite: the partitions the new data lands in are replaced.
+            keys = [physical_names(schema_json, conf)[c] for c in parts]  # as the log keys them
+            written = {tuple(a.partition_values.get(k) for k in keys) for a in adds}
+            txn.read_predicate(lambda pv, _w=written, _k=keys: tuple(pv.get(k) for k in _k) in _w)
+            mask = [tuple(dict(pv or []).get(k) for k in keys) in written
+                    for pv in snapshot.files.column("partition_values").to_pylist()]
+            removed_files = snapshot.files.filter(pa.array(mask, pa.bool_()))
+            params["partitionOverwriteMode"] = "DYNAMIC"
+        elif remove is not None:
+            removed_files = pa.concat_tables([remove["remove"], remove["rewrite"]]) \
+                if remove["rewrite"].num_rows else remove["remove"]
+        if removed_files is not None:
+            removes = removes_of(removed_files)
+        dv_adds = []
+        if marked is not None:  # merge-on-read: the replaced rows are marked in deletion vectors
+            removes += marked.removes
+            dv_adds = marked.adds
 
-    if mode == "append" and snapshot is not None:
-        read = target_files_read(df, snapshot)
-        if read is not None:
-            # INSERT ... SELECT from its own target: not blind; it conflicts as a MERGE would (DESIGN.md).
-            txn.read_files(read)
-            if snapshot.partition_columns:
-                txn.read_predicate(lambda pv: True)
-    if mode == "append" and snapshot is not None and not adds and not txn.metadata_changed \
-            and txn.protocol == snapshot.protocol and not app_transactions:
-        return None  # an empty append changes nothing
-    txn.add_actions([*removes, *adds, *kept_adds, *dv_adds, *cdc, *set_transactions(app_transactions)])
-    metrics = {
-        "numFiles": len(adds) + len(kept_adds),
-        "numOutputRows": sum_records(adds) + sum_records(kept_adds),
-        "numOutputBytes": sum(a.size for a in adds) + sum(a.size for a in kept_adds),
-    }
-    if removes:
-        metrics["numRemovedFiles"] = len(removes) - len(dv_adds)
-        metrics["numRemovedBytes"] = byte_count(removed_files) if removed_files is not None else 0
-    if dv_adds:
-        metrics["numDeletionVectorsAdded"] = len(dv_adds)
-    if remove is not None and remove.get("keep") is not None:
-        metrics["numCopiedRows"] = sum_records(kept_adds)
-    if remove is not None and remove.get("deleted") is not None:
-        metrics["numDeletedRows"] = remove["deleted"]
-    metrics["executionTimeMs"] = int((time.time() - started) * 1000)
-    operation = operation or "WRITE"
-    if operation_parameters:
-        params.update(operation_parameters)
-    return txn.commit_or_discard([*adds, *kept_adds, *written_dv, *cdc], operation=operation, parameters=params,
-                              metrics=metrics, user_metadata=user_metadata, extra_commit_info=extra_commit_info)
+        if mode == "append" and snapshot is not None:
+            read = target_files_read(df, snapshot)
+            if read is not None:
+                # INSERT ... SELECT from its own target: not blind; it conflicts as a MERGE would (DESIGN.md).
+                txn.read_files(read)
+                if snapshot.partition_columns:
+                    txn.read_predicate(lambda pv: True)
+        if mode == "append" and snapshot is not None and not adds and not txn.metadata_changed \
+                and txn.protocol == snapshot.protocol and not app_transactions:
+            return None  # an empty append changes nothing
+        txn.add_actions([*removes, *adds, *kept_adds, *dv_adds, *cdc, *set_transactions(app_transactions)])
+        metrics = {
+            "numFiles": len(adds) + len(kept_adds),
+            "numOutputRows": sum_records(adds) + sum_records(kept_adds),
+            "numOutputBytes": sum(a.size for a in adds) + sum(a.size for a in kept_adds),
+        }
+        if removes:
+            metrics["numRemovedFiles"] = len(removes) - len(dv_adds)
+            metrics["numRemovedBytes"] = byte_count(removed_files) if removed_files is not None else 0
+        if dv_adds:
+            metrics["numDeletionVectorsAdded"] = len(dv_adds)
+        if remove is not None and remove.get("keep") is not None:
+            metrics["numCopiedRows"] = sum_records(kept_adds)
+        if remove is not None and remove.get("deleted") is not None:
+            metrics["numDeletedRows"] = remove["deleted"]
+        metrics["executionTimeMs"] = int((time.time() - started) * 1000)
+        operation = operation or "WRITE"
+        if operation_parameters:
+            params.update(operation_parameters)
+        return txn.commit(operation=operation, parameters=params, metrics=metrics, user_metadata=user_metadata,
+                          extra_commit_info=extra_commit_info)
