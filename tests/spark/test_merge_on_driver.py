@@ -13,6 +13,7 @@ from deltalog import row_match
 from deltalog.scan import read_table
 from deltalog.snapshot import Snapshot
 from deltalog.spark import operations as ops
+from deltalog.spark.dml import merge as merge_module
 
 pytestmark = pytest.mark.spark
 DVS = {"delta.enableDeletionVectors": "true"}
@@ -44,7 +45,7 @@ def _both_ways(spark, tmp_path, monkeypatch, build, change) -> tuple[list[dict],
         with monkeypatch.context() as m:
             m.setattr(row_match, "matching_rows", counted)
             if not on_driver:
-                m.setattr(ops, "_DRIVER_MATCH_SOURCE_ROWS", 0)
+                m.setattr(merge_module, "_DRIVER_MATCH_SOURCE_ROWS", 0)
             change(uri)
         results.append(_rows(uri))
         if on_driver:

@@ -2,7 +2,13 @@
 
 Jinja decides which operation a model needs; the @available methods here translate the model's
 config into one engine call each (deltalog.spark.operations), so each materialization is one
-atomic commit in the table's `_delta_log`."""
+atomic commit in the table's `_delta_log`.
+
+Over 800 lines: this is dbt's adapter surface (`@available` methods the materializations call, and
+the relation, catalog and constraint methods dbt's base class asks for). The work behind each lives
+elsewhere — incremental strategies in `strategies/`, model config in `model_config.py`, the catalog
+in `catalog.py` / `catalog_sql.py`, maintenance in `maintenance.py` — and each method here is the
+translation of one dbt call into one of those."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 import pyarrow as pa
@@ -29,6 +29,32 @@ from .rows import (
 )
 
 
+@dataclass(frozen=True)
+class DeletePlan:
+    """What deleting the rows that match a predicate takes, planned once from the snapshot: files removed
+    whole, files rewritten without those rows (copy-on-write, with `keep` the rows they keep), or the
+    rows marked in deletion vectors (merge-on-read); how many rows go (None: not known without a scan)."""
+
+    remove: pa.Table
+    rewrite: pa.Table
+    deleted: int | None
+    keep: DataFrame | None = None
+    keeps_ids: bool = False            # the kept rows carry their row IDs (row tracking)
+    whole_table: bool = False
+    marked: deletion_vectors.MarkedRows | None = None
+    marked_files: pa.Table | None = None
+
+    @classmethod
+    def whole(cls, files: pa.Table, deleted: int | None, whole_table: bool = False) -> "DeletePlan":
+        """Remove `files` whole."""
+        return cls(remove=files, rewrite=files.slice(0, 0), deleted=deleted, whole_table=whole_table)
+
+    @property
+    def removed(self) -> pa.Table:
+        """Every file this plan removes (whole or rewritten)."""
+        return pa.concat_tables([self.remove, self.rewrite]) if self.rewrite.num_rows else self.remove
+
+
 def _remaining_rows(spark: SparkSession, snapshot: Any, files: pa.Table, predicate: str) -> tuple[DataFrame, bool]:
     """The rows of `files` that do NOT satisfy `predicate` (null counts as not satisfied), and whether
     they keep their row IDs: on a table with row tracking they come with its hidden columns
@@ -38,15 +64,15 @@ def _remaining_rows(spark: SparkSession, snapshot: Any, files: pa.Table, predica
     return rows.filter(~F.coalesce(F.expr(predicate), F.lit(False))), keeps_ids
 
 
-def write_kept_rows(txn: Any, plan: dict[str, Any], table: str, partition_by: Sequence[str],
+def write_kept_rows(txn: Any, plan: DeletePlan, table: str, partition_by: Sequence[str],
                      schema_json: dict[str, Any], configuration: dict[str, str], method: str,
                      store_partition_columns: bool) -> list[AddFile]:
-    """The files of the rows a copy-on-write delete keeps (`plan["keep"]`), each row keeping its row ID
+    """The files of the rows a copy-on-write delete keeps (`plan.keep`), each row keeping its row ID
     and commit version in the hidden columns where the table tracks them."""
-    keeps_ids = plan.get("keeps_ids", False)
+    keeps_ids = plan.keeps_ids
     if keeps_ids:
         schema_json = row_tracking.with_materialized_fields(schema_json, configuration)
-    adds = txn.stage(write_files(plan["keep"], table, partition_by, schema_json, configuration, method=method,
+    adds = txn.stage(write_files(plan.keep, table, partition_by, schema_json, configuration, method=method,
                                  store_partition_columns=store_partition_columns))
     if keeps_ids:
         adds = [replace(a, stats=row_tracking.without_hidden_stats(a.stats, configuration)) for a in adds]
@@ -73,7 +99,7 @@ def deleted_rows_changes(spark: SparkSession, snapshot: Any, removed: pa.Table, 
                              dict(metadata.configuration), method=method)
 
 
-def delete_plan(spark: SparkSession, txn: Any, predicate: str | None) -> dict[str, Any]:
+def delete_plan(spark: SparkSession, txn: Any, predicate: str | None) -> DeletePlan:
     """What deleting the rows matching `predicate` takes: files to remove whole, files to rewrite, the
     DataFrame of rows to keep from them, and counts. Records what was read in the transaction."""
     snapshot = txn.snapshot
@@ -81,8 +107,7 @@ def delete_plan(spark: SparkSession, txn: Any, predicate: str | None) -> dict[st
     text = (predicate or "").strip()
     if not text or text.lower() in ("true", "1=1", "(true)"):
         txn.read_whole_table()
-        return {"remove": files, "rewrite": files.slice(0, 0), "keep": None, "deleted": record_count(files),
-                "whole_table": True}
+        return DeletePlan.whole(files, record_count(files), whole_table=True)
     expr = parse_sql_predicate(text)
     candidates = files_matching(snapshot, expr) if expr is not ALWAYS else files
     txn.read_files(candidates)
@@ -91,20 +116,18 @@ def delete_plan(spark: SparkSession, txn: Any, predicate: str | None) -> dict[st
     by_partition = partition_rows_matching(spark, snapshot, candidates, text)
     if by_partition is not None:
         whole = take_rows(candidates, by_partition)
-        return {"remove": whole, "rewrite": candidates.slice(0, 0), "keep": None, "deleted": record_count(whole),
-                "whole_table": False}
+        return DeletePlan.whole(whole, record_count(whole))
     if marks_enabled(txn):
         marked = mark_matching_rows(spark, snapshot, candidates, text)
         txn.stage([marked.dv_file])
         touched = {a.path for a in marked.removes}
         hit = pc.is_in(candidates.column("path"), pa.array(sorted(touched), pa.string()))
-        return {"remove": candidates.slice(0, 0), "rewrite": candidates.slice(0, 0), "keep": None,
-                "deleted": marked.rows, "whole_table": False, "marked": marked,
-                "marked_files": candidates.filter(hit)}
+        none = candidates.slice(0, 0)
+        return DeletePlan(remove=none, rewrite=none, deleted=marked.rows, marked=marked,
+                          marked_files=candidates.filter(hit))
     whole, partial, matched = split_files_by_predicate(spark, snapshot, candidates, text)
     keep, keeps_ids = _remaining_rows(spark, snapshot, partial, text) if partial.num_rows else (None, False)
-    return {"remove": whole, "rewrite": partial, "keep": keep, "deleted": matched, "whole_table": False,
-            "keeps_ids": keeps_ids}
+    return DeletePlan(remove=whole, rewrite=partial, deleted=matched, keep=keep, keeps_ids=keeps_ids)
 
 
 @reruns_after_conflict(rearranged_only)
@@ -127,16 +150,15 @@ def _delete(spark: SparkSession, txn: Any, predicate: str | None, method: str, s
             user_metadata: str | None, extra_commit_info: dict[str, Any] | None) -> int | None:
     plan = delete_plan(spark, txn, predicate)
     snapshot = txn.snapshot
-    marked = plan.get("marked")
-    if marked is not None:
+    if plan.marked is not None:
         return _commit_marked_delete(spark, txn, plan, predicate, method, started, user_metadata,
                                      extra_commit_info)
-    removed = pa.concat_tables([plan["remove"], plan["rewrite"]]) if plan["rewrite"].num_rows else plan["remove"]
+    removed = plan.removed
     if removed.num_rows == 0:
         return None
     adds: list[AddFile] = []
     cdc = []
-    if plan["keep"] is not None:
+    if plan.keep is not None:
         materialize = bool(txn.protocol and txn.protocol.has_writer_feature("materializePartitionColumns"))
         adds = write_kept_rows(txn, plan, snapshot.table_uri, snapshot.partition_columns, snapshot.schema_json,
                                snapshot.configuration, method, materialize)
@@ -147,23 +169,23 @@ def _delete(spark: SparkSession, txn: Any, predicate: str | None, method: str, s
         "numRemovedBytes": byte_count(removed), "numAddedBytes": sum(a.size for a in adds),
         "numCopiedRows": sum_records(adds), "executionTimeMs": int((time.time() - started) * 1000),
     }
-    if plan["deleted"] is not None:
-        metrics["numDeletedRows"] = plan["deleted"]
+    if plan.deleted is not None:
+        metrics["numDeletedRows"] = plan.deleted
     pred = (predicate or "").strip()
     return txn.commit(operation="DELETE", parameters={"predicate": json.dumps([pred] if pred else [])},
                       metrics=metrics, user_metadata=user_metadata, extra_commit_info=extra_commit_info)
 
 
-def _commit_marked_delete(spark: SparkSession, txn: Any, plan: dict[str, Any], predicate: str | None, method: str,
+def _commit_marked_delete(spark: SparkSession, txn: Any, plan: DeletePlan, predicate: str | None, method: str,
                           started: float, user_metadata: str | None,
                           extra_commit_info: dict[str, Any] | None) -> int | None:
     """The commit of a merge-on-read DELETE: each touched file is removed as it was and added again
     with its new deletion vector (or only removed when no row is left)."""
-    marked: deletion_vectors.MarkedRows = plan["marked"]
+    marked = plan.marked
     if not marked.removes:
         return None
     snapshot = txn.snapshot
-    cdc = txn.stage(deleted_rows_changes(spark, snapshot, plan["marked_files"], predicate, method))
+    cdc = txn.stage(deleted_rows_changes(spark, snapshot, plan.marked_files, predicate, method))
     txn.add_actions([*marked.removes, *marked.adds, *cdc])
     metrics = {
         "numRemovedFiles": marked.files_emptied, "numAddedFiles": 0, "numCopiedRows": 0,

@@ -1,13 +1,17 @@
 """MERGE INTO: candidate files from min/max stats of the join keys, then a join on the files' rows to find
 the files that really hold matched rows; only those are rewritten (copy-on-write) or have their rows
-marked in deletion vectors, with only the new versions of the rows written (merge-on-read). One commit."""
+marked in deletion vectors, with only the new versions of the rows written (merge-on-read). One commit.
+
+Just over 800 lines: `MergePlan` (the clauses and the flags derived from them), `merge` (its phases —
+source, candidates, matching, the new rows, marks or rewrites, change feed, commit — share the cached
+source and the matched rows), and the helpers only a merge uses (matching on the driver, unique keys)."""
 from __future__ import annotations
 
 import json
 import logging
 import math
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -102,6 +106,80 @@ def _stored_value(column: str, stored: Any, wanted: Any) -> Column:
     return cast_by_name(F.col(column), stored, wanted)
 
 
+@dataclass(frozen=True)
+class MergePlan:
+    """A MERGE's clauses, resolved against the table's columns, and how it runs, decided once from the
+    request and the table: every flag the run consults is derived here."""
+
+    on: str
+    update: dict[str, str] | None             # when matched: {target column: SQL}
+    update_condition: str | None
+    delete_condition: str | None              # when matched (checked before the update)
+    insert: dict[str, str] | None             # when not matched: {target column: SQL}
+    insert_condition: str | None
+    by_source_delete: bool                    # when not matched by source
+    by_source_update: dict[str, str] | None
+    by_source_condition: str | None
+    marking: bool                             # merge-on-read: changed rows are marked in deletion vectors
+    feed: bool                                # the table records its change data feed
+
+    @classmethod
+    def of(cls, txn: Any, on: str, target_columns: list[str], source_columns: list[str], source_alias: str,
+           target_alias: str, *, update: Any, update_condition: str | None, delete_condition: str | None,
+           insert: Any, insert_condition: str | None, by_source_delete: bool, by_source_update: Any,
+           by_source_condition: str | None) -> "MergePlan":
+        name = txn.table_uri
+        if by_source_delete and by_source_update is not None:
+            raise ValueError(f"{name}: a merge deletes or updates the rows the source does not match, not both.")
+
+        def assigned(spec: Any, columns: list[str], kind: str) -> dict[str, str] | None:
+            return None if spec is None else _assignments(spec, target_columns, columns, source_alias, target_alias,
+                                                           name, kind)
+
+        return cls(on=on, update=assigned(update, source_columns, "update"), update_condition=update_condition,
+                   delete_condition=delete_condition, insert=assigned(insert, source_columns, "insert"),
+                   insert_condition=insert_condition, by_source_delete=bool(by_source_delete),
+                   by_source_update=assigned(by_source_update, [], "update"), by_source_condition=by_source_condition,
+                   marking=marks_enabled(txn), feed=change_data.is_enabled(txn.metadata.configuration))
+
+    @property
+    def has_matched(self) -> bool:
+        """A clause acts on matched rows."""
+        return self.update is not None or self.delete_condition is not None
+
+    @property
+    def by_source(self) -> bool:
+        """A clause acts on the target rows no source row matches (it reads every row of the table)."""
+        return self.by_source_delete or self.by_source_update is not None
+
+    @property
+    def by_row(self) -> bool:
+        """The target rows of matched pairs are needed by row (file, row index)."""
+        return self.has_matched or self.by_source
+
+    @property
+    def carry(self) -> bool:
+        """Merge-on-read writes only the new versions of changed rows, built (with the change feed's
+        pre-images) from target values carried through the matching join, so the touched files are not
+        scanned a second time. Rows no source row matches come from a scan of their own instead."""
+        return self.marking and not self.by_source
+
+    def operation_parameters(self) -> dict[str, str]:
+        """The commit's operationParameters, as delta-spark writes them for a MERGE."""
+        def clause(action: str, predicate: str | None) -> dict[str, str]:
+            return {"actionType": action, **({"predicate": predicate} if predicate else {})}
+
+        matched = ([{"actionType": "delete", "predicate": self.delete_condition}]
+                   if self.delete_condition is not None else []) + \
+            ([clause("update", self.update_condition)] if self.update is not None else [])
+        not_matched = [clause("insert", self.insert_condition)] if self.insert is not None else []
+        by_source = [clause("delete" if self.by_source_delete else "update", self.by_source_condition)] \
+            if self.by_source else []
+        return {"predicate": json.dumps([self.on]), "matchedPredicates": json.dumps(matched),
+                "notMatchedPredicates": json.dumps(not_matched),
+                "notMatchedBySourcePredicates": json.dumps(by_source)}
+
+
 class MergeDuplicateSourceError(InvalidTableError):
     """Several source rows matched one target row (Delta's DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE)."""
 
@@ -161,25 +239,16 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
     started = time.time()
     S, T = quote_identifier(source_alias), quote_identifier(target_alias)
 
-    update = _assignments(when_matched_update, target_columns, source_df.columns, source_alias, target_alias,
-                          name, "update") if when_matched_update is not None else None
-    insert = _assignments(when_not_matched_insert, target_columns, source_df.columns, source_alias, target_alias,
-                          name, "insert") if when_not_matched_insert is not None else None
-    has_matched = update is not None or when_matched_delete_condition is not None
-    if when_not_matched_by_source_delete and when_not_matched_by_source_update is not None:
-        raise ValueError(f"{name}: a merge deletes or updates the rows the source does not match, not both.")
-    by_source_update = _assignments(when_not_matched_by_source_update, target_columns, [], source_alias,
-                                    target_alias, name, "update") \
-        if when_not_matched_by_source_update is not None else None
-    by_source = when_not_matched_by_source_delete or by_source_update is not None
-    # the target rows of matched pairs are needed by row (file, row index) for either kind of clause
-    by_row = has_matched or by_source
-    # Merge-on-read marks the changed rows and writes only their new versions: those (and the change
-    # feed's pre-images) are built from target values carried through the matching join, so the touched
-    # files are not scanned a second time. Rows no source row matches come from a scan of their own.
-    marking = marks_enabled(txn)
-    carry = marking and not by_source
-    feed = change_data.is_enabled(txn.metadata.configuration)
+    plan = MergePlan.of(txn, on, target_columns, source_df.columns, source_alias, target_alias,
+                        update=when_matched_update, update_condition=when_matched_condition,
+                        delete_condition=when_matched_delete_condition, insert=when_not_matched_insert,
+                        insert_condition=when_not_matched_condition,
+                        by_source_delete=when_not_matched_by_source_delete,
+                        by_source_update=when_not_matched_by_source_update,
+                        by_source_condition=when_not_matched_by_source_condition)
+    update, insert, by_source_update = plan.update, plan.insert, plan.by_source_update
+    by_source, by_row = plan.by_source, plan.by_row
+    marking, carry, feed = plan.marking, plan.carry, plan.feed
 
     # The source is read several times (bounds, join, inserts): compute it once, as delta-spark does.
     # Each row gets an id (stable: it is computed once, into the cache) so the inserts are the source
@@ -513,29 +582,7 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
                 cdc = txn.stage(write_change_data(changed, name, snapshot.partition_columns, txn.metadata.schema_json,
                                                   dict(txn.metadata.configuration), method=method))
             txn.add_actions([*removes, *adds_committed, *cdc, *set_transactions(app_transactions)])
-            matched_preds = []
-            if when_matched_delete_condition is not None:
-                matched_preds.append({"actionType": "delete", "predicate": when_matched_delete_condition})
-            if update is not None:
-                p = {"actionType": "update"}
-                if when_matched_condition:
-                    p["predicate"] = when_matched_condition
-                matched_preds.append(p)
-            not_matched = []
-            if insert is not None:
-                p = {"actionType": "insert"}
-                if when_not_matched_condition:
-                    p["predicate"] = when_not_matched_condition
-                not_matched.append(p)
-            by_source_preds = []
-            if by_source:
-                p = {"actionType": "delete" if when_not_matched_by_source_delete else "update"}
-                if when_not_matched_by_source_condition:
-                    p["predicate"] = when_not_matched_by_source_condition
-                by_source_preds.append(p)
-            params = {"predicate": json.dumps([on]), "matchedPredicates": json.dumps(matched_preds),
-                      "notMatchedPredicates": json.dumps(not_matched),
-                      "notMatchedBySourcePredicates": json.dumps(by_source_preds)}
+            params = plan.operation_parameters()
             metrics = {
                 "numSourceRows": num_source, "numTargetRowsInserted": inserted,
                 "numTargetRowsUpdated": n_updated + n_by_source_updated,

@@ -23,7 +23,7 @@ from ...transaction import rearranged_only, reruns_after_conflict
 from ..writer import write_files
 from .files import byte_count, removes_of, set_transactions, sum_records, target_files_read
 from .alter import check_existing_rows, mapped_if_dropping, metadata_differs
-from .delete import delete_plan, deleted_rows_changes, write_kept_rows
+from .delete import DeletePlan, delete_plan, deleted_rows_changes, write_kept_rows
 
 
 _SPARK_MODE = {"append": "Append", "overwrite": "Overwrite", "error": "ErrorIfExists",
@@ -242,8 +242,7 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
                     params["predicate"] = json.dumps([replace_where])
                 elif not overwrite_partitions or not parts:
                     txn.read_whole_table()
-                    remove = {"remove": snapshot.files, "rewrite": snapshot.files.slice(0, 0), "keep": None,
-                              "deleted": None}
+                    remove = DeletePlan.whole(snapshot.files, None)
         params["partitionBy"] = json.dumps(parts)
 
         df = _fill_missing(df, schema_json)
@@ -254,13 +253,13 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
                                      store_partition_columns=materialize))
         kept_adds: list[AddFile] = []
         cdc = []
-        marked = remove.get("marked") if remove is not None else None
+        marked = remove.marked if remove is not None else None
         if marked is not None:
-            cdc = txn.stage(deleted_rows_changes(df.sparkSession, snapshot, remove["marked_files"], replace_where,
+            cdc = txn.stage(deleted_rows_changes(df.sparkSession, snapshot, remove.marked_files, replace_where,
                                                  method, adds, txn.metadata))
-        if remove is not None and remove.get("keep") is not None:
+        if remove is not None and remove.keep is not None:
             kept_adds = write_kept_rows(txn, remove, name, parts, schema_json, conf, method, materialize)
-            rewritten = pa.concat_tables([remove["remove"], remove["rewrite"]])
+            rewritten = remove.removed
             cdc = txn.stage(deleted_rows_changes(df.sparkSession, snapshot, rewritten, replace_where, method, adds,
                                                  txn.metadata))
 
@@ -276,8 +275,7 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
             removed_files = snapshot.files.filter(pa.array(mask, pa.bool_()))
             params["partitionOverwriteMode"] = "DYNAMIC"
         elif remove is not None:
-            removed_files = pa.concat_tables([remove["remove"], remove["rewrite"]]) \
-                if remove["rewrite"].num_rows else remove["remove"]
+            removed_files = remove.removed
         if removed_files is not None:
             removes = removes_of(removed_files)
         dv_adds = []
@@ -306,10 +304,10 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
             metrics["numRemovedBytes"] = byte_count(removed_files) if removed_files is not None else 0
         if dv_adds:
             metrics["numDeletionVectorsAdded"] = len(dv_adds)
-        if remove is not None and remove.get("keep") is not None:
+        if remove is not None and remove.keep is not None:
             metrics["numCopiedRows"] = sum_records(kept_adds)
-        if remove is not None and remove.get("deleted") is not None:
-            metrics["numDeletedRows"] = remove["deleted"]
+        if remove is not None and remove.deleted is not None:
+            metrics["numDeletedRows"] = remove.deleted
         metrics["executionTimeMs"] = int((time.time() - started) * 1000)
         operation = operation or "WRITE"
         if operation_parameters:
