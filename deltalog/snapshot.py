@@ -8,11 +8,14 @@ sequence number (last in log order) wins, found with an Arrow group-by.
 from __future__ import annotations
 
 import bisect
+import copy
+import json
 import contextlib
 import gc
 import logging
 import re
 import time
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any, Iterable
 from urllib.parse import unquote
@@ -186,7 +189,28 @@ class Snapshot:
             version = version_at_timestamp(store, _to_ms(timestamp))
         return _load(store, version)
 
-    # ---- derived views
+    # ---- views of the same version
+
+    def restricted_to(self, files: pa.Table) -> "Snapshot":
+        """This snapshot as if `files` (rows of `files`) were its only live files: for reading just those."""
+        view = copy.copy(self)
+        view.files = files
+        return view
+
+    def with_metadata(self, metadata: Metadata) -> "Snapshot":
+        """This snapshot read under other metadata (the one a commit writes, a schema with more columns):
+        readers then read its files in that schema, with nulls where a file lacks a column."""
+        view = copy.copy(self)
+        view.metadata = metadata
+        return view
+
+    def with_extra_columns(self, fields: list[dict[str, Any]]) -> "Snapshot":
+        """This snapshot with `fields` (Spark StructField JSON) after its columns, e.g. hidden row tracking
+        columns, so that every reader reads them too."""
+        schema = {**self.schema_json, "fields": [*self.schema_json["fields"], *fields]}
+        return self.with_metadata(replace(self.metadata, schema_string=json.dumps(schema)))
+
+    # ---- derived
 
     @property
     def schema_json(self) -> dict[str, Any]:

@@ -2,7 +2,6 @@
 of versions as one DataFrame (see `deltalog.change_data` for the log side)."""
 from __future__ import annotations
 
-import copy
 from dataclasses import replace
 from typing import Any, Sequence
 
@@ -61,8 +60,8 @@ def changes_dataframe(spark: SparkSession, table: str | LogStore, start_version:
     snapshot, commits = commit_changes(store, start_version, end_version)
     columns = [quote_identifier(f["name"]) for f in snapshot.schema_json["fields"]]
     extra = [CHANGE_TYPE_COLUMN, COMMIT_VERSION_COLUMN, COMMIT_TIMESTAMP_COLUMN]
-    cdc_view = copy.copy(snapshot)
-    cdc_view.metadata = replace(snapshot.metadata, schema_string=schema_string(with_change_type(snapshot.schema_json)))
+    cdc_view = snapshot.with_metadata(
+        replace(snapshot.metadata, schema_string=schema_string(with_change_type(snapshot.schema_json))))
     parts = []
     for kind, view in (("cdc", cdc_view), ("inserted", snapshot), ("deleted", snapshot)):
         # commits whose files stand for some of their rows are read one by one: a path (and its DV)

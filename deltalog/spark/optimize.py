@@ -10,7 +10,6 @@ the new files are clustered, into a set of their own; otherwise the partition is
 """
 from __future__ import annotations
 
-import copy
 import json
 import math
 import uuid
@@ -58,9 +57,7 @@ def _partition_key(values: Any) -> tuple:
 
 def _subset(snapshot: Any, files: pa.Table) -> Any:
     """The snapshot restricted to some of its files (for reading just those with Spark)."""
-    view = copy.copy(snapshot)
-    view.files = files
-    return view
+    return snapshot.restricted_to(files)
 
 
 def normalize_zorder_by(zorder_by: Any) -> list[str]:

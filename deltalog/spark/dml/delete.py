@@ -3,7 +3,6 @@ matching rows marked in deletion vectors (merge-on-read) or are rewritten withou
 `delete_plan` is shared with `write_dataframe`'s replaceWhere, which deletes before it appends."""
 from __future__ import annotations
 
-import copy
 import json
 import time
 from dataclasses import dataclass, replace
@@ -91,10 +90,8 @@ def deleted_rows_changes(spark: SparkSession, snapshot: Any, removed: pa.Table, 
     changes = [change_rows(files_dataframe(spark, snapshot, removed).filter(F.coalesce(F.expr(predicate), F.lit(False))),
                            metadata.schema_json, change_data.DELETE)]
     if inserted:
-        view = copy.copy(snapshot)
-        view.metadata = metadata
         files = files_table([a.to_dict() for a in inserted])
-        changes.append(change_rows(files_dataframe(spark, view, files), metadata.schema_json, change_data.INSERT))
+        changes.append(change_rows(files_dataframe(spark, snapshot.with_metadata(metadata), files), metadata.schema_json, change_data.INSERT))
     return write_change_data(changes, snapshot.table_uri, metadata.partition_columns, metadata.schema_json,
                              dict(metadata.configuration), method=method)
 

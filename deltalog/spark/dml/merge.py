@@ -38,7 +38,7 @@ from .files import (
     add_files_of, byte_count, record_count, record_only, removes_of, set_transactions, sum_records, take_rows,
 )
 from .rows import (
-    ACTION_COLUMN, FileKeys, ROW_ID_COLUMN, WithHiddenColumns, actions_per_file, marked_rows_by_file, marks_enabled,
+    ACTION_COLUMN, FileKeys, ROW_ID_COLUMN, actions_per_file, marked_rows_by_file, marks_enabled,
     rows_with_row_ids, with_default_row_ids,
 )
 from .alter import mapped_if_dropping
@@ -348,7 +348,7 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
                 if keep_ids:
                     fields = row_tracking.materialized_fields(snapshot.configuration)
                     hidden = [f["name"] for f in fields]
-                    target_keys = FileKeys(spark, WithHiddenColumns(snapshot, fields[:1]), candidates)
+                    target_keys = FileKeys(spark, snapshot.with_extra_columns(fields[:1]), candidates)
                 target = (target_keys.dataframe(candidates, with_deleted=late is not None) if by_row else
                           files_dataframe(spark, snapshot, candidates)).alias(target_alias)
                 joined = target.join(F.broadcast(src) if small_source else src, F.expr(on), "inner")

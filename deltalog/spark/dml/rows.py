@@ -68,18 +68,6 @@ class FileKeys:
         return row_of
 
 
-class WithHiddenColumns:
-    """A snapshot whose schema has extra (hidden) columns at its end, so that every reader reads them
-    too (nulls where a file lacks them)."""
-
-    def __init__(self, snapshot: Any, fields: list[dict[str, Any]]):
-        self._snapshot = snapshot
-        self.schema_json = {**snapshot.schema_json, "fields": [*snapshot.schema_json["fields"], *fields]}
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._snapshot, name)
-
-
 def rows_with_row_ids(spark: SparkSession, snapshot: Any, files: pa.Table, like: FileKeys | None = None) -> DataFrame:
     """The rows of `files` (live files of `snapshot`, which `row_tracking.keeps_row_ids`) with the table's
     columns plus its two hidden row tracking columns holding each row's row ID and row commit version:
@@ -88,7 +76,7 @@ def rows_with_row_ids(spark: SparkSession, snapshot: Any, files: pa.Table, like:
     `row_tracking.with_materialized_fields`; with `like`, also that key's column and ROW_INDEX_COLUMN
     (as `like.dataframe` gives them)."""
     fields = row_tracking.materialized_fields(snapshot.configuration)
-    view = WithHiddenColumns(snapshot, fields)
+    view = snapshot.with_extra_columns(fields)
     keys = FileKeys(spark, view, files, by_size=like.by_size if like is not None else None)
     df = keys.dataframe(files)
     row_id, version = (f["name"] for f in fields)
