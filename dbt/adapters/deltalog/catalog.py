@@ -26,6 +26,9 @@ LOG_DIR = "_delta_log"
 
 # (schema, name) -> location of Delta tables declared as dbt sources with a location; filled as
 # dbt resolves source() (DeltalogRelation.create_from), read wherever a relation is located.
+# Module state on purpose: dbt resolves source() with a bare quoting object (no config, no
+# credentials, no adapter: dbt.context.providers.RuntimeSourceResolver), so this is the only place
+# the relation can leave its location for the adapter.
 EXTERNAL_TABLES: Dict[Tuple[str, str], str] = {}
 # The dbt project's folder: relative source locations and location_root are resolved against it.
 PROJECT_ROOT: Optional[str] = None
