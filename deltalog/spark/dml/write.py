@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from typing import Any, Sequence
 
@@ -24,6 +25,8 @@ from ..writer import write_files
 from .files import byte_count, removes_of, set_transactions, sum_records, target_files_read
 from .alter import check_existing_rows, mapped_if_dropping, metadata_differs
 from .delete import DeletePlan, delete_plan, deleted_rows_changes, write_kept_rows
+
+log = logging.getLogger(__name__)
 
 
 _SPARK_MODE = {"append": "Append", "overwrite": "Overwrite", "error": "ErrorIfExists",
@@ -131,7 +134,8 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
                     method: str = "native", table_schema: dict[str, Any] | None = None,
                     definition: TableDefinition | None = None,
                     app_transactions: dict[str, int] | None = None,
-                    read_version: int | None = None) -> int | None:
+                    read_version: int | None = None, txn_app_id: str | None = None,
+                    txn_version: int | None = None) -> int | None:
     """Write a DataFrame to a Delta table in one commit (creating the table as version 0 when absent).
 
     mode: 'append' (a blind append), 'overwrite' (remove all live files, add the new ones; history is
@@ -149,6 +153,9 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
     read_version: the version of this table `df` was computed from (it reads the table it writes): the
     commit is made against that version (an overwrite removes exactly its files) and is checked, as a
     read of the whole table, against every commit landed since: none is overwritten unseen.
+    txn_app_id, txn_version: an idempotent write, as delta-spark's options of these names: when the table
+    already records `txn_version` or a later one for `txn_app_id`, nothing is written (None); otherwise
+    the commit records it. A concurrent commit of the same app id is a ConcurrentTransactionException.
     """
     mode = (mode or "append").lower()
     if mode not in WRITE_MODES:
@@ -157,6 +164,12 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
         raise ValueError(f"{table_uri}: schema_mode {schema_mode!r} is not one of None, 'merge', 'overwrite'.")
     if isinstance(partition_by, str):
         partition_by = [partition_by]
+    if (txn_app_id is None) != (txn_version is None):
+        raise ValueError(f"{table_uri}: an idempotent write needs both txn_app_id and txn_version (got "
+                         f"txn_app_id={txn_app_id!r}, txn_version={txn_version!r}).")
+    if txn_version is not None and (isinstance(txn_version, bool) or not isinstance(txn_version, int)
+                                    or txn_version < 0):
+        raise ValueError(f"{table_uri}: txn_version must be a whole number >= 0, got {txn_version!r}.")
     if (replace_where or overwrite_partitions) and mode != "overwrite":
         raise ValueError(f"{table_uri}: replace_where and overwrite_partitions need mode='overwrite' (got {mode!r}).")
     if replace_where and overwrite_partitions:
@@ -169,6 +182,13 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
     if read_version is not None and txn.snapshot is not None:
         txn.read_whole_table()  # `df` read the table: what it read is not known file by file
     txn.constraints_enforced = True  # every add below comes from write_files, which checks them
+    if txn_app_id is not None:
+        done = txn.read_app_transaction(txn_app_id)
+        if done is not None and done >= txn_version:
+            log.info("%s: %s version %d is committed already (the table records %d); nothing written",
+                     table.uri, txn_app_id, txn_version, done)
+            return None
+        app_transactions = {**(app_transactions or {}), txn_app_id: txn_version}
     with txn.staging():
         name = table.uri
         snapshot = txn.snapshot
