@@ -430,6 +430,41 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
             relation, df, model, "CREATE OR REPLACE TABLE AS SELECT" if existed else "CREATE TABLE AS SELECT")
         return self._refreshed(relation, "OVERWRITE" if existed else "CREATE", version)
 
+    @available
+    def stream_files(self, path: str, format: str = "json", schema: Optional[str] = None,
+                     options: Optional[Dict[str, Any]] = None) -> str:
+        """`{{ stream_files(...) }}`: a streaming view over files landing in `path`, for a streaming_table."""
+        from dbt.adapters.deltalog.streaming import StreamingConfigError, file_stream_view
+
+        try:
+            return file_stream_view(self.spark, path, format, schema, options,
+                                    getattr(self.config, "project_root", None) or catalog.PROJECT_ROOT)
+        except StreamingConfigError as exc:
+            raise CompilationError(str(exc)) from None
+
+    @available
+    @_reported
+    def write_streaming_table(self, relation: BaseRelation, sql: str, model: Any = None,
+                              full_refresh: bool = False) -> AdapterResponse:
+        """`streaming_table`: the model's stream into the table until everything available is in, each
+        micro-batch one commit, exactly once (dbt/adapters/deltalog/streaming.py)."""
+        from dbt.adapters.deltalog import streaming
+
+        config = _get(model, "config") or {}
+        name = _get(model, "unique_id") or str(relation)
+        try:
+            trigger = streaming.trigger_of(config, name)
+            df = self._model_dataframe(sql, model)
+            self.warehouse.create_schema(relation.schema)
+            done = streaming.run_streaming_table(
+                self.spark, df, self.table_uri(relation), full_refresh=full_refresh, trigger=trigger,
+                partition_by=_as_list(_get(config, "partition_by")), model=name)
+        except streaming.StreamingConfigError as exc:
+            raise CompilationError(str(exc)) from None
+        SESSION_VIEWS.ensure(self.spark, self.warehouse, relation.schema, relation.identifier)
+        return AdapterResponse(_message=f"STREAMED {done['batches']} batch(es), {done['rows']} row(s): version "
+                                        f"{done['version']}", rows_affected=done["rows"])
+
     def _replace_table(self, relation: BaseRelation, df: Any, model: Any, operation: str) -> Optional[int]:
         """Create the table (version 0), or replace its rows and schema in one overwrite commit; a dbt
         view of the same name gives way first."""

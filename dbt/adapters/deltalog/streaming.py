@@ -1,0 +1,130 @@
+"""Streaming tables: `materialized='streaming_table'`, a model whose SQL reads a stream (files landing in
+a folder, through `{{ stream_files(...) }}`), run by `dbt run` with Structured Streaming's `availableNow`
+trigger: everything new since the last run, each micro-batch one commit carrying `txn(app id, batch id)`
+(`deltalog.spark.streaming.batch_writer`), then the model finishes.
+
+The streaming checkpoint (offsets, sources) lives beside the table's data in `_dbt_streaming/`, a folder
+Delta readers never read and VACUUM (ours and delta-spark's) leaves alone: the table and the position in
+its stream move together. The app id is made once per checkpoint and kept in it: `--full-refresh` starts
+a new checkpoint and a new app id, and the first batch replaces the table (a new version, history kept).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import uuid
+from typing import Any, Dict, Optional
+
+from deltalog import filesystem as fs
+
+CHECKPOINT_DIR = "_dbt_streaming"
+APP_ID_FILE = "app_id"
+FORMATS = ("json", "csv", "parquet", "text", "orc")
+
+
+class StreamingConfigError(ValueError):
+    """A streaming model's config or source cannot run: names the model and what is allowed."""
+
+
+def file_stream_view(spark: Any, path: str, fmt: str, schema: Optional[str], options: Optional[Dict[str, Any]],
+                     project_root: Optional[str]) -> str:
+    """A temporary view over Spark's file stream source on `path` (relative to the project folder, or a
+    URI), for the model's SQL to select from; its name."""
+    fmt = str(fmt or "").lower()
+    if fmt not in FORMATS:
+        raise StreamingConfigError(f"stream_files('{path}'): format {fmt!r} is not one of {', '.join(FORMATS)}.")
+    if fmt != "parquet" and not schema:
+        raise StreamingConfigError(
+            f"stream_files('{path}', format='{fmt}'): a file stream needs the rows' schema (Spark does not infer "
+            f"it for a stream), e.g. schema='order_id bigint, amount double'.")
+    if "://" not in str(path) and not os.path.isabs(os.path.expanduser(str(path))):
+        path = os.path.abspath(os.path.join(project_root or ".", os.path.expanduser(str(path))))
+    reader = spark.readStream.format(fmt).options(**{str(k): str(v) for k, v in (options or {}).items()})
+    if schema:
+        reader = reader.schema(schema)
+    name = "deltalog_stream_" + hashlib.sha1(f"{path}|{fmt}|{schema}|{sorted((options or {}).items())}"
+                                             .encode()).hexdigest()[:16]
+    reader.load(str(path)).createOrReplaceTempView(name)
+    return name
+
+
+def trigger_of(config: Dict[str, Any], model: str) -> Dict[str, Any]:
+    """The Structured Streaming trigger a `dbt run` uses: `available_now` (the default)."""
+    trigger = config.get("trigger", "available_now")
+    if trigger in ("available_now", {"available_now": True}):
+        return {"availableNow": True}
+    raise StreamingConfigError(
+        f"Model '{model}': trigger={trigger!r} is not one a dbt run can use. `dbt run` runs a streaming table with "
+        f"trigger='available_now' (everything new, then the model finishes); a continuously running stream "
+        f"(processing_time) is not built yet.")
+
+
+def run_streaming_table(spark: Any, df: Any, table_uri: str, *, full_refresh: bool, trigger: Dict[str, Any],
+                        partition_by: Optional[list], model: str) -> Dict[str, Any]:
+    """Run the model's streaming DataFrame into the table until everything available is in; what it
+    did: batches, rows and the table's last version."""
+    from deltalog.snapshot import Snapshot
+    from deltalog.spark.operations import write_dataframe
+    from deltalog.spark.streaming import batch_writer
+
+    if not df.isStreaming:
+        raise StreamingConfigError(
+            f"Model '{model}': a streaming_table reads a stream — select from {{{{ stream_files(...) }}}} (or return "
+            f"a streaming DataFrame from a Python model); this model's query reads no stream. Use "
+            f"materialized='table' or 'incremental' for a batch query.")
+    checkpoint_root = fs.join(table_uri, CHECKPOINT_DIR)
+    if full_refresh and not fs.is_object_store_uri(checkpoint_root):
+        shutil.rmtree(checkpoint_root, ignore_errors=True)
+    elif full_refresh:
+        fs.delete_tree(checkpoint_root)
+    app_id = _app_id(checkpoint_root)
+    write = batch_writer(table_uri, app_id, partition_by=partition_by or None)
+    stats = {"batches": 0, "rows": 0}
+    replaced = {"done": not full_refresh}
+
+    def sink(batch: Any, batch_id: int) -> None:
+        if not replaced["done"]:  # --full-refresh: the first batch replaces the table
+            write_dataframe(batch, table_uri, mode="overwrite", schema_mode="overwrite", txn_app_id=app_id,
+                            txn_version=int(batch_id), partition_by=partition_by or None)
+            replaced["done"] = True
+        else:
+            write(batch, batch_id)
+        stats["batches"] += 1
+
+    query = (df.writeStream.foreachBatch(sink).option("checkpointLocation", fs.join(checkpoint_root, "checkpoint"))
+             .trigger(**trigger).start())
+    try:
+        query.awaitTermination()
+    finally:
+        query.stop()
+    if query.exception() is not None:
+        raise query.exception()
+    exists = _is_table(table_uri)
+    if not exists or not replaced["done"]:
+        # no data yet (or none since a full refresh): the table exists, empty, with the stream's columns
+        empty = spark.createDataFrame([], df.schema)
+        write_dataframe(empty, table_uri, mode="overwrite", schema_mode="overwrite" if exists else None,
+                        partition_by=partition_by or None)
+    snapshot = Snapshot.load(table_uri)
+    stats["rows"] = sum(int(p.get("numInputRows", 0)) for p in (query.recentProgress or []))
+    stats["version"] = snapshot.version
+    return stats
+
+
+def _is_table(table_uri: str) -> bool:
+    from deltalog.table import DeltaTable
+
+    return DeltaTable(table_uri).exists()
+
+
+def _app_id(checkpoint_root: str) -> str:
+    """The app id of this streaming checkpoint: made when the checkpoint is, kept in it."""
+    where = fs.join(checkpoint_root, APP_ID_FILE)
+    if fs.exists(where):
+        return fs.read_bytes(where).decode().strip()
+    app_id = f"dbt-streaming-{uuid.uuid4()}"
+    if not fs.is_object_store_uri(checkpoint_root):
+        os.makedirs(checkpoint_root, exist_ok=True)
+    fs.write_bytes(where, app_id.encode())
+    return app_id

@@ -1,0 +1,25 @@
+{#- A model whose SQL reads a stream ({{ stream_files(...) }}): `dbt run` takes everything new since the
+    last run (trigger available_now), each micro-batch one exactly-once commit, then finishes. -#}
+{% materialization streaming_table, adapter='deltalog', supported_languages=['sql', 'python'] %}
+  {%- set target_relation = this.incorporate(type='table') -%}
+
+  {{ run_hooks(pre_hooks) }}
+
+  {% set response = adapter.write_streaming_table(target_relation, compiled_code, model, should_full_refresh()) %}
+  {% do store_result('main', response=response) %}
+
+  {{ run_hooks(post_hooks) }}
+
+  {{ return({'relations': [target_relation]}) }}
+{% endmaterialization %}
+
+
+{#- Files landing in a folder (relative to the project, or a URI), as a stream for a streaming_table's
+    SQL: format json, csv, parquet, text or orc; `schema` as Spark DDL (needed but for parquet). -#}
+{% macro stream_files(path, format='json', schema=none, options={}) -%}
+  {%- if execute -%}
+    {{- return(adapter.stream_files(path, format, schema, options)) -}}
+  {%- else -%}
+    {{- return('deltalog_stream_unresolved') -}}
+  {%- endif -%}
+{%- endmacro %}

@@ -1,0 +1,104 @@
+"""`materialized='streaming_table'` through dbt: files landing in a folder (`stream_files`), each `dbt run`
+taking what is new (trigger available_now) in exactly-once commits; a downstream model reads the table;
+`--full-refresh` starts the stream over into a new version; the checkpoint beside the table is left
+alone by VACUUM; what a dbt run cannot do is refused by name."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import deltalake
+import pytest
+from dbt.tests.util import run_dbt, run_dbt_and_capture
+
+from deltalog.operations.vacuum import vacuum
+from deltalog.snapshot import Snapshot
+
+pytestmark = pytest.mark.dbt
+
+ORDERS = """
+{{ config(materialized='streaming_table') }}
+select order_id, amount * 2 as doubled
+from {{ stream_files(var('landing'), format='json', schema='order_id bigint, amount bigint') }}
+"""
+
+TOTALS = """
+{{ config(materialized='table') }}
+select count(*) as n, sum(doubled) as total from {{ ref('orders_stream') }}
+"""
+
+
+def _land(folder: Path, name: str, ids: range) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{name}.tmp"
+    tmp.write_text("".join(json.dumps({"order_id": i, "amount": i}) + "\n" for i in ids))
+    os.replace(tmp, folder / name)
+
+
+def _ids(table: Path) -> list[int]:
+    return sorted(deltalake.DeltaTable(str(table)).to_pyarrow_table().column("order_id").to_pylist())
+
+
+class TestStreamingTable:
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"orders_stream.sql": ORDERS, "order_totals.sql": TOTALS}
+
+    def test_each_run_takes_what_is_new_exactly_once(self, project, deltalog_warehouse, tmp_path_factory):
+        landing = tmp_path_factory.mktemp("landing")
+        variables = ["--vars", json.dumps({"landing": str(landing)})]
+        table = Path(deltalog_warehouse) / project.test_schema / "orders_stream"
+
+        # nothing landed yet: the table exists, empty, with the stream's columns
+        run_dbt(["run", "-s", "orders_stream", *variables])
+        assert _ids(table) == []
+        _land(landing, "a.json", range(0, 4))
+        run_dbt(["run", *variables])
+        assert _ids(table) == [0, 1, 2, 3]
+        totals = Path(deltalog_warehouse) / project.test_schema / "order_totals"
+        assert deltalake.DeltaTable(str(totals)).to_pyarrow_table().to_pylist() == [{"n": 4, "total": 12}]
+        version = Snapshot.load(str(table)).version
+        run_dbt(["run", "-s", "orders_stream", *variables])  # nothing new: no commit
+        assert Snapshot.load(str(table)).version == version
+        _land(landing, "b.json", range(4, 6))
+        _, out = run_dbt_and_capture(["run", "-s", "orders_stream", *variables])
+        assert _ids(table) == list(range(6)) and "STREAMED 1 batch(es), 2 row(s)" in out
+        apps = Snapshot.load(str(table)).app_transactions
+        assert len(apps) == 1 and list(apps.values()) == [1]  # two batches with data: ids 0 and 1
+
+        # the checkpoint lives beside the data; VACUUM leaves it alone and the next run goes on
+        checkpoint = table / "_dbt_streaming" / "checkpoint"
+        assert (checkpoint / "offsets").is_dir()
+        vacuum(str(table), retain_hours=0, force=True)
+        assert (checkpoint / "offsets").is_dir()
+        _land(landing, "c.json", range(6, 7))
+        run_dbt(["run", "-s", "orders_stream", *variables])
+        assert _ids(table) == list(range(7))
+
+        # --full-refresh: the stream starts over (every file again) into a new version, history kept
+        before = Snapshot.load(str(table)).version
+        run_dbt(["run", "-s", "orders_stream", "--full-refresh", *variables])
+        assert _ids(table) == list(range(7))
+        assert Snapshot.load(str(table)).version > before
+        assert deltalake.DeltaTable(str(table), version=before).to_pyarrow_table().num_rows == 7
+
+
+class TestStreamingTableRefusals:
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {
+            "batch_only.sql": "{{ config(materialized='streaming_table') }} select 1 as id",
+            "continuous.sql": "{{ config(materialized='streaming_table', trigger={'processing_time': '5 seconds'}) }}\n"
+                              "select * from {{ stream_files('landing', format='json', schema='id bigint') }}",
+            "no_schema.sql": "{{ config(materialized='streaming_table') }}\n"
+                             "select * from {{ stream_files('landing', format='json') }}",
+        }
+
+    def test_what_a_run_cannot_do_is_refused_by_name(self, project):
+        (Path(project.project_root) / "landing").mkdir(exist_ok=True)  # relative to the project
+        results, out = run_dbt_and_capture(["run"], expect_pass=False)
+        messages = {r.node.name: r.message for r in results}
+        assert "reads no stream" in messages["batch_only"]
+        assert "processing_time" in messages["continuous"] and "available_now" in messages["continuous"]
+        assert "needs the rows' schema" in out
