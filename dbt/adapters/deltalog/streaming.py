@@ -74,6 +74,15 @@ def run_streaming_table(spark: Any, df: Any, table_uri: str, *, full_refresh: bo
             f"a streaming DataFrame from a Python model); this model's query reads no stream. Use "
             f"materialized='table' or 'incremental' for a batch query.")
     checkpoint_root = fs.join(table_uri, CHECKPOINT_DIR)
+    if fs.is_object_store_uri(table_uri):
+        from deltalog.spark.hadoop import connector
+
+        found, why = connector(spark, table_uri)
+        if found is None:  # Spark writes the streaming checkpoint through its own Hadoop file system
+            raise StreamingConfigError(
+                f"Model '{model}': its streaming checkpoint goes beside the table at {checkpoint_root}, which "
+                f"Spark writes through its Hadoop connector: {why}. Add the connector (spark.jars.packages), "
+                f"or keep streaming tables on a local warehouse.")
     if full_refresh and not fs.is_object_store_uri(checkpoint_root):
         shutil.rmtree(checkpoint_root, ignore_errors=True)
     elif full_refresh:
