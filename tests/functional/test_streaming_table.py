@@ -84,6 +84,35 @@ class TestStreamingTable:
         assert deltalake.DeltaTable(str(table), version=before).to_pyarrow_table().num_rows == 7
 
 
+PYTHON_STREAM = """
+def model(dbt, session):
+    dbt.config(materialized="streaming_table")
+    landing = dbt.config.get("landing")
+    return session.readStream.schema("order_id bigint, amount bigint").json(landing)
+"""
+
+
+class TestPythonStreamingTable:
+    @pytest.fixture(scope="class")
+    def landing(self, tmp_path_factory):
+        return tmp_path_factory.mktemp("py_landing")
+
+    @pytest.fixture(scope="class")
+    def models(self, landing):
+        return {"py_stream.py": PYTHON_STREAM,
+                "schema.yml": f"models:\n  - name: py_stream\n    config:\n      landing: '{landing}'\n"}
+
+    def test_a_python_model_returning_a_stream(self, project, deltalog_warehouse, landing):
+        table = Path(deltalog_warehouse) / project.test_schema / "py_stream"
+        _land(landing, "a.json", range(0, 3))
+        run_dbt(["run"])
+        assert _ids(table) == [0, 1, 2]
+        _land(landing, "b.json", range(3, 5))
+        run_dbt(["run"])
+        assert _ids(table) == list(range(5))
+        assert len(Snapshot.load(str(table)).app_transactions) == 1
+
+
 class TestStreamingTableRefusals:
     @pytest.fixture(scope="class")
     def models(self):
