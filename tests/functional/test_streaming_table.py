@@ -84,6 +84,35 @@ class TestStreamingTable:
         assert deltalake.DeltaTable(str(table), version=before).to_pyarrow_table().num_rows == 7
 
 
+BRONZE = """
+{{ config(materialized='incremental', incremental_strategy='append') }}
+select id, id * 10 as amount from range({{ var('lo', 0) }}, {{ var('hi', 3) }})
+"""
+
+SILVER = """
+{{ config(materialized='streaming_table') }}
+select id, amount + 1 as amount_plus_one from {{ stream(ref('bronze')) }}
+"""
+
+
+class TestStreamOfOurTable:
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"bronze.sql": BRONZE, "silver.sql": SILVER}
+
+    def test_a_table_downstream_reads_its_upstream_commit_by_commit(self, project, deltalog_warehouse):
+        silver = Path(deltalog_warehouse) / project.test_schema / "silver"
+        run_dbt(["run"])
+        rows = deltalake.DeltaTable(str(silver)).to_pyarrow_table().to_pylist()
+        assert sorted((r["id"], r["amount_plus_one"]) for r in rows) == [(0, 1), (1, 11), (2, 21)]
+        run_dbt(["run", "--vars", json.dumps({"lo": 3, "hi": 5})])
+        ids = sorted(deltalake.DeltaTable(str(silver)).to_pyarrow_table().column("id").to_pylist())
+        assert ids == [0, 1, 2, 3, 4]  # the new rows once, the old ones not again
+        version = Snapshot.load(str(silver)).version
+        run_dbt(["run", "-s", "silver"])  # nothing new upstream
+        assert Snapshot.load(str(silver)).version == version
+
+
 PYTHON_STREAM = """
 def model(dbt, session):
     dbt.config(materialized="streaming_table")

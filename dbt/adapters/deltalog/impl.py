@@ -443,6 +443,22 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
             raise CompilationError(str(exc)) from None
 
     @available
+    def stream_of(self, relation: BaseRelation, options: Optional[Dict[str, Any]] = None) -> str:
+        """`{{ stream(ref('x')) }}`: a streaming view over one of our tables (its rows commit by commit:
+        deltalog/spark/table_stream.py), for a streaming_table's SQL."""
+        import hashlib
+
+        from deltalog.spark.table_stream import stream_table
+
+        if not self.warehouse.is_table(relation.schema, relation.identifier):
+            raise CompilationError(f"stream({relation}): there is no Delta table {relation} to read as a stream; "
+                                   f"build it first (a stream reads a table, not a view).")
+        uri = self.table_uri(relation)
+        name = "deltalog_stream_" + hashlib.sha1(f"{uri}|{sorted((options or {}).items())}".encode()).hexdigest()[:16]
+        stream_table(self.spark, uri, **(options or {})).createOrReplaceTempView(name)
+        return name
+
+    @available
     @_reported
     def write_streaming_table(self, relation: BaseRelation, sql: str, model: Any = None,
                               full_refresh: bool = False) -> AdapterResponse:

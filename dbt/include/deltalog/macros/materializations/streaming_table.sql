@@ -23,3 +23,14 @@
     {{- return('deltalog_stream_unresolved') -}}
   {%- endif -%}
 {%- endmacro %}
+
+
+{#- One of our tables as a stream for a streaming_table's SQL: the table as it is, then the rows each
+    later commit adds (options: startingVersion, skipChangeCommits). -#}
+{% macro stream(relation, options={}) -%}
+  {%- if execute -%}
+    {{- return(adapter.stream_of(relation, options)) -}}
+  {%- else -%}
+    {{- return(relation) -}}
+  {%- endif -%}
+{%- endmacro %}
