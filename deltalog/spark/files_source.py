@@ -34,7 +34,9 @@ def spark_file_path(uri: str) -> str:
     return f"{scheme}{sep}{quote(rest, safe='/@=')}" if sep else quote(uri, safe="/@=")
 
 
-class _Files(InputPartition):
+class FilesPartition(InputPartition):
+    """Some data files of a table, read by one task (this source's and the table stream's)."""
+
     def __init__(self, files: list[list[Any]]):
         super().__init__(None)
         self.files = files  # [log path, partition values, deletion vector]
@@ -58,15 +60,15 @@ class _Reader(DataSourceReader):
         out, group, size = [], [], 0
         for entry, file_size in zip(self.plan["files"], self.plan["sizes"]):
             if group and size + file_size > _TARGET_PARTITION_BYTES:
-                out.append(_Files(group))
+                out.append(FilesPartition(group))
                 group, size = [], 0
             group.append(entry)
             size += file_size
         if group:
-            out.append(_Files(group))
+            out.append(FilesPartition(group))
         return out
 
-    def read(self, partition: _Files) -> Iterator[Any]:
+    def read(self, partition: FilesPartition) -> Iterator[Any]:
         import pyarrow as pa
 
         from ..scan import read_data_file

@@ -17,13 +17,18 @@ from typing import Any, Iterator
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
+from .files_source import FilesPartition
+
 SOURCE_NAME = "deltalog_table"
 
 
-class _Files(InputPartition):
-    def __init__(self, files: list[list[Any]]):
-        super().__init__(None)
-        self.files = files  # [log path, partition values, deletion vector]
+class _BatchFiles(FilesPartition):
+    """Files of one micro-batch, with the table's layout at the batch's last version (read on the
+    driver once per batch, so that tasks never replay the log)."""
+
+    def __init__(self, files: list[list[Any]], layout: dict[str, Any]):
+        super().__init__(files)
+        self.layout = layout
 
 
 class DeltaTableStreamSource(DataSource):
@@ -58,20 +63,22 @@ class _StreamReader(DataSourceStreamReader):
         return {"version": -1 if latest is None else latest}
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
+        from ..snapshot import Snapshot
+
         first, last = int(start["version"]), int(end["version"])
         if last <= first:
             return []
+        snapshot = Snapshot.load(self.table_uri, version=last)
         if first == -1 and self.starting_version is None:
-            from ..snapshot import Snapshot
-
-            files = Snapshot.load(self.table_uri, version=last).files
+            files = snapshot.files
             entries = [[p, dict(v or []), dv] for p, v, dv in zip(files.column("path").to_pylist(),
                                                                    files.column("partition_values").to_pylist(),
                                                                    files.column("deletion_vector").to_pylist())]
         else:
-            begin = max(first + 1, self.starting_version or 0)
-            entries = self._added_since(begin, last)
-        return [_Files(entries[i:i + 16]) for i in range(0, len(entries), 16)]
+            entries = self._added_since(max(first + 1, self.starting_version or 0), last)
+        layout = {"schema": snapshot.schema_json, "configuration": dict(snapshot.configuration),
+                  "partition_columns": list(snapshot.partition_columns)}
+        return [_BatchFiles(entries[i:i + 16], layout) for i in range(0, len(entries), 16)]
 
     def _added_since(self, begin: int, last: int) -> list[list[Any]]:
         from ..committer import commit_file_name
@@ -95,15 +102,13 @@ class _StreamReader(DataSourceStreamReader):
                     if isinstance(a, AddFile) and a.data_change]
         return out
 
-    def read(self, partition: _Files) -> Iterator[Any]:
+    def read(self, partition: _BatchFiles) -> Iterator[Any]:
         from ..scan import read_data_file
-        from ..snapshot import Snapshot
         from ..stores import log_store_for
 
-        store = log_store_for(self.table_uri)
-        snapshot = Snapshot.load(self.table_uri, store=store)
+        store, layout = log_store_for(self.table_uri), partition.layout
         for log_path, values, dv in partition.files:
-            table = read_data_file(store, snapshot.schema_json, snapshot.configuration, snapshot.partition_columns,
+            table = read_data_file(store, layout["schema"], layout["configuration"], layout["partition_columns"],
                                    log_path, values, dv, skip_deleted=True, row_index=False)
             yield from table.to_batches()
 

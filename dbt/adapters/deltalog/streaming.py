@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import uuid
 from typing import Any, Dict, Optional
 
@@ -83,9 +82,7 @@ def run_streaming_table(spark: Any, df: Any, table_uri: str, *, full_refresh: bo
                 f"Model '{model}': its streaming checkpoint goes beside the table at {checkpoint_root}, which "
                 f"Spark writes through its Hadoop connector: {why}. Add the connector (spark.jars.packages), "
                 f"or keep streaming tables on a local warehouse.")
-    if full_refresh and not fs.is_object_store_uri(checkpoint_root):
-        shutil.rmtree(checkpoint_root, ignore_errors=True)
-    elif full_refresh:
+    if full_refresh:
         fs.delete_tree(checkpoint_root)
     app_id = _app_id(checkpoint_root)
     write = batch_writer(table_uri, app_id, partition_by=partition_by or None)
@@ -133,7 +130,5 @@ def _app_id(checkpoint_root: str) -> str:
     if fs.exists(where):
         return fs.read_bytes(where).decode().strip()
     app_id = f"dbt-streaming-{uuid.uuid4()}"
-    if not fs.is_object_store_uri(checkpoint_root):
-        os.makedirs(checkpoint_root, exist_ok=True)
-    fs.write_bytes(where, app_id.encode())
+    fs.write_bytes(where, app_id.encode())  # (a local folder is made on the way)
     return app_id
