@@ -443,19 +443,25 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
             raise CompilationError(str(exc)) from None
 
     @available
-    def stream_of(self, relation: BaseRelation, options: Optional[Dict[str, Any]] = None) -> str:
-        """`{{ stream(ref('x')) }}`: a streaming view over one of our tables (its rows commit by commit:
-        deltalog/spark/table_stream.py), for a streaming_table's SQL."""
+    def stream_of(self, relation: BaseRelation, options: Optional[Dict[str, Any]] = None,
+                  changes: bool = False) -> str:
+        """`{{ stream(ref('x')) }}`: a streaming view over one of our tables (its rows commit by commit, or
+        with `changes` its change feed: deltalog/spark/table_stream.py), for a streaming_table's SQL."""
         import hashlib
 
+        from deltalog.errors import DeltaError
         from deltalog.spark.table_stream import stream_table
 
         if not self.warehouse.is_table(relation.schema, relation.identifier):
             raise CompilationError(f"stream({relation}): there is no Delta table {relation} to read as a stream; "
                                    f"build it first (a stream reads a table, not a view).")
         uri = self.table_uri(relation)
-        name = "deltalog_stream_" + hashlib.sha1(f"{uri}|{sorted((options or {}).items())}".encode()).hexdigest()[:16]
-        stream_table(self.spark, uri, **(options or {})).createOrReplaceTempView(name)
+        options = {**(options or {}), **({"readChangeFeed": True} if changes else {})}
+        name = "deltalog_stream_" + hashlib.sha1(f"{uri}|{sorted(options.items())}".encode()).hexdigest()[:16]
+        try:
+            stream_table(self.spark, uri, **options).createOrReplaceTempView(name)
+        except DeltaError as exc:
+            raise CompilationError(f"stream({relation}): {exc}") from None
         return name
 
     @available

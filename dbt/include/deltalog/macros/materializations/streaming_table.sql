@@ -26,10 +26,11 @@
 
 
 {#- One of our tables as a stream for a streaming_table's SQL: the table as it is, then the rows each
-    later commit adds (options: startingVersion, skipChangeCommits). -#}
-{% macro stream(relation, options={}) -%}
+    later commit adds; with changes=true its change feed (_change_type, _commit_version, _commit_timestamp).
+    Options as Delta names them: startingVersion, skipChangeCommits, maxFilesPerTrigger, maxBytesPerTrigger. -#}
+{% macro stream(relation, options={}, changes=false) -%}
   {%- if execute -%}
-    {{- return(adapter.stream_of(relation, options)) -}}
+    {{- return(adapter.stream_of(relation, options, changes)) -}}
   {%- else -%}
     {{- return(relation) -}}
   {%- endif -%}
