@@ -118,7 +118,6 @@ def read_limits(table_uri: str, options: dict[str, Any]) -> dict[str, int]:
 
 class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: dict[str, str]):
-        from ..errors import InvalidTableError
         from ..snapshot import Snapshot
 
         self.table_uri = options["path"]

@@ -95,10 +95,31 @@ select id, amount + 1 as amount_plus_one from {{ stream(ref('bronze')) }}
 """
 
 
+KEYED = """
+{{ config(materialized='incremental', incremental_strategy='merge', unique_key='id', change_data_feed=true) }}
+select id, {{ var('tag', "'a'") }} as tag from range({{ var('lo', 0) }}, {{ var('hi', 3) }})
+"""
+
+CHANGES = """
+{{ config(materialized='streaming_table') }}
+select id, tag, _change_type, _commit_version from {{ stream(ref('keyed'), changes=true) }}
+"""
+
+
 class TestStreamOfOurTable:
     @pytest.fixture(scope="class")
     def models(self):
-        return {"bronze.sql": BRONZE, "silver.sql": SILVER}
+        return {"bronze.sql": BRONZE, "silver.sql": SILVER, "keyed.sql": KEYED, "keyed_changes.sql": CHANGES}
+
+    def test_the_change_feed_of_an_upstream_flows_downstream(self, project, deltalog_warehouse):
+        changes = Path(deltalog_warehouse) / project.test_schema / "keyed_changes"
+        run_dbt(["run", "-s", "keyed", "keyed_changes"])
+        run_dbt(["run", "-s", "keyed", "keyed_changes", "--vars", json.dumps({"lo": 2, "hi": 4, "tag": "'b'"})])
+        rows = deltalake.DeltaTable(str(changes)).to_pyarrow_table().to_pylist()
+        got = sorted((r["id"], r["tag"], r["_change_type"]) for r in rows)
+        # the first run: the table as inserts; the second: id 2 updated, id 3 inserted
+        assert got == [(0, "a", "insert"), (1, "a", "insert"), (2, "a", "insert"), (2, "a", "update_preimage"),
+                       (2, "b", "update_postimage"), (3, "b", "insert")]
 
     def test_a_table_downstream_reads_its_upstream_commit_by_commit(self, project, deltalog_warehouse):
         silver = Path(deltalog_warehouse) / project.test_schema / "silver"
