@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import deltalake
@@ -168,7 +172,7 @@ class TestStreamingTableRefusals:
     def models(self):
         return {
             "batch_only.sql": "{{ config(materialized='streaming_table') }} select 1 as id",
-            "continuous.sql": "{{ config(materialized='streaming_table', trigger={'processing_time': '5 seconds'}) }}\n"
+            "continuous.sql": "{{ config(materialized='streaming_table', trigger={'continuous': '5 seconds'}) }}\n"
                               "select * from {{ stream_files('landing', format='json', schema='id bigint') }}",
             "no_schema.sql": "{{ config(materialized='streaming_table') }}\n"
                              "select * from {{ stream_files('landing', format='json') }}",
@@ -179,5 +183,53 @@ class TestStreamingTableRefusals:
         results, out = run_dbt_and_capture(["run"], expect_pass=False)
         messages = {r.node.name: r.message for r in results}
         assert "reads no stream" in messages["batch_only"]
-        assert "processing_time" in messages["continuous"] and "available_now" in messages["continuous"]
+        assert "trigger={'continuous'" in messages["continuous"] and "processing_time" in messages["continuous"]
         assert "needs the rows' schema" in out
+
+
+LIVE = """
+{{ config(materialized='streaming_table', tags=['realtime'], trigger={'processing_time': '1 second'}) }}
+select order_id, amount from {{ stream_files(var('landing'), format='json', schema='order_id bigint, amount bigint') }}
+"""
+
+
+class TestContinuousStreaming:
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"live_orders.sql": LIVE,
+                "realtime_but_batch.sql": "{{ config(materialized='table', tags=['realtime']) }} select 1 as id"}
+
+    def test_the_stream_command_runs_until_sigterm(self, project, deltalog_warehouse, tmp_path_factory):
+        landing = tmp_path_factory.mktemp("live_landing")
+        variables = json.dumps({"landing": str(landing)})
+        table = Path(deltalog_warehouse) / project.test_schema / "live_orders"
+        # `dbt run` runs a processing_time model as available_now: what is there, then it finishes
+        _land(landing, "a.json", range(0, 3))
+        run_dbt(["run", "-s", "live_orders", "--vars", variables])
+        assert _ids(table) == [0, 1, 2]
+
+        command = [sys.executable, "-m", "dbt.adapters.deltalog.stream", "--select", "tag:realtime", "--project-dir",
+                   project.project_root, "--profiles-dir", project.profiles_dir, "--vars", variables]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+        proc = subprocess.Popen(command, cwd=project.project_root, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        try:
+            for name, ids in (("b.json", range(3, 6)), ("c.json", range(6, 8))):
+                _land(landing, name, ids)
+                deadline = time.monotonic() + 240
+                while _ids(table) != list(range(ids.stop)):
+                    assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read() if proc.poll() else ""
+                    time.sleep(1)
+            proc.send_signal(signal.SIGTERM)
+            out, _ = proc.communicate(timeout=240)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 0, out
+        assert "Streaming live_orders until SIGTERM" in out and "live_orders: batch" in out, out
+        assert "stopping after batch" in out, out
+        assert not (Path(deltalog_warehouse) / project.test_schema / "realtime_but_batch").exists()  # left to dbt run
+        assert _ids(table) == list(range(8))
+        # each batch with rows one commit, recorded with its batch id
+        snapshot = Snapshot.load(str(table))
+        assert list(snapshot.app_transactions.values())[0] >= 2

@@ -480,7 +480,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
             self.warehouse.create_schema(relation.schema)
             done = streaming.run_streaming_table(
                 self.spark, df, self.table_uri(relation), full_refresh=full_refresh, trigger=trigger,
-                partition_by=_as_list(_get(config, "partition_by")), model=name)
+                partition_by=_as_list(_get(config, "partition_by")), model=name, report=logger.info)
         except streaming.StreamingConfigError as exc:
             raise CompilationError(str(exc)) from None
         SESSION_VIEWS.ensure(self.spark, self.warehouse, relation.schema, relation.identifier)

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
+import threading
 import uuid
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 from deltalog import filesystem as fs
 
@@ -48,19 +50,36 @@ def file_stream_view(spark: Any, path: str, fmt: str, schema: Optional[str], opt
     return name
 
 
+class Continuous:
+    """Set by `python -m dbt.adapters.deltalog.stream` for the dbt run it makes: streaming tables then run
+    until `stop` is set (SIGTERM / Ctrl-C), each with its `processing_time` trigger."""
+    running = False
+    stop = threading.Event()
+
+
+_INTERVAL = re.compile(r"^\s*\d+(\.\d+)?\s*(millisecond|second|minute|hour)s?\s*$", re.I)
+
+
 def trigger_of(config: Dict[str, Any], model: str) -> Dict[str, Any]:
-    """The Structured Streaming trigger a `dbt run` uses: `available_now` (the default)."""
+    """The Structured Streaming trigger for a streaming table: `available_now` (the default: everything
+    new, then the model finishes) in a `dbt run`, even for a model configured with
+    `{'processing_time': '5 seconds'}`, which runs by that interval under the stream command."""
     trigger = config.get("trigger", "available_now")
-    if trigger in ("available_now", {"available_now": True}):
-        return {"availableNow": True}
-    raise StreamingConfigError(
-        f"Model '{model}': trigger={trigger!r} is not one a dbt run can use. `dbt run` runs a streaming table with "
-        f"trigger='available_now' (everything new, then the model finishes); a continuously running stream "
-        f"(processing_time) is not built yet.")
+    interval = trigger.get("processing_time") if isinstance(trigger, dict) and len(trigger) == 1 else None
+    if not (trigger in ("available_now", {"available_now": True})
+            or (isinstance(interval, str) and _INTERVAL.match(interval))):
+        raise StreamingConfigError(
+            f"Model '{model}': trigger={trigger!r} is not a streaming table's trigger: use 'available_now' (the "
+            f"default) or {{'processing_time': '<n> seconds'}} (also milliseconds, minutes, hours), which `python -m "
+            f"dbt.adapters.deltalog.stream` runs continuously (`dbt run` takes what is available and finishes).")
+    if Continuous.running:
+        return {"processingTime": interval or "0 seconds"}
+    return {"availableNow": True}
 
 
 def run_streaming_table(spark: Any, df: Any, table_uri: str, *, full_refresh: bool, trigger: Dict[str, Any],
-                        partition_by: Optional[list], model: str) -> Dict[str, Any]:
+                        partition_by: Optional[list], model: str,
+                        report: Optional[Callable[[str], None]] = None) -> Dict[str, Any]:
     """Run the model's streaming DataFrame into the table until everything available is in; what it
     did: batches, rows and the table's last version."""
     from deltalog.snapshot import Snapshot
@@ -101,7 +120,10 @@ def run_streaming_table(spark: Any, df: Any, table_uri: str, *, full_refresh: bo
     query = (df.writeStream.foreachBatch(sink).option("checkpointLocation", fs.join(checkpoint_root, "checkpoint"))
              .trigger(**trigger).start())
     try:
-        query.awaitTermination()
+        if "availableNow" in trigger:
+            query.awaitTermination()
+        else:
+            _run_until_stopped(query, model, report or (lambda message: None))
     finally:
         query.stop()
     if query.exception() is not None:
@@ -116,6 +138,22 @@ def run_streaming_table(spark: Any, df: Any, table_uri: str, *, full_refresh: bo
     stats["rows"] = sum(int(p.get("numInputRows", 0)) for p in (query.recentProgress or []))
     stats["version"] = snapshot.version
     return stats
+
+
+def _run_until_stopped(query: Any, model: str, report: Callable[[str], None]) -> None:
+    """Wait while the query runs batch after batch, reporting each; when `Continuous.stop` is set, wait
+    for the batch under way to end (its commit in or not: a batch is one commit, replayed at most once)."""
+    seen = -1
+    while query.isActive:
+        progress = query.lastProgress
+        if progress and int(progress.get("batchId", -1)) > seen:
+            seen = int(progress["batchId"])
+            took = (progress.get("durationMs") or {}).get("triggerExecution", 0) / 1000
+            report(f"{model}: batch {seen}, {progress.get('numInputRows', 0)} row(s), {took:.1f} s")
+        if Continuous.stop.is_set() and not (query.status or {}).get("isTriggerActive"):
+            report(f"{model}: stopping after batch {seen}")
+            return
+        query.awaitTermination(0.5)
 
 
 def _is_table(table_uri: str) -> bool:
