@@ -1,6 +1,7 @@
 """delta-spark (Delta Lake's own Spark connector) beside deltalog, in one Spark session: delta-spark's
 jars from Maven (tests/maven/jars.py), its SQL extension and catalog, and deltalog's engine as the adapter
-builds it.
+builds it. The session also has Spark's Kafka source (its jar for this Spark from Maven Central, which
+serves none for pyspark 4.3), for the Kafka streaming tables.
 
 delta-spark 4.4 runs on Spark 4.2: these tests need pyspark 4.2, so in the main environment (pyspark 4.3)
 they skip, and `tests/integration/test_delta_spark.py` runs them in an environment of their own
@@ -32,7 +33,8 @@ def pytest_collection_modifyitems(config, items):
 def spark():
     """One session with delta-spark's extension and catalog and deltalog's own settings."""
     try:
-        delta_jars = jars("delta-spark") + jars("hadoop-aws")  # S3A: the side-by-side writers on S3
+        delta_jars = (jars("delta-spark") + jars("hadoop-aws")  # S3A: the side-by-side writers on S3
+                      + jars("spark-kafka"))
     except MavenUnavailable as exc:
         if in_ci():
             pytest.fail(str(exc))

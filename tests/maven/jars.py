@@ -22,6 +22,8 @@ CACHE = ROOT / ".ci-cache" / "maven"
 # delta-spark 4.4.0 is built against Spark 4.2.0 (its pom's spark-sql version): the environment that runs
 # it has pyspark 4.2.0 (tests/delta_spark_env.py). Spark's own jars come from pyspark: excluded here.
 DELTA_SPARK_VERSION = "4.4.0"
+# The Kafka broker the streaming tests start (KRaft mode, its own JVM: every jar of its tree).
+KAFKA_VERSION = "4.1.1"
 
 
 def hadoop_version() -> str:
@@ -36,6 +38,12 @@ def hadoop_version() -> str:
     return match.group(1)
 
 
+def spark_version() -> str:
+    import pyspark
+
+    return pyspark.__version__
+
+
 def _sets() -> dict[str, list[str]]:
     return {
         "delta-spark": [f"io.delta:delta-spark_2.13:{DELTA_SPARK_VERSION}"],
@@ -43,6 +51,10 @@ def _sets() -> dict[str, list[str]]:
         "hadoop-aws": [f"org.apache.hadoop:hadoop-aws:{hadoop_version()}"],
         # ABFS (Hadoop 3.5 removed WASB: its class only says to use ABFS)
         "hadoop-azure": [f"org.apache.hadoop:hadoop-azure:{hadoop_version()}"],
+        "kafka": [f"org.apache.kafka:kafka_2.13:{KAFKA_VERSION}"],
+        # Spark's Kafka source, as users add it with spark.jars.packages (the same coordinates)
+        "spark-kafka": [f"org.apache.spark:spark-sql-kafka-0-10_2.13:{spark_version()}",
+                        f"org.apache.spark:spark-token-provider-kafka-0-10_2.13:{spark_version()}"],
     }
 
 # Only these groups' jars join Spark's class path: the rest of a set's dependency tree (Hadoop, Parquet,
@@ -50,6 +62,7 @@ def _sets() -> dict[str, list[str]]:
 GROUPS: dict[str, list[str]] = {
     "delta-spark": ["io.delta"],
     "hadoop-azure": ["org.apache.hadoop"],  # pyspark ships the HTTP client and codecs it uses
+    "spark-kafka": ["org.apache.spark", "org.apache.kafka", "org.apache.commons"],  # + kafka-clients, pool2
 }
 _SPARK_GROUPS = ("org.apache.spark",)
 

@@ -443,6 +443,16 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
             raise CompilationError(str(exc)) from None
 
     @available
+    def stream_kafka(self, bootstrap_servers: str, topic: str, options: Optional[Dict[str, Any]] = None) -> str:
+        """`{{ stream_kafka(servers, topic) }}`: a streaming view over a Kafka topic, for a streaming_table."""
+        from dbt.adapters.deltalog.streaming import StreamingConfigError, kafka_stream_view
+
+        try:
+            return kafka_stream_view(self.spark, bootstrap_servers, topic, options)
+        except StreamingConfigError as exc:
+            raise CompilationError(str(exc)) from None
+
+    @available
     def stream_of(self, relation: BaseRelation, options: Optional[Dict[str, Any]] = None,
                   changes: bool = False) -> str:
         """`{{ stream(ref('x')) }}`: a streaming view over one of our tables (its rows commit by commit, or

@@ -1,5 +1,6 @@
 """Streaming tables: `materialized='streaming_table'`, a model whose SQL reads a stream (files landing in
-a folder, through `{{ stream_files(...) }}`), run by `dbt run` with Structured Streaming's `availableNow`
+a folder, `{{ stream_files(...) }}`; a Kafka topic, `{{ stream_kafka(...) }}`; one of our tables,
+`{{ stream(ref(...)) }}`), run by `dbt run` with Structured Streaming's `availableNow`
 trigger: everything new since the last run, each micro-batch one commit carrying `txn(app id, batch id)`
 (`deltalog.spark.streaming.batch_writer`), then the model finishes.
 
@@ -58,6 +59,32 @@ class Continuous:
 
 
 _INTERVAL = re.compile(r"^\s*\d+(\.\d+)?\s*(millisecond|second|minute|hour)s?\s*$", re.I)
+
+
+def kafka_stream_view(spark: Any, bootstrap_servers: str, topic: str, options: Optional[Dict[str, Any]]) -> str:
+    """A temporary view over Spark's Kafka source (key, value, topic, partition, offset, timestamp,
+    timestampType) on `topic`, from its earliest offset unless `options` say otherwise; its name."""
+    if not bootstrap_servers or not topic:
+        raise StreamingConfigError(f"stream_kafka({bootstrap_servers!r}, {topic!r}): both the bootstrap servers "
+                                   f"(host:port, comma-separated) and a topic are needed.")
+    options = {"startingOffsets": "earliest", **{str(k): str(v) for k, v in (options or {}).items()}}
+    reader = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", str(bootstrap_servers))
+              .option("subscribe", str(topic)).options(**options))
+    try:
+        df = reader.load()
+    except Exception as exc:
+        if "kafka" in str(exc).lower() and ("DATA_SOURCE_NOT_FOUND" in str(exc) or "Failed to find data source" in str(exc)):
+            import pyspark
+
+            raise StreamingConfigError(
+                f"stream_kafka('{topic}'): Spark's Kafka source is not on this session's class path. Add "
+                f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__} to spark.jars.packages in the "
+                f"profile's spark_conf (a cluster needs it too).") from None
+        raise
+    name = "deltalog_kafka_" + hashlib.sha1(f"{bootstrap_servers}|{topic}|{sorted(options.items())}"
+                                            .encode()).hexdigest()[:16]
+    df.createOrReplaceTempView(name)
+    return name
 
 
 def trigger_of(config: Dict[str, Any], model: str) -> Dict[str, Any]:

@@ -25,6 +25,18 @@
 {%- endmacro %}
 
 
+{#- A Kafka topic as a stream for a streaming_table's SQL (Spark's Kafka source: key, value, topic, partition,
+    offset, timestamp, timestampType), from the earliest offset unless options say otherwise; the source's
+    jar goes in the profile's spark.jars.packages. -#}
+{% macro stream_kafka(bootstrap_servers, topic, options={}) -%}
+  {%- if execute -%}
+    {{- return(adapter.stream_kafka(bootstrap_servers, topic, options)) -}}
+  {%- else -%}
+    {{- return('deltalog_stream_unresolved') -}}
+  {%- endif -%}
+{%- endmacro %}
+
+
 {#- One of our tables as a stream for a streaming_table's SQL: the table as it is, then the rows each
     later commit adds; with changes=true its change feed (_change_type, _commit_version, _commit_timestamp).
     Options as Delta names them: startingVersion, skipChangeCommits, maxFilesPerTrigger, maxBytesPerTrigger. -#}
