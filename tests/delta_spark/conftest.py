@@ -21,7 +21,8 @@ def pytest_collection_modifyitems(config, items):
 
     if pyspark.__version__.startswith(SPARK_LINE):
         return
-    skip = pytest.mark.skip(reason=f"delta-spark {DELTA_SPARK_VERSION} needs pyspark {SPARK_LINE}x (this is "
+    skip = pytest.mark.skip(reason=f"delta-spark {DELTA_SPARK_VERSION} (and the Kafka source Maven Central serves) "
+                                   f"need pyspark {SPARK_LINE}x (this is "
                                    f"{pyspark.__version__}); tests/integration/test_delta_spark.py runs these "
                                    f"in an environment with it")
     for item in items:

@@ -176,6 +176,8 @@ class TestStreamingTableRefusals:
                               "select * from {{ stream_files('landing', format='json', schema='id bigint') }}",
             "no_schema.sql": "{{ config(materialized='streaming_table') }}\n"
                              "select * from {{ stream_files('landing', format='json') }}",
+            "no_kafka_jar.sql": "{{ config(materialized='streaming_table') }}\n"
+                                "select * from {{ stream_kafka('127.0.0.1:9', 'orders') }}",
         }
 
     def test_what_a_run_cannot_do_is_refused_by_name(self, project):
@@ -185,6 +187,8 @@ class TestStreamingTableRefusals:
         assert "reads no stream" in messages["batch_only"]
         assert "trigger={'continuous'" in messages["continuous"] and "processing_time" in messages["continuous"]
         assert "needs the rows' schema" in out
+        # this session has no Kafka source: the error names the package to add, and where
+        assert "spark-sql-kafka-0-10_2.13" in out and "spark.jars.packages" in out
 
 
 LIVE = """

@@ -1,6 +1,7 @@
 """delta-spark beside deltalog: `tests/delta_spark/` runs in an environment of its own with the pyspark
 delta-spark is built for (pyspark 4.2 for delta-spark 4.4), this project installed in it as users install
-it, and delta-spark's jars from Maven Central (tests/maven/jars.py). The environment is made once under
+it, and delta-spark's jars from Maven Central (tests/maven/jars.py). The Kafka streaming tables run there
+too: Maven Central serves Spark's Kafka source for Spark 4.2, none yet for pyspark 4.3. The environment is made once under
 `.ci-cache/pyspark-4.2` and kept while pyproject.toml is unchanged. Skipped, saying why, where PyPI or
 Maven Central cannot be reached; in CI it fails instead."""
 from __future__ import annotations
