@@ -1,5 +1,5 @@
 """After a commit landed: the snapshot of the new version, its `.crc` checksum and, every
-`delta.checkpointInterval` commits, a checkpoint. The commit is durable already, so nothing here raises:
+`delta.checkpointInterval` commits, a checkpoint followed by expired-log cleanup (`log_cleanup`). The commit is durable already, so nothing here raises:
 a failure is logged and readers replay the JSON commits instead."""
 from __future__ import annotations
 
@@ -48,8 +48,21 @@ def after_commit(table_uri: str, store: LogStore, read_snapshot: Any, version: i
             checkpoint.repair_last_checkpoint(store, version)
         if checkpoint.should_checkpoint(version, snap.table_configuration.checkpoint_interval):
             checkpoint.write_checkpoint(store, snap)
+        else:
+            return snap
     except Exception as exc:
         log.warning("%s: writing the checkpoint of version %d failed (the commit stands; readers "
                     "replay the JSON commits): %s", table_uri, version, one_line(exc),
                     exc_info=log.isEnabledFor(logging.DEBUG))
+        return snap
+    if snap.table_configuration.expired_log_cleanup:
+        from .log_cleanup import clean_expired_logs
+
+        try:
+            removed = clean_expired_logs(store, version, snap.table_configuration.log_retention_ms)
+            if removed:
+                log.info("%s: removed %d log file(s) older than delta.logRetentionDuration", table_uri, len(removed))
+        except Exception as exc:
+            log.warning("%s: expired-log cleanup after version %d failed (the commit stands): %s", table_uri,
+                        version, one_line(exc), exc_info=log.isEnabledFor(logging.DEBUG))
     return snap

@@ -13,7 +13,6 @@ import json
 import contextlib
 import gc
 import logging
-import re
 import time
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -36,33 +35,12 @@ from .file_actions import (ADD_LINE_PREFIX, FILES_SCHEMA, TOMBSTONES_SCHEMA, Fil
 from .paths import file_path_of
 from .log_segment import LogListing
 from .storage import LogStore
-from .table_configuration import TableConfiguration
+from .table_configuration import parse_interval_ms, TableConfiguration
 from .stores import log_store_for
 
 log = logging.getLogger(__name__)
 
 DEFAULT_TOMBSTONE_RETENTION_MS = 7 * 24 * 3600 * 1000
-
-_UNIT_MS = {"nanosecond": 1e-6, "microsecond": 1e-3, "millisecond": 1, "second": 1000,
-            "minute": 60_000, "hour": 3_600_000, "day": 86_400_000, "week": 604_800_000}
-_INTERVAL_PART = re.compile(r"(-?\d+)\s*([a-z]+?)s?\b")
-
-
-def parse_interval_ms(value: str) -> int:
-    """`interval 1 weeks`, `7 days`, `interval 2 days 12 hours` -> milliseconds."""
-    text = value.strip().lower()
-    if text.startswith("interval"):
-        text = text[len("interval"):]
-    total, matched = 0.0, False
-    for number, unit in _INTERVAL_PART.findall(text):
-        if unit not in _UNIT_MS:
-            raise ValueError(f"unknown interval unit {unit!r} in {value!r}")
-        total += int(number) * _UNIT_MS[unit]
-        matched = True
-    if not matched:
-        raise ValueError(f"not an interval: {value!r} (expected e.g. 'interval 1 weeks')")
-    return int(total)
-
 
 def tombstone_retention_ms(configuration: dict[str, str]) -> int:
     raw = configuration.get("delta.deletedFileRetentionDuration")

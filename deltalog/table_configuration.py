@@ -59,6 +59,27 @@ READER_WRITER_FEATURES = frozenset({"timestampNtz", "vacuumProtocolCheck", "colu
 LEGACY_WRITER_2_FEATURES = ("appendOnly", "invariants")
 
 
+_UNIT_MS = {"nanosecond": 1e-6, "microsecond": 1e-3, "millisecond": 1, "second": 1000,
+            "minute": 60_000, "hour": 3_600_000, "day": 86_400_000, "week": 604_800_000}
+_INTERVAL_PART = re.compile(r"(-?\d+)\s*([a-z]+?)s?\b")
+
+
+def parse_interval_ms(value: str) -> int:
+    """`interval 1 weeks`, `7 days`, `interval 2 days 12 hours` -> milliseconds."""
+    text = value.strip().lower()
+    if text.startswith("interval"):
+        text = text[len("interval"):]
+    total, matched = 0.0, False
+    for number, unit in _INTERVAL_PART.findall(text):
+        if unit not in _UNIT_MS:
+            raise ValueError(f"unknown interval unit {unit!r} in {value!r}")
+        total += int(number) * _UNIT_MS[unit]
+        matched = True
+    if not matched:
+        raise ValueError(f"not an interval: {value!r} (expected e.g. 'interval 1 weeks')")
+    return int(total)
+
+
 def flag(configuration: dict[str, str] | None, key: str, default: bool = False) -> bool:
     """A boolean table property: true only for "true" in any case (the default when absent)."""
     value = (configuration or {}).get(key)
@@ -125,6 +146,19 @@ class TableConfiguration:
             return int(self.properties.get(CHECKPOINT_INTERVAL_KEY, DEFAULT_CHECKPOINT_INTERVAL))
         except ValueError:
             return DEFAULT_CHECKPOINT_INTERVAL
+
+    @property
+    def expired_log_cleanup(self) -> bool:
+        """Whether log files older than `log_retention_ms` go at checkpoint time (`delta.enableExpiredLogCleanup`)."""
+        return flag(self.properties, "delta.enableExpiredLogCleanup", default=True)
+
+    @property
+    def log_retention_ms(self) -> int:
+        """`delta.logRetentionDuration` (default 30 days; an unreadable value counts as the default)."""
+        try:
+            return parse_interval_ms(self.properties.get("delta.logRetentionDuration", "interval 30 days"))
+        except ValueError:
+            return 30 * 86_400_000
 
     @property
     def checkpoint_stats(self) -> tuple[bool, bool]:
