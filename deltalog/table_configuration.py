@@ -39,6 +39,7 @@ ROW_TRACKING_KEY = "delta.enableRowTracking"
 ROW_TRACKING_SUSPENDED_KEY = "delta.rowTrackingSuspended"
 TYPE_WIDENING_KEY = "delta.enableTypeWidening"
 TARGET_FILE_SIZE_KEY = "delta.targetFileSize"
+AUTO_COMPACT_KEY = "delta.autoOptimize.autoCompact"
 FEATURE_PREFIX = "delta.feature."
 
 DEFAULT_CHECKPOINT_INTERVAL = 10

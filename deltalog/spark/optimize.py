@@ -15,7 +15,7 @@ import math
 import uuid
 from dataclasses import replace
 from functools import reduce
-from typing import Any
+from typing import Any, Callable
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -247,8 +247,11 @@ def optimize(spark: SparkSession, table_uri: str, zorder_by: Any = None, where: 
              curve: str = "zorder", min_file_size: int | None = None, max_file_size: int | None = None,
              target_files: int | None = None, num_ranges: int = zorder.DEFAULT_NUM_RANGES,
              incremental_ratio: float = INCREMENTAL_RATIO, max_deleted_rows_ratio: float = MAX_DELETED_ROWS_RATIO,
-             purge: bool = False) -> int | None:
-    """OPTIMIZE the table: compaction without `zorder_by`, clustering with it. Files whose deletion
+             purge: bool = False, select: Callable[[Any], pa.Table] | None = None,
+             auto: bool = False) -> int | None:
+    """OPTIMIZE the table: compaction without `zorder_by`, clustering with it. `select` (auto-compaction)
+    picks the candidate files from the snapshot the transaction reads, for compaction only; `auto` marks
+    the commit as auto-compaction's (operation parameter `auto`, as Delta's). Files whose deletion
     vectors delete more than `max_deleted_rows_ratio` of their rows are rewritten without those rows.
     `purge` (REORG TABLE ... APPLY (PURGE)) rewrites every file with deleted rows and nothing else.
     Returns the committed version, or None when there was nothing to do (no commit)."""
@@ -269,7 +272,7 @@ def optimize(spark: SparkSession, table_uri: str, zorder_by: Any = None, where: 
         raise InvalidTableError(f"{table}: the table is liquid clustered by {liquid}; OPTIMIZE clusters on those "
                                 f"columns: run it without ZORDER BY (change them with the model's "
                                 f"liquid_clustered_by, or clustering.set_clustering).")
-    if liquid and not purge:
+    if liquid and not purge and select is None:
         zorder_by, curve = liquid, CLUSTERING_CURVE
     columns = validate_zorder_columns(snapshot, zorder_by)
     max_size = target_file_size(snapshot, max_file_size)
@@ -278,7 +281,7 @@ def optimize(spark: SparkSession, table_uri: str, zorder_by: Any = None, where: 
     min_size = max_size if min_file_size is None else int(min_file_size)
     if purge:  # no file is small enough to join a bin for its size alone; any deleted row counts
         min_size, max_deleted_rows_ratio = 0, 0.0
-    candidates, expr = _select_files(snapshot, where)
+    candidates, expr = (select(snapshot), None) if select is not None else _select_files(snapshot, where)
     if candidates.num_rows == 0:
         return None
 
@@ -340,7 +343,7 @@ def optimize(spark: SparkSession, table_uri: str, zorder_by: Any = None, where: 
         adds = [replace(a, stats=row_tracking.without_hidden_stats(a.stats, snapshot.configuration)) for a in adds]
         txn.rows_keep_ids = True
     adds = [replace(a, data_change=False, tags=dict(tags) if tags else a.tags,
-                    clustering_provider=CLUSTERING_PROVIDER if liquid and not purge else None) for a in adds]
+                    clustering_provider=CLUSTERING_PROVIDER if liquid and columns else None) for a in adds]
     ts = now_ms()
     removes = [a.remove(ts, data_change=False) for a in _subset(snapshot, rewrite).add_files()]
     txn.add_actions(removes)
@@ -360,6 +363,8 @@ def optimize(spark: SparkSession, table_uri: str, zorder_by: Any = None, where: 
     }
     if columns and curve != "zorder":
         parameters["curve"] = curve
+    if auto:
+        parameters["auto"] = "true"
     metrics["numDeletionVectorsRemoved"] = sum(1 for n in _deleted_rows(rewrite) if n)
     operation = "OPTIMIZE"
     if purge:

@@ -22,7 +22,7 @@ from deltalog.snapshot import Snapshot
 pytestmark = pytest.mark.dbt
 
 ORDERS = """
-{{ config(materialized='streaming_table') }}
+{{ config(materialized='streaming_table', auto_compact=true) }}
 select order_id, amount * 2 as doubled
 from {{ stream_files(var('landing'), format='json', schema='order_id bigint, amount bigint') }}
 """
@@ -60,6 +60,8 @@ class TestStreamingTable:
         _land(landing, "a.json", range(0, 4))
         run_dbt(["run", *variables])
         assert _ids(table) == [0, 1, 2, 3]
+        # the model's table properties go with its batches
+        assert Snapshot.load(str(table)).configuration.get("delta.autoOptimize.autoCompact") == "true"
         totals = Path(deltalog_warehouse) / project.test_schema / "order_totals"
         assert deltalake.DeltaTable(str(totals)).to_pyarrow_table().to_pylist() == [{"n": 4, "total": 12}]
         version = Snapshot.load(str(table)).version

@@ -486,11 +486,13 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         name = _get(model, "unique_id") or str(relation)
         try:
             trigger = streaming.trigger_of(config, name)
+            definition = table_definition(self._model_config(relation, model), model)
             df = self._model_dataframe(sql, model)
             self.warehouse.create_schema(relation.schema)
             done = streaming.run_streaming_table(
                 self.spark, df, self.table_uri(relation), full_refresh=full_refresh, trigger=trigger,
-                partition_by=_as_list(_get(config, "partition_by")), model=name, report=logger.info)
+                partition_by=_as_list(_get(config, "partition_by")), model=name, report=logger.info,
+                definition=definition)
         except streaming.StreamingConfigError as exc:
             raise CompilationError(str(exc)) from None
         SESSION_VIEWS.ensure(self.spark, self.warehouse, relation.schema, relation.identifier)

@@ -63,6 +63,7 @@ KNOWN_PROPERTIES: Dict[str, Any] = {
     "delta.enableRowTracking": (lambda v: v.lower() in _BOOL, "true or false"),
     "delta.enableTypeWidening": (lambda v: v.lower() in _BOOL, "true or false"),
     "delta.checkpointPolicy": (lambda v: v.lower() in ("classic", "v2"), "classic or v2"),
+    "delta.autoOptimize.autoCompact": (lambda v: v.lower() in ("true", "false", "auto"), "true, auto or false"),
 }
 # Properties that switch on features this engine cannot write (the transaction refuses them too).
 UNSUPPORTED_PROPERTIES = ("delta.enableIcebergCompatV1", "delta.enableIcebergCompatV2")
@@ -100,6 +101,8 @@ _SWITCHES = {
     "deletion_vectors": ("delta.enableDeletionVectors", "deletes, merges and delete+insert mark changed rows "
                                                         "instead of rewriting their files"),
     "row_tracking": ("delta.enableRowTracking", "every row gets a row ID and a row commit version in the log"),
+    "auto_compact": ("delta.autoOptimize.autoCompact", "after each write, partitions it left with many small "
+                                                      "files are compacted in a dataChange=false commit"),
 }
 
 

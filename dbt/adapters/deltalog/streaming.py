@@ -106,7 +106,7 @@ def trigger_of(config: Dict[str, Any], model: str) -> Dict[str, Any]:
 
 def run_streaming_table(spark: Any, df: Any, table_uri: str, *, full_refresh: bool, trigger: Dict[str, Any],
                         partition_by: Optional[list], model: str,
-                        report: Optional[Callable[[str], None]] = None) -> Dict[str, Any]:
+                        report: Optional[Callable[[str], None]] = None, definition: Any = None) -> Dict[str, Any]:
     """Run the model's streaming DataFrame into the table until everything available is in; what it
     did: batches, rows and the table's last version."""
     from deltalog.snapshot import Snapshot
@@ -131,14 +131,15 @@ def run_streaming_table(spark: Any, df: Any, table_uri: str, *, full_refresh: bo
     if full_refresh:
         fs.delete_tree(checkpoint_root)
     app_id = _app_id(checkpoint_root)
-    write = batch_writer(table_uri, app_id, partition_by=partition_by or None)
+    # the model's table properties (auto_compact, ...), comments and constraints go with every batch
+    write = batch_writer(table_uri, app_id, partition_by=partition_by or None, definition=definition)
     stats = {"batches": 0, "rows": 0}
     replaced = {"done": not full_refresh}
 
     def sink(batch: Any, batch_id: int) -> None:
         if not replaced["done"]:  # --full-refresh: the first batch replaces the table
             write_dataframe(batch, table_uri, mode="overwrite", schema_mode="overwrite", txn_app_id=app_id,
-                            txn_version=int(batch_id), partition_by=partition_by or None)
+                            txn_version=int(batch_id), partition_by=partition_by or None, definition=definition)
             replaced["done"] = True
         else:
             write(batch, batch_id)
@@ -160,7 +161,7 @@ def run_streaming_table(spark: Any, df: Any, table_uri: str, *, full_refresh: bo
         # no data yet (or none since a full refresh): the table exists, empty, with the stream's columns
         empty = spark.createDataFrame([], df.schema)
         write_dataframe(empty, table_uri, mode="overwrite", schema_mode="overwrite" if exists else None,
-                        partition_by=partition_by or None)
+                        partition_by=partition_by or None, definition=definition)
     snapshot = Snapshot.load(table_uri)
     stats["rows"] = sum(int(p.get("numInputRows", 0)) for p in (query.recentProgress or []))
     stats["version"] = snapshot.version

@@ -21,6 +21,7 @@ from ...schema_evolution import SCHEMA_MODES, WRITE_MODES, check_append_schema, 
 from ...definition import TableDefinition
 from ...table import DeltaTable, new_metadata
 from ...transaction import rearranged_only, reruns_after_conflict
+from .. import auto_compact
 from ..writer import write_files
 from .files import byte_count, removes_of, set_transactions, sum_records, target_files_read
 from .alter import check_existing_rows, mapped_if_dropping, metadata_differs
@@ -332,5 +333,10 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
         operation = operation or "WRITE"
         if operation_parameters:
             params.update(operation_parameters)
-        return txn.commit(operation=operation, parameters=params, metrics=metrics, user_metadata=user_metadata,
-                          extra_commit_info=extra_commit_info)
+        version = txn.commit(operation=operation, parameters=params, metrics=metrics, user_metadata=user_metadata,
+                             extra_commit_info=extra_commit_info)
+        if adds and auto_compact.enabled(txn.metadata.configuration):
+            auto_compact.after_write(df.sparkSession, table_uri, txn.metadata.configuration,
+                                     {tuple(sorted((a.partition_values or {}).items())): a.partition_values
+                                      for a in adds}.values())
+        return version
