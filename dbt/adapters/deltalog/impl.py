@@ -443,6 +443,18 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
             raise CompilationError(str(exc)) from None
 
     @available
+    @_reported
+    def refresh_materialized_view(self, relation: BaseRelation, sql: str, model: Any = None,
+                                  full_refresh: bool = False) -> AdapterResponse:
+        """`materialized_view`: incremental where the query allows it, else a full recompute, nothing when
+        no input committed (dbt/adapters/deltalog/materialized_view.py)."""
+        from dbt.adapters.deltalog import materialized_view
+
+        what, version = materialized_view.refresh(self, relation, sql, model, full_refresh)
+        SESSION_VIEWS.ensure(self.spark, self.warehouse, relation.schema, relation.identifier)
+        return AdapterResponse(_message=what if version is None else f"{what}: version {version}")
+
+    @available
     def stream_kafka(self, bootstrap_servers: str, topic: str, options: Optional[Dict[str, Any]] = None) -> str:
         """`{{ stream_kafka(servers, topic) }}`: a streaming view over a Kafka topic, for a streaming_table."""
         from dbt.adapters.deltalog.streaming import StreamingConfigError, kafka_stream_view
