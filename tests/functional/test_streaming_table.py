@@ -239,3 +239,39 @@ class TestContinuousStreaming:
         # each batch with rows one commit, recorded with its batch id
         snapshot = Snapshot.load(str(table))
         assert list(snapshot.app_transactions.values())[0] >= 2
+
+
+EVOLVING = """
+{{ config(materialized='streaming_table', on_schema_change=var('osc', 'ignore')) }}
+select order_id, amount{{ ', amount * 3 as tripled' if var('wider', false) else '' }}
+from {{ stream_files(var('landing'), format='json', schema='order_id bigint, amount bigint') }}
+"""
+
+
+class TestStreamingSchemaChange:
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"evolving.sql": EVOLVING}
+
+    def test_on_schema_change_applies_to_a_stream(self, project, deltalog_warehouse, tmp_path_factory):
+        landing = tmp_path_factory.mktemp("evolving_landing")
+        table = Path(deltalog_warehouse) / project.test_schema / "evolving"
+
+        def run(expect_pass=True, **variables):
+            return run_dbt_and_capture(["run", "--vars", json.dumps({"landing": str(landing), **variables})],
+                                       expect_pass=expect_pass)
+
+        _land(landing, "a.json", range(0, 2))
+        run()
+        _land(landing, "b.json", range(2, 4))
+        _, out = run(expect_pass=False, wider=True, osc="fail")  # a new column, and fail: nothing committed
+        assert "columns added in the new data: ['tripled']" in out
+        assert _ids(table) == [0, 1]
+        run(wider=True)  # ignore: the table keeps its columns
+        assert deltalake.DeltaTable(str(table)).schema().to_arrow().names == ["order_id", "amount"]
+        assert _ids(table) == [0, 1, 2, 3]
+        _land(landing, "c.json", range(4, 6))
+        run(wider=True, osc="append_new_columns")  # the column joins the table with the batch's rows
+        rows = sorted(deltalake.DeltaTable(str(table)).to_pyarrow_table().to_pylist(), key=lambda r: r["order_id"])
+        assert [(r["order_id"], r["tripled"]) for r in rows] == [(0, None), (1, None), (2, None), (3, None),
+                                                                  (4, 12), (5, 15)]

@@ -498,13 +498,19 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         name = _get(model, "unique_id") or str(relation)
         try:
             trigger = streaming.trigger_of(config, name)
+            _, on_schema_change = self.validate_incremental("append", model)
             definition = table_definition(self._model_config(relation, model), model)
             df = self._model_dataframe(sql, model)
+            table_schema = None
+            if self.warehouse.is_table(relation.schema, relation.identifier) and not full_refresh:
+                # the stream's columns against the table's, as an incremental model's: the first batch
+                # commits the schema change on_schema_change asks for, with its rows
+                df, table_schema = self._apply_schema_change(relation, df, on_schema_change, model)
             self.warehouse.create_schema(relation.schema)
             done = streaming.run_streaming_table(
                 self.spark, df, self.table_uri(relation), full_refresh=full_refresh, trigger=trigger,
                 partition_by=_as_list(_get(config, "partition_by")), model=name, report=logger.info,
-                definition=definition)
+                definition=definition, table_schema=table_schema)
         except streaming.StreamingConfigError as exc:
             raise CompilationError(str(exc)) from None
         SESSION_VIEWS.ensure(self.spark, self.warehouse, relation.schema, relation.identifier)

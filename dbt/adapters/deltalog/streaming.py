@@ -106,7 +106,8 @@ def trigger_of(config: Dict[str, Any], model: str) -> Dict[str, Any]:
 
 def run_streaming_table(spark: Any, df: Any, table_uri: str, *, full_refresh: bool, trigger: Dict[str, Any],
                         partition_by: Optional[list], model: str,
-                        report: Optional[Callable[[str], None]] = None, definition: Any = None) -> Dict[str, Any]:
+                        report: Optional[Callable[[str], None]] = None, definition: Any = None,
+                        table_schema: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """Run the model's streaming DataFrame into the table until everything available is in; what it
     did: batches, rows and the table's last version."""
     from deltalog.snapshot import Snapshot
@@ -132,7 +133,8 @@ def run_streaming_table(spark: Any, df: Any, table_uri: str, *, full_refresh: bo
         fs.delete_tree(checkpoint_root)
     app_id = _app_id(checkpoint_root)
     # the model's table properties (auto_compact, ...), comments and constraints go with every batch
-    write = batch_writer(table_uri, app_id, partition_by=partition_by or None, definition=definition)
+    write = batch_writer(table_uri, app_id, partition_by=partition_by or None, definition=definition,
+                         table_schema=table_schema)
     stats = {"batches": 0, "rows": 0}
     replaced = {"done": not full_refresh}
 
