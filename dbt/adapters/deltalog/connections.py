@@ -109,6 +109,10 @@ class DeltalogCredentials(Credentials):
                 f"a whole number of seconds, at least 1")
 
     def uses_spark_server(self) -> bool:
+        from dbt.adapters.deltalog.streaming import Continuous
+
+        if Continuous.running:  # long-running streams get a JVM of their own: a killed runner takes its queries along
+            return False
         if self.spark_server == "auto":
             in_ci = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
             return self.master.startswith("local") and not in_ci

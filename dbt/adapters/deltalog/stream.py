@@ -4,7 +4,9 @@ Reads the dbt project and profile as `dbt run` does (`--project-dir`, `--profile
 `--vars`, `--select`/`--exclude`/`--selector`), finds the selected `streaming_table` models and runs them
 all at once (one dbt thread each), each with its `processing_time` trigger (or micro-batches back to back
 when it has none), until SIGTERM or Ctrl-C: then every stream stops after the batch under way, and the
-command ends with dbt's run results. Each batch is reported on the console and in dbt's log (model,
+command ends with dbt's run results. The streams run in a Spark of this process, never on the shared
+`spark_server`: a runner that is killed takes its queries along, and a restart resumes from the
+checkpoints. Each batch is reported on the console and in dbt's log (model,
 batch id, rows, seconds). Models of other materializations in the selection are left to `dbt run`.
 """
 from __future__ import annotations
