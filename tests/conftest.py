@@ -26,6 +26,7 @@ SLOWEST_FIRST = [
     "tests/integration/test_dbt_minor_versions.py",
     "tests/robustness/test_random_kills.py",
     "tests/robustness/test_load_dbt.py",
+    "tests/robustness/test_streaming_kills.py",
     "tests/functional/test_spark_server.py",
     "tests/functional/test_change_data_feed.py",
     "tests/robustness/test_crash.py",

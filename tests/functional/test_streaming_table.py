@@ -233,7 +233,7 @@ class TestContinuousStreaming:
                 proc.kill()
         assert proc.returncode == 0, out
         assert "Streaming live_orders until SIGTERM" in out and "live_orders: batch" in out, out
-        assert "stopping after batch" in out, out
+        assert "stopped after batch" in out, out
         assert not (Path(deltalog_warehouse) / project.test_schema / "realtime_but_batch").exists()  # left to dbt run
         assert _ids(table) == list(range(8))
         # each batch with rows one commit, recorded with its batch id

@@ -514,6 +514,8 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         except streaming.StreamingConfigError as exc:
             raise CompilationError(str(exc)) from None
         SESSION_VIEWS.ensure(self.spark, self.warehouse, relation.schema, relation.identifier)
+        if done.get("started"):
+            return AdapterResponse(_message=f"STARTED (runs until stopped): version {done['version']}")
         return AdapterResponse(_message=f"STREAMED {done['batches']} batch(es), {done['rows']} row(s): version "
                                         f"{done['version']}", rows_affected=done["rows"])
 

@@ -2,8 +2,9 @@
 
 Reads the dbt project and profile as `dbt run` does (`--project-dir`, `--profiles-dir`, `--target`,
 `--vars`, `--select`/`--exclude`/`--selector`), finds the selected `streaming_table` models and runs them
-all at once (one dbt thread each), each with its `processing_time` trigger (or micro-batches back to back
-when it has none), until SIGTERM or Ctrl-C: then every stream stops after the batch under way, and the
+in DAG order (each returns once its query runs; a stream's table exists before its downstream streams
+start), all of them then running at once, each with its `processing_time` trigger (or micro-batches back
+to back when it has none), until SIGTERM or Ctrl-C or a failure: then every stream stops after the batch under way, and the
 command ends with dbt's run results. The streams run in a Spark of this process, never on the shared
 `spark_server`: a runner that is killed takes its queries along, and a restart resumes from the
 checkpoints. Each batch is reported on the console and in dbt's log (model,
@@ -77,9 +78,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     signal.signal(signal.SIGINT, stop)
     Continuous.running = True
     print(f"Streaming {', '.join(names)} until SIGTERM / Ctrl-C", flush=True)
-    result = dbtRunner().invoke(["run", "--select", *names, "--threads", str(len(names)),
-                                 *(["--full-refresh"] if args.full_refresh else []), *_common(args)])
-    return 0 if result.success else 1
+    # dbt starts the streams in DAG order (each returns once its query runs), then they run until stopped
+    result = dbtRunner().invoke(["run", "--select", *names, *(["--full-refresh"] if args.full_refresh else []),
+                                 *_common(args)])
+    if not result.success:
+        Continuous.stop.set()
+    return max(Continuous.watch(), 0 if result.success else 1)
 
 
 if __name__ == "__main__":

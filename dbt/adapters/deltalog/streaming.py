@@ -15,8 +15,9 @@ import hashlib
 import os
 import re
 import threading
+import time
 import uuid
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from deltalog import filesystem as fs
 
@@ -52,10 +53,38 @@ def file_stream_view(spark: Any, path: str, fmt: str, schema: Optional[str], opt
 
 
 class Continuous:
-    """Set by `python -m dbt.adapters.deltalog.stream` for the dbt run it makes: streaming tables then run
-    until `stop` is set (SIGTERM / Ctrl-C), each with its `processing_time` trigger."""
+    """Set by `python -m dbt.adapters.deltalog.stream` for the dbt run it makes: each streaming table then
+    starts its query with its `processing_time` trigger and returns (so that dbt starts downstream streams
+    in DAG order, every one running at once in this process), and `watch` reports their batches until
+    `stop` is set (SIGTERM / Ctrl-C) or one fails."""
     running = False
     stop = threading.Event()
+    queries: List[Tuple[str, Any, Callable[[str], None]]] = []
+
+    @classmethod
+    def watch(cls, poll: float = 0.5) -> int:
+        """Report every running query's batches; on `stop`, end each after its batch under way (a batch is
+        one commit: one cut short is replayed once, and its txn keeps it from landing twice). 0, or 1 when
+        a query failed."""
+        seen: Dict[int, int] = {}
+        failed = False
+        while not cls.stop.is_set() and not failed:
+            for i, (model, query, report) in enumerate(cls.queries):
+                progress = query.lastProgress
+                if progress and int(progress.get("batchId", -1)) > seen.get(i, -1):
+                    seen[i] = int(progress["batchId"])
+                    took = (progress.get("durationMs") or {}).get("triggerExecution", 0) / 1000
+                    report(f"{model}: batch {seen[i]}, {progress.get('numInputRows', 0)} row(s), {took:.1f} s")
+                if not query.isActive:
+                    report(f"{model}: the stream stopped: {query.exception() or 'no error'}")
+                    failed = True
+            cls.stop.wait(poll)
+        for model, query, report in cls.queries:
+            while query.isActive and (query.status or {}).get("isTriggerActive"):
+                time.sleep(0.1)
+            query.stop()
+            report(f"{model}: stopped after batch {seen.get(cls.queries.index((model, query, report)), -1)}")
+        return 1 if failed else 0
 
 
 _INTERVAL = re.compile(r"^\s*\d+(\.\d+)?\s*(millisecond|second|minute|hour)s?\s*$", re.I)
@@ -147,13 +176,17 @@ def run_streaming_table(spark: Any, df: Any, table_uri: str, *, full_refresh: bo
             write(batch, batch_id)
         stats["batches"] += 1
 
-    query = (df.writeStream.foreachBatch(sink).option("checkpointLocation", fs.join(checkpoint_root, "checkpoint"))
-             .trigger(**trigger).start())
+    checkpoint = fs.join(checkpoint_root, "checkpoint")
+    if "availableNow" not in trigger:  # the stream command: start, and leave it running
+        if not _is_table(table_uri):  # downstream streams read this table from its start: it exists first
+            write_dataframe(spark.createDataFrame([], df.schema), table_uri, mode="overwrite",
+                            partition_by=partition_by or None, definition=definition)
+        query = df.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint).trigger(**trigger).start()
+        Continuous.queries.append((model, query, report or (lambda message: None)))
+        return {"batches": 0, "rows": 0, "version": Snapshot.load(table_uri).version, "started": True}
+    query = df.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint).trigger(**trigger).start()
     try:
-        if "availableNow" in trigger:
-            query.awaitTermination()
-        else:
-            _run_until_stopped(query, model, report or (lambda message: None))
+        query.awaitTermination()
     finally:
         query.stop()
     if query.exception() is not None:
@@ -168,22 +201,6 @@ def run_streaming_table(spark: Any, df: Any, table_uri: str, *, full_refresh: bo
     stats["rows"] = sum(int(p.get("numInputRows", 0)) for p in (query.recentProgress or []))
     stats["version"] = snapshot.version
     return stats
-
-
-def _run_until_stopped(query: Any, model: str, report: Callable[[str], None]) -> None:
-    """Wait while the query runs batch after batch, reporting each; when `Continuous.stop` is set, wait
-    for the batch under way to end (its commit in or not: a batch is one commit, replayed at most once)."""
-    seen = -1
-    while query.isActive:
-        progress = query.lastProgress
-        if progress and int(progress.get("batchId", -1)) > seen:
-            seen = int(progress["batchId"])
-            took = (progress.get("durationMs") or {}).get("triggerExecution", 0) / 1000
-            report(f"{model}: batch {seen}, {progress.get('numInputRows', 0)} row(s), {took:.1f} s")
-        if Continuous.stop.is_set() and not (query.status or {}).get("isTriggerActive"):
-            report(f"{model}: stopping after batch {seen}")
-            return
-        query.awaitTermination(0.5)
 
 
 def _is_table(table_uri: str) -> bool:

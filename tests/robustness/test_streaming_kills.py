@@ -1,0 +1,137 @@
+"""A real-time pipeline killed and restarted: files land in a folder while the continuous runner
+(`python -m dbt.adapters.deltalog.stream --select tag:realtime`) streams them into bronze (a file stream)
+and silver (a stream of bronze, `stream(ref('bronze'))`); the runner's whole process group (its JVM too)
+is SIGKILLed at random moments, some during start-up and some mid-batch, and started again. Then
+`dbt run` takes what is left and refreshes gold (a materialized view over silver). Every landed row is in
+bronze and silver exactly once, gold equals the aggregate recomputed from the landed rows, read by
+delta-rs, and a second `dbt run` with no new input commits nothing at any layer.
+
+CI kills the runner 4 times (the selection, tests/selection.py); DELTALOG_FULL_SUITE=1 kills it 20 times."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter
+from pathlib import Path
+
+import deltalake
+import pytest
+
+from deltalog.snapshot import Snapshot
+from tests.selection import FULL
+
+pytestmark = pytest.mark.dbt
+
+KILLS = 20 if FULL else 4
+
+MODELS = {
+    "bronze.sql": """
+{{ config(materialized='streaming_table', tags=['realtime'], trigger={'processing_time': '1 second'}) }}
+select order_id, region, amount
+from {{ stream_files(var('landing'), format='json', schema='order_id bigint, region string, amount bigint') }}
+""",
+    "silver.sql": """
+{{ config(materialized='streaming_table', tags=['realtime'], trigger={'processing_time': '1 second'}) }}
+select order_id, region, amount * 2 as doubled from {{ stream(ref('bronze')) }}
+""",
+    "gold.sql": """
+{{ config(materialized='materialized_view') }}
+select region, sum(doubled) as total, count(*) as n from {{ ref('silver') }} group by region
+""",
+}
+
+
+def _project(root: Path) -> Path:
+    (root / "models").mkdir(parents=True)
+    (root / "dbt_project.yml").write_text("name: rt\nversion: '1.0'\nprofile: rt\nconfig-version: 2\n")
+    (root / "profiles.yml").write_text(textwrap.dedent(f"""\
+        rt:
+          target: dev
+          outputs:
+            dev:
+              type: deltalog
+              schema: analytics
+              threads: 2
+              master: local[2]
+              warehouse: {root / 'warehouse'}
+              spark_server: false
+              spark_conf: {{spark.sql.shuffle.partitions: "2"}}
+        """))
+    for name, sql in MODELS.items():
+        (root / "models" / name).write_text(sql)
+    return root
+
+
+def _table(root: Path, name: str) -> list[dict]:
+    return deltalake.DeltaTable(str(root / "warehouse" / "analytics" / name)).to_pyarrow_table().to_pylist()
+
+
+def test_the_runner_killed_at_random_moments_loses_and_doubles_nothing(tmp_path):
+    root = _project(tmp_path / "project")
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    variables = json.dumps({"landing": str(landing)})
+    rng = random.Random(35)
+    landed: list[dict] = []
+
+    def land() -> None:
+        rows = [{"order_id": len(landed) + i, "region": rng.choice(["eu", "us", "apac"]), "amount": rng.randint(1, 99)}
+                for i in range(rng.randint(1, 6))]
+        tmp = landing / f".{len(landed)}.tmp"
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        os.replace(tmp, landing / f"{len(landed):06d}.json")  # a file appears whole
+        landed.extend(rows)
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    base = ["--project-dir", str(root), "--profiles-dir", str(root), "--vars", variables]
+    logs = []
+    for kill in range(KILLS):
+        log = open(tmp_path / f"runner-{kill}.log", "w")
+        logs.append(log.name)
+        runner = subprocess.Popen([sys.executable, "-m", "dbt.adapters.deltalog.stream", "--select", "tag:realtime",
+                                   *base], cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                  start_new_session=True)
+        until = time.monotonic() + rng.uniform(8, 40)  # start-up takes ~10 s: some kills land before a batch
+        while time.monotonic() < until:
+            land()
+            time.sleep(rng.uniform(0.1, 1.5))
+        assert runner.poll() is None, Path(log.name).read_text()[-3000:]
+        os.killpg(runner.pid, signal.SIGKILL)
+        runner.wait()
+        log.close()
+
+    def dbt_run() -> str:
+        done = subprocess.run([sys.executable, "-c", "from dbt.cli.main import cli; cli()", "run", *base], cwd=root,
+                              env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+        return done.stdout
+
+    dbt_run()  # what the killed runners left: everything new, then gold
+    expected = Counter(r["order_id"] for r in landed)
+    for layer in ("bronze", "silver"):
+        got = Counter(r["order_id"] for r in _table(root, layer))
+        assert got == expected, (layer, sorted((got - expected).items())[:5], sorted((expected - got).items())[:5],
+                                 logs)
+    totals: dict = {}
+    for r in landed:
+        total, n = totals.get(r["region"], (0, 0))
+        totals[r["region"]] = (total + 2 * r["amount"], n + 1)
+    assert {r["region"]: (r["total"], r["n"]) for r in _table(root, "gold")} == totals
+
+    versions = {m: Snapshot.load(str(root / "warehouse" / "analytics" / m)).version
+                for m in ("bronze", "silver", "gold")}
+    out = dbt_run()  # no new input anywhere: no commit at any layer
+    assert {m: Snapshot.load(str(root / "warehouse" / "analytics" / m)).version for m in versions} == versions, out
+
+    land()  # one more file: each layer takes it once, gold incrementally
+    out = dbt_run()
+    assert "refreshed incrementally" in out, out[-3000:]
+    assert Counter(r["order_id"] for r in _table(root, "silver")) == Counter(r["order_id"] for r in landed)
+    r = landed[-1]
+    assert sum(g["n"] for g in _table(root, "gold")) == len(landed), r
