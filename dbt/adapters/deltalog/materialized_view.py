@@ -7,9 +7,11 @@ A refresh is one of three, and the log says which and why:
   max(..), avg(..) from <one table of ours> [where ...] group by k1, k2`) and the input's commits since the
   recorded version only added rows. The query runs over just the rows those commits added, and the result
   is merged into the view by the group keys (null-safe): sums and counts add up, min and max take the
-  smaller and larger. `avg` keeps no running state, so with an `avg` the groups the new rows touch are
-  recomputed from the input (those groups only) and replace the view's rows. One merge commit, recording
-  the input's new version.
+  smaller and larger. An `avg` keeps its running sum and count per group in a state table beside the
+  view (`<view>/_dbt_mv_state`, a folder Delta readers and VACUUM leave alone): the new rows' sums and
+  counts are merged into it first, then the view takes sum / count of the groups they touched. Each of the
+  two commits records the input's new version; a state table that is not at the view's version (a
+  refresh that stopped between them) makes the next refresh a full recompute.
 - **full**: anything else (joins, several inputs, HAVING, DISTINCT, windows, count(distinct), an input
   that deleted or updated rows, a first build, --full-refresh): the query recomputed in one overwrite
   commit recording every input's version.
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
 MV_APP_PREFIX = "dbt-deltalog materialized view input "
+STATE_DIR = "_dbt_mv_state"  # the running sums and counts of avg columns
 AGGREGATES = ("sum", "count", "min", "max", "avg")
 
 
@@ -103,6 +106,32 @@ def with_source(plan: IncrementalPlan, view: str) -> str:
     return tree.sql("spark")
 
 
+def state_columns(plan: IncrementalPlan) -> Dict[str, Tuple[str, str]]:
+    """{avg column: (its running sum column, its running count column)} in the state table."""
+    return {c: (f"{c}__sum", f"{c}__count") for c, kind in plan.aggregates.items() if kind == "avg"}
+
+
+def state_sql(plan: IncrementalPlan, view: str) -> str:
+    """The running sums and counts of the avg columns, by group, of the rows of `view`."""
+    from sqlglot import expressions as exp
+
+    tree = plan.tree.copy()
+    from_ = tree.args.get("from") or tree.args.get("from_")
+    from_.this.replace(exp.Table(this=exp.to_identifier(view, quoted=True), alias=from_.this.args.get("alias")))
+    names = state_columns(plan)
+    projections = []
+    for projection in tree.expressions:
+        name = projection.alias_or_name
+        if name in plan.keys:
+            projections.append(projection)
+        elif name in names:
+            value = projection.this.this
+            projections.append(exp.alias_(exp.Sum(this=value.copy()), names[name][0], quoted=True))
+            projections.append(exp.alias_(exp.Count(this=value.copy()), names[name][1], quoted=True))
+    tree.set("expressions", projections)
+    return tree.sql("spark")
+
+
 def combine(kind: str, column: str) -> str:
     """The view's new value of an aggregate column from its old value (DBT_INTERNAL_DEST) and the new
     rows' (DBT_INTERNAL_SOURCE)."""
@@ -174,6 +203,8 @@ def refresh(adapter: Any, relation: Any, sql: str, model: Any, full_refresh: boo
         last = recorded.get(app)
         if last is None or last < 0 or last > source.version:
             why = f"its table records no version of {'.'.join(plan.source)} it reflects"
+        elif state_columns(plan) and _state_version(adapter.table_uri(relation), app) != last:
+            why = "the running state of its avg columns is not at the view's version"
         else:
             files, why = appended_files(source.store, last, source.version)
             if files is not None:
@@ -181,17 +212,47 @@ def refresh(adapter: Any, relation: Any, sql: str, model: Any, full_refresh: boo
     log.info(f"{name}: materialized view refreshed by a full recompute: {why}")
     df = adapter._model_dataframe(sql, model)
     # the versions the query read: those its session views were registered at
-    read = {app_id(s.metadata.id): SESSION_VIEWS.table_version(warehouse, *ref) for ref, s in inputs.items()}
-    adapter.pending_app_transactions(relation).update({a: v for a, v in read.items() if v is not None})
+    read = {ref: SESSION_VIEWS.table_version(warehouse, *ref) for ref in inputs}
+    adapter.pending_app_transactions(relation).update(
+        {app_id(inputs[ref].metadata.id): v for ref, v in read.items() if v is not None})
     version = adapter._replace_table(relation, df, model, "CREATE OR REPLACE TABLE AS SELECT" if existed
                                      else "CREATE TABLE AS SELECT")
+    if plan is not None and state_columns(plan) and only_tables and read.get(plan.source) is not None:
+        # the running sums and counts of the avg columns, from the same input version
+        source = Snapshot.load(warehouse.table_path(*plan.source), version=read[plan.source])
+        _write_state(spark, adapter, relation, plan, source, app_id(source.metadata.id))
     return f"FULL RECOMPUTE ({why})", version
+
+
+def _state_uri(view_uri: str) -> str:
+    from deltalog import filesystem as fs
+
+    return fs.join(view_uri, STATE_DIR)
+
+
+def _state_version(view_uri: str, app: str) -> Optional[int]:
+    from deltalog.snapshot import Snapshot
+    from deltalog.table import DeltaTable
+
+    uri = _state_uri(view_uri)
+    return Snapshot.load(uri).app_transactions.get(app) if DeltaTable(uri).exists() else None
+
+
+def _write_state(spark: Any, adapter: Any, relation: Any, plan: IncrementalPlan, source: Any, app: str) -> None:
+    from deltalog.spark import operations
+    from deltalog.spark.reader import snapshot_dataframe
+
+    view = f"deltalog_mv_input{adapter.temp_view_suffix()}"
+    snapshot_dataframe(spark, source).createOrReplaceTempView(view)
+    operations.write_dataframe(spark.sql(state_sql(plan, view)), _state_uri(adapter.table_uri(relation)),
+                               mode="overwrite", schema_mode="overwrite", app_transactions={app: source.version})
 
 
 def _incremental(spark: Any, adapter: Any, relation: Any, model: Any, plan: IncrementalPlan, source: Any, app: str,
                  last: int, files: Any, name: str, log: Any) -> Tuple[str, Optional[int]]:
     from pyspark.sql import functions as F
 
+    from deltalog.snapshot import Snapshot
     from deltalog.spark import operations
     from deltalog.spark.reader import files_dataframe, snapshot_dataframe
 
@@ -199,23 +260,33 @@ def _incremental(spark: Any, adapter: Any, relation: Any, model: Any, plan: Incr
     if files.num_rows == 0:
         log.info(f"{name}: materialized view up to date: {where} added no rows")
         return "UP TO DATE: no rows added", None
-    suffix = adapter.temp_view_suffix()
-    new_view = f"deltalog_mv_new{suffix}"
+    view_uri = adapter.table_uri(relation)
+    new_view = f"deltalog_mv_new{adapter.temp_view_suffix()}"
     files_dataframe(spark, source, files).createOrReplaceTempView(new_view)
-    partial = spark.sql(with_source(plan, new_view))
-    if "avg" in plan.aggregates.values():
-        # avg keeps no running state: the groups the new rows touch, recomputed from the input
-        changed = partial.select(*[F.col(f"`{k}`") for k in plan.keys]).distinct()
-        rows = snapshot_dataframe(spark, source)
-        condition = [rows[f"`{k}`"].eqNullSafe(changed[f"`{k}`"]) for k in plan.keys]
-        touched_view = f"deltalog_mv_groups{suffix}"
-        (rows.join(changed, condition, "left_semi") if condition else rows).createOrReplaceTempView(touched_view)
-        merged, update, how = spark.sql(with_source(plan, touched_view)), "*", "the groups they touch recomputed"
-    else:
-        merged, how = partial, "merged into their groups"
-        update = {column: combine(kind, column) for column, kind in plan.aggregates.items()}
+    merged = spark.sql(with_source(plan, new_view))
+    update = {column: combine(kind, column) for column, kind in plan.aggregates.items() if kind != "avg"}
     on = " AND ".join(f"DBT_INTERNAL_DEST.`{k}` <=> DBT_INTERNAL_SOURCE.`{k}`" for k in plan.keys) or "1 = 1"
-    version = operations.merge(spark, adapter.table_uri(relation), merged, on, when_matched_update=update,
+    states = state_columns(plan)
+    how = "merged into their groups"
+    if states:
+        # the new rows' sums and counts into the running state, then each touched group's sum / count
+        sums = {c for c, _ in states.values()}
+        operations.merge(spark, _state_uri(view_uri), spark.sql(state_sql(plan, new_view)), on,
+                         when_matched_update={c: combine("sum" if c in sums else "count", c)
+                                              for pair in states.values() for c in pair},
+                         when_not_matched_insert="*", app_transactions={app: source.version})
+        state = snapshot_dataframe(spark, Snapshot.load(_state_uri(view_uri)))
+        types = {f.name: f.dataType for f in snapshot_dataframe(spark, Snapshot.load(view_uri)).schema.fields}
+        averages = state.select(*[F.col(f"`{k}`") for k in plan.keys], *[
+            F.when(F.col(f"`{n}`") > 0, F.col(f"`{s}`") / F.col(f"`{n}`")).cast(types[c]).alias(f"__avg_{c}")
+            for c, (s, n) in states.items()])
+        condition = [merged[f"`{k}`"].eqNullSafe(averages[f"`{k}`"]) for k in plan.keys]
+        joined = merged.join(averages, condition, "left") if condition else merged.crossJoin(averages)
+        merged = joined.select(*[merged[f"`{c}`"] if c not in states else F.col(f"`__avg_{c}`").alias(c)
+                                 for c in merged.columns])
+        update.update({c: f"DBT_INTERNAL_SOURCE.`{c}`" for c in states})
+        how = "merged into their groups (avg from the running sums and counts)"
+    version = operations.merge(spark, view_uri, merged, on, when_matched_update=update,
                                when_not_matched_insert="*", app_transactions={app: source.version},
                                extra_commit_info=adapter._commit_info(model))
     log.info(f"{name}: materialized view refreshed incrementally: the rows of {files.num_rows} file(s) added by "
