@@ -197,6 +197,8 @@ def refresh(adapter: Any, relation: Any, sql: str, model: Any, full_refresh: boo
         why = "its first build"
     elif not only_tables:
         why = "it reads a view or a relation that is not a table of ours, whose changes cannot be told"
+    elif plan is not None and plan.source not in inputs:
+        why = f"its input {'.'.join(plan.source)} is not a table of this warehouse"
     elif plan is not None:
         source = inputs[plan.source]
         app = app_id(source.metadata.id)
