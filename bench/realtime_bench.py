@@ -24,7 +24,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import textwrap
 import threading
 import time
 from pathlib import Path
@@ -33,6 +32,8 @@ import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from tests.dbt_process import write_project  # noqa: E402
 
 BRONZE = """
 {{ config(materialized='streaming_table', tags=['realtime'], trigger={'processing_time': '2 seconds'},
@@ -45,27 +46,6 @@ SILVER = """
           auto_compact=var('auto_compact')) }}
 select event_id, landed_ms, user_id % 100 as segment, amount * 2 as doubled from {{ stream(ref('bronze')) }}
 """
-
-
-def _project(root: Path) -> Path:
-    (root / "models").mkdir(parents=True)
-    (root / "dbt_project.yml").write_text("name: rtb\nversion: '1.0'\nprofile: rtb\nconfig-version: 2\n")
-    (root / "profiles.yml").write_text(textwrap.dedent(f"""\
-        rtb:
-          target: dev
-          outputs:
-            dev:
-              type: deltalog
-              schema: analytics
-              threads: 2
-              master: local[2]
-              warehouse: {root / 'warehouse'}
-              spark_server: false
-              spark_conf: {{spark.sql.shuffle.partitions: "2"}}
-        """))
-    (root / "models" / "bronze.sql").write_text(BRONZE)
-    (root / "models" / "silver.sql").write_text(SILVER)
-    return root
 
 
 def _live_files(table: Path) -> int | None:
@@ -97,7 +77,7 @@ def _latencies(silver: Path) -> tuple[list[float], int]:
 
 def run(minutes: float, rate: int, auto_compact: bool) -> dict:
     work = Path(tempfile.mkdtemp(prefix="deltalog-realtime-"))
-    root = _project(work / "project")
+    root = write_project(work / "project", "rtb", {"bronze.sql": BRONZE, "silver.sql": SILVER})
     landing = work / "landing"
     landing.mkdir()
     variables = json.dumps({"landing": str(landing), "auto_compact": auto_compact})

@@ -9,14 +9,13 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
 from typing import Iterator
 
-from tests.standalone import free_port, stop_process_groups
+from tests.standalone import free_port, listening, stop_process_groups
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ACCOUNT = "devstoreaccount1"
@@ -59,7 +58,7 @@ def azurite(container: str = "lake") -> Iterator[AzureServer]:
     endpoint = f"http://127.0.0.1:{port}/{ACCOUNT}"
     try:
         deadline = time.time() + 60
-        while not _listening(port):
+        while not listening(port):
             if proc.poll() is not None or time.time() > deadline:
                 raise RuntimeError(f"Azurite did not start (exit {proc.poll()})")
             time.sleep(0.2)
@@ -74,10 +73,3 @@ def azurite(container: str = "lake") -> Iterator[AzureServer]:
         log.close()
         shutil.rmtree(work, ignore_errors=True)
 
-
-def _listening(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-    except OSError:
-        return False

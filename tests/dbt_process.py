@@ -17,12 +17,15 @@ from range(0, 40, 1, 4)
 """
 
 
-def project(root: Path, idle_timeout: int = 600, spark_server: bool = True) -> Path:
+def write_project(root: Path, name: str, models: dict, spark_server: bool = False,
+                  idle_timeout: int = 600, dbt_project_extra: str = "") -> Path:
+    """A dbt project in `root` with `models` ({file name: SQL}) and a deltalog profile: local[2], the
+    warehouse in `root/warehouse`."""
     (root / "models").mkdir(parents=True)
-    (root / "dbt_project.yml").write_text("name: srv\nversion: '1.0'\nprofile: srv\nconfig-version: 2\n"
-                                          "models:\n  srv:\n    +materialized: table\n")
+    (root / "dbt_project.yml").write_text(f"name: {name}\nversion: '1.0'\nprofile: {name}\nconfig-version: 2\n"
+                                          + dbt_project_extra)
     (root / "profiles.yml").write_text(textwrap.dedent(f"""\
-        srv:
+        {name}:
           target: dev
           outputs:
             dev:
@@ -35,10 +38,16 @@ def project(root: Path, idle_timeout: int = 600, spark_server: bool = True) -> P
               spark_server_idle_timeout: {idle_timeout}
               spark_conf: {{spark.sql.shuffle.partitions: "2"}}
         """))
-    (root / "models" / "numbers.sql").write_text("select id, id * 2 as doubled from range(0, 10)\n")
-    (root / "models" / "slow.sql").write_text(SLOW_SQL)
-    (root / "models" / "slow_too.sql").write_text(SLOW_SQL)
+    for file_name, sql in models.items():
+        (root / "models" / file_name).write_text(sql)
     return root
+
+
+def project(root: Path, idle_timeout: int = 600, spark_server: bool = True) -> Path:
+    return write_project(root, "srv", {"numbers.sql": "select id, id * 2 as doubled from range(0, 10)\n",
+                                       "slow.sql": SLOW_SQL, "slow_too.sql": SLOW_SQL},
+                         spark_server=spark_server, idle_timeout=idle_timeout,
+                         dbt_project_extra="models:\n  srv:\n    +materialized: table\n")
 
 
 def _args(project_dir: Path, *args: str) -> list:

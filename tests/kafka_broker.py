@@ -7,7 +7,6 @@ import base64
 import contextlib
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -16,7 +15,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from tests.maven.jars import jars
-from tests.standalone import free_port, stop_process_groups
+from tests.standalone import free_port, listening, stop_process_groups
 
 
 @dataclass
@@ -66,7 +65,7 @@ def kafka_broker() -> Iterator[Broker]:
                             stderr=subprocess.STDOUT, cwd=work, start_new_session=True)
     try:
         deadline = time.time() + 90
-        while not _listening(port):
+        while not listening(port):
             if proc.poll() is not None or time.time() > deadline:
                 raise RuntimeError(f"Kafka did not start (exit {proc.poll()}); see {work}/kafka.log")
             time.sleep(0.3)
@@ -76,10 +75,3 @@ def kafka_broker() -> Iterator[Broker]:
         log.close()
         shutil.rmtree(work, ignore_errors=True)
 
-
-def _listening(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-    except OSError:
-        return False

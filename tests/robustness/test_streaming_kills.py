@@ -15,7 +15,6 @@ import random
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from collections import Counter
 from pathlib import Path
@@ -24,6 +23,7 @@ import deltalake
 import pytest
 
 from deltalog.snapshot import Snapshot
+from tests.dbt_process import write_project
 from tests.selection import FULL
 
 pytestmark = pytest.mark.dbt
@@ -47,33 +47,12 @@ select region, sum(doubled) as total, count(*) as n from {{ ref('silver') }} gro
 }
 
 
-def _project(root: Path) -> Path:
-    (root / "models").mkdir(parents=True)
-    (root / "dbt_project.yml").write_text("name: rt\nversion: '1.0'\nprofile: rt\nconfig-version: 2\n")
-    (root / "profiles.yml").write_text(textwrap.dedent(f"""\
-        rt:
-          target: dev
-          outputs:
-            dev:
-              type: deltalog
-              schema: analytics
-              threads: 2
-              master: local[2]
-              warehouse: {root / 'warehouse'}
-              spark_server: false
-              spark_conf: {{spark.sql.shuffle.partitions: "2"}}
-        """))
-    for name, sql in MODELS.items():
-        (root / "models" / name).write_text(sql)
-    return root
-
-
 def _table(root: Path, name: str) -> list[dict]:
     return deltalake.DeltaTable(str(root / "warehouse" / "analytics" / name)).to_pyarrow_table().to_pylist()
 
 
 def test_the_runner_killed_at_random_moments_loses_and_doubles_nothing(tmp_path):
-    root = _project(tmp_path / "project")
+    root = write_project(tmp_path / "project", "rt", MODELS)
     landing = tmp_path / "landing"
     landing.mkdir()
     variables = json.dumps({"landing": str(landing)})

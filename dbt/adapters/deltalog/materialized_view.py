@@ -95,15 +95,19 @@ def incremental_plan(sql: str) -> Tuple[Optional[IncrementalPlan], str]:
     return IncrementalPlan(_source_of(table), keys, aggregates, tree), "a grouped aggregate over one table"
 
 
-def with_source(plan: IncrementalPlan, view: str) -> str:
-    """The query, reading the temporary view `view` instead of its input."""
+def _reading(plan: IncrementalPlan, view: str) -> Any:
+    """A copy of the parsed query that reads the temporary view `view` instead of its input."""
     from sqlglot import expressions as exp
 
     tree = plan.tree.copy()
     from_ = tree.args.get("from") or tree.args.get("from_")
-    alias = from_.this.args.get("alias")
-    from_.this.replace(exp.Table(this=exp.to_identifier(view, quoted=True), alias=alias))
-    return tree.sql("spark")
+    from_.this.replace(exp.Table(this=exp.to_identifier(view, quoted=True), alias=from_.this.args.get("alias")))
+    return tree
+
+
+def with_source(plan: IncrementalPlan, view: str) -> str:
+    """The query, reading the temporary view `view` instead of its input."""
+    return _reading(plan, view).sql("spark")
 
 
 def state_columns(plan: IncrementalPlan) -> Dict[str, Tuple[str, str]]:
@@ -115,9 +119,7 @@ def state_sql(plan: IncrementalPlan, view: str) -> str:
     """The running sums and counts of the avg columns, by group, of the rows of `view`."""
     from sqlglot import expressions as exp
 
-    tree = plan.tree.copy()
-    from_ = tree.args.get("from") or tree.args.get("from_")
-    from_.this.replace(exp.Table(this=exp.to_identifier(view, quoted=True), alias=from_.this.args.get("alias")))
+    tree = _reading(plan, view)
     names = state_columns(plan)
     projections = []
     for projection in tree.expressions:
