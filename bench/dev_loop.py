@@ -195,7 +195,7 @@ def build(project: Path, env: dict) -> float:
 
 
 def stop_servers(env: dict) -> None:
-    subprocess.run([sys.executable, "-m", "dbt.adapters.deltalog.spark_server", "stop"], env=env,
+    subprocess.run([sys.executable, "-m", "dbt.adapters.deltalog.runtime.spark_server", "stop"], env=env,
                    capture_output=True, check=True)
 
 

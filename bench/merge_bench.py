@@ -29,7 +29,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from dbt.adapters.deltalog.session import get_spark  # noqa: E402
+from dbt.adapters.deltalog.runtime.session import get_spark  # noqa: E402
 
 from deltalog.spark.operations import merge, write_dataframe  # noqa: E402
 from deltalog.spark.reader import register_view  # noqa: E402

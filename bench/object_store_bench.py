@@ -79,7 +79,7 @@ def table_model(spark, uri: str, rows: int) -> tuple[float, float]:
 
 def table_child(uri: str, rows: int, s3a: bool) -> None:
     """In a process of its own (a fresh JVM, with or without the connector): warm up, then measure."""
-    from dbt.adapters.deltalog.session import get_spark
+    from dbt.adapters.deltalog.runtime.session import get_spark
 
     options = json.loads(os.environ.get("BENCH_STORAGE_OPTIONS", "{}"))
     if options:

@@ -138,7 +138,7 @@ def dbt_step(work: str) -> list[tuple[str, float, float, str]]:
 
 
 def session():
-    from dbt.adapters.deltalog.jvm import start_spark
+    from dbt.adapters.deltalog.runtime.jvm import start_spark
 
     from tests.maven.jars import jars
 

@@ -42,7 +42,7 @@ PREFIX = "customer-account-emea-01-"  # 25 characters: longer than delta-rs's 16
 
 def spark_session(tmp: str):
     """The adapter's own embedded session (its JVM settings included), with more driver memory."""
-    from dbt.adapters.deltalog.session import get_spark
+    from dbt.adapters.deltalog.runtime.session import get_spark
     return get_spark("local[2]", {"spark.driver.memory": "6g", "spark.sql.shuffle.partitions": "16"})
 
 

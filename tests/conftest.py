@@ -71,7 +71,7 @@ def spark_server_folder(tmp_path_factory):
     previous = os.environ.get("DBT_DELTALOG_SERVER_DIR")
     os.environ["DBT_DELTALOG_SERVER_DIR"] = folder
     yield folder
-    from dbt.adapters.deltalog.spark_server import stop_servers
+    from dbt.adapters.deltalog.runtime.spark_server import stop_servers
 
     stop_servers()
     if previous is None:
@@ -102,7 +102,7 @@ def dbt_profile_target(deltalog_warehouse):
 @pytest.fixture(scope="session")
 def spark():
     """The process-wide SparkSession, built exactly as the adapter builds it (dbt tests share it)."""
-    from dbt.adapters.deltalog.session import get_spark
+    from dbt.adapters.deltalog.runtime.session import get_spark
 
     return get_spark("local[2]", {"spark.sql.shuffle.partitions": "2",
                                   "spark.sql.execution.arrow.pyspark.enabled": "true"})

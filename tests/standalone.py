@@ -102,7 +102,7 @@ class Cluster:
 
 def _environment() -> dict[str, str]:
     env = dict(os.environ)
-    from dbt.adapters.deltalog.jvm import ensure_java
+    from dbt.adapters.deltalog.runtime.jvm import ensure_java
 
     ensure_java()
     env.update(JAVA_HOME=os.environ.get("JAVA_HOME", env.get("JAVA_HOME", "")), SPARK_HOME=spark_home(),

@@ -42,7 +42,7 @@ def spark():
         pytest.skip(str(exc))
     import logging
 
-    from dbt.adapters.deltalog.jvm import start_spark
+    from dbt.adapters.deltalog.runtime.jvm import start_spark
 
     # pyspark logs every failed statement's JVM trace (our merge probes an expression against the source)
     logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)

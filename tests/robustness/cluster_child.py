@@ -27,9 +27,9 @@ def main(master: str, project: str, args: list[str]) -> None:
         "statuses": {r.node.name: str(r.status) for r in nodes},
         "messages": {r.node.name: r.message for r in nodes if r.message},
     }
-    from dbt.adapters.deltalog import session
+    from dbt.adapters.deltalog.runtime import session
 
-    spark = session._spark
+    spark = session.RUNTIME.spark
     if spark is not None:
         from deltalog.spark.embedded import runs_jar_classes
 
@@ -41,7 +41,7 @@ def main(master: str, project: str, args: list[str]) -> None:
 
 def engine_write(master: str, table: str) -> None:
     """write_dataframe straight from the engine (no adapter check of the warehouse first)."""
-    from dbt.adapters.deltalog.session import get_spark
+    from dbt.adapters.deltalog.runtime.session import get_spark
     from deltalog.spark.operations import write_dataframe
 
     spark = get_spark(master, {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",

@@ -70,7 +70,7 @@ def install(hook: str | None, state: dict) -> None:
 
 
 def main(uri: str, options: dict, writer: int, commits: int, hook: str | None) -> None:
-    from dbt.adapters.deltalog.session import get_spark
+    from dbt.adapters.deltalog.runtime.session import get_spark
     from deltalog import filesystem
     from deltalog.errors import ConcurrentModificationError
     from deltalog.spark import operations

@@ -67,7 +67,7 @@ else:
 
     @pytest.fixture(scope="module")
     def spark(warehouse):
-        from dbt.adapters.deltalog.session import get_spark
+        from dbt.adapters.deltalog.runtime.session import get_spark
 
         return get_spark("local[2]", {"spark.jars": ",".join(jars("hadoop-azure")),
                                       "spark.sql.shuffle.partitions": "2"})

@@ -57,7 +57,7 @@ else:
 
     @pytest.fixture(scope="module")
     def spark(s3):
-        from dbt.adapters.deltalog.session import get_spark
+        from dbt.adapters.deltalog.runtime.session import get_spark
 
         return get_spark("local[2]", {"spark.sql.shuffle.partitions": "2",
                                       "spark.sql.execution.arrow.pyspark.enabled": "true", **s3a_spark_conf()})

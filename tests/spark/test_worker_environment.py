@@ -16,7 +16,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SCRIPT = r"""
 import os, sys
 sys.path.insert(0, {root!r})
-from dbt.adapters.deltalog.session import get_spark
+from dbt.adapters.deltalog.runtime.session import get_spark
 from dbt.adapters.deltalog.connections import _short_error
 from deltalog.spark.operations import write_dataframe
 spark = get_spark("local[1]", {{}})

@@ -1,7 +1,8 @@
 """The catalog is the warehouse folder: `<warehouse>/<schema>/<table>/_delta_log` is a table,
 `<warehouse>/<schema>/<view>.view.sql` a dbt view, and `<warehouse>/<schema>/<table>.location` a table
 that lives elsewhere (`location_root`, `dbt clone` targets): the file holds its location. Sources
-declared with a location (`EXTERNAL_TABLES`) are tables too, but no file of the warehouse names them.
+declared with a location (`external`, kept by the runtime) are tables too, but no file of the warehouse
+names them.
 Spark only ever sees session temporary views named `schema.name` (one backquoted part); this module
 keeps them in step with the folder."""
 
@@ -23,15 +24,6 @@ VIEW_DOCS_SUFFIX = ".view.docs.json"  # persist_docs of a view: {"description": 
 LOCATION_SUFFIX = ".location"
 SCHEMA_MARKER = ".deltalog-schema"  # an empty object: a schema exists on an object store without tables
 LOG_DIR = "_delta_log"
-
-# (schema, name) -> location of Delta tables declared as dbt sources with a location; filled as
-# dbt resolves source() (DeltalogRelation.create_from), read wherever a relation is located.
-# Module state on purpose: dbt resolves source() with a bare quoting object (no config, no
-# credentials, no adapter: dbt.context.providers.RuntimeSourceResolver), so this is the only place
-# the relation can leave its location for the adapter.
-EXTERNAL_TABLES: Dict[Tuple[str, str], str] = {}
-# The dbt project's folder: relative source locations and location_root are resolved against it.
-PROJECT_ROOT: Optional[str] = None
 
 # `schema.name` as a relation renders it: one backquoted part holding one dot
 _RELATION_REF = re.compile(r"`([^`.\s]+)\.([^`\s]+)`")
@@ -83,9 +75,11 @@ class Warehouse:
     a schema is the prefix of a marker object (folders do not exist there), and table renames are
     refused: they would copy every object, not move a folder atomically."""
 
-    def __init__(self, root: str):
+    def __init__(self, root: str, external: Optional[Dict[Tuple[str, str], str]] = None):
         self.on_object_store = fs.is_object_store_uri(root)
         self.root = str(root).rstrip("/") if self.on_object_store else os.path.abspath(root)
+        # (schema, name) -> location of tables that dbt sources declare outside the warehouse
+        self.external = external if external is not None else {}
 
     def schema_path(self, schema: str) -> str:
         return self._inside(fs.join(self.root, check_name(schema, "schema", self.root)))
@@ -96,7 +90,7 @@ class Warehouse:
 
     def table_path(self, schema: str, name: str) -> str:
         """The table's location: an external source's, the one a `.location` file names, or the folder."""
-        external = EXTERNAL_TABLES.get((schema, name))
+        external = self.external.get((schema, name))
         if external is not None:
             return external
         return self.location_of(schema, name) or self.folder_path(schema, name)
@@ -318,15 +312,16 @@ class SessionViews:
     A table's view is re-registered only when its log has a newer version than the one the view
     was built on, so each statement reads the latest committed snapshot of what it names."""
 
-    def __init__(self):
+    def __init__(self, spark):
+        self.spark = spark
         self._lock = threading.RLock()
         # view name -> (kind, warehouse root, version or SQL text)
         self._registered: Dict[str, Tuple[str, str, object]] = {}
 
-    def forget(self, spark, name: str) -> None:
+    def forget(self, name: str) -> None:
         with self._lock:
             self._registered.pop(name, None)
-            spark.catalog.dropTempView(name)
+            self.spark.catalog.dropTempView(name)
 
     def table_version(self, warehouse: Warehouse, schema: str, name: str) -> Optional[int]:
         """The version of the table `schema.name` of `warehouse` its view was last registered at."""
@@ -336,11 +331,11 @@ class SessionViews:
             return None
         return int(known[2])
 
-    def refresh_for_sql(self, spark, warehouse: Warehouse, sql: str) -> None:
+    def refresh_for_sql(self, warehouse: Warehouse, sql: str) -> None:
         for schema, name in referenced_relations(sql):
-            self.ensure(spark, warehouse, schema, name)
+            self.ensure(warehouse, schema, name)
 
-    def ensure(self, spark, warehouse: Warehouse, schema: str, name: str, _depth: int = 0) -> bool:
+    def ensure(self, warehouse: Warehouse, schema: str, name: str, _depth: int = 0) -> bool:
         """Make `schema.name` current; returns whether the warehouse holds such a relation."""
         vname = view_name(schema, name)
         with self._lock:
@@ -350,7 +345,7 @@ class SessionViews:
                 if known != ("table", warehouse.root, version):
                     from deltalog.spark import reader
 
-                    reader.register_view(spark, vname, warehouse.table_path(schema, name), version=version)
+                    reader.register_view(self.spark, vname, warehouse.table_path(schema, name), version=version)
                     self._registered[vname] = ("table", warehouse.root, version)
                 return True
             sql = warehouse.read_view_sql(schema, name)
@@ -359,27 +354,18 @@ class SessionViews:
                     # a dbt view is SQL over other relations: make those current first
                     for ref_schema, ref_name in referenced_relations(sql):
                         if (ref_schema, ref_name) != (schema, name):
-                            self.ensure(spark, warehouse, ref_schema, ref_name, _depth + 1)
+                            self.ensure(warehouse, ref_schema, ref_name, _depth + 1)
                 docs = warehouse.read_view_docs(schema, name)
                 state = ("view", warehouse.root, sql, repr(sorted(docs.items())))
                 if known != state:
-                    spark.sql(f"create or replace temporary view `{vname}`{_view_docs_clause(spark, sql, docs)} as\n{sql}")
+                    self.spark.sql(f"create or replace temporary view `{vname}`{_view_docs_clause(self.spark, sql, docs)} as\n{sql}")
                     self._registered[vname] = state
                 return True
             if known is not None and known[1] == warehouse.root:
                 # gone from the folder (dropped elsewhere): do not serve stale data
                 self._registered.pop(vname, None)
-                spark.catalog.dropTempView(vname)
+                self.spark.catalog.dropTempView(vname)
             return False
-
-    def register_all(self, spark, warehouse: Warehouse) -> None:
-        """Recreate every view of the warehouse (a session opening)."""
-        for schema in warehouse.list_schemas():
-            for entry in warehouse.list_relations(schema):
-                try:
-                    self.ensure(spark, warehouse, entry.schema, entry.name)
-                except Exception:  # a broken view must not stop the session from opening
-                    pass
 
 
 def _sql_string(text: str) -> str:
@@ -402,5 +388,3 @@ def _view_docs_clause(spark, sql: str, docs: dict) -> str:
         clause += f" COMMENT {_sql_string(docs['description'])}"
     return clause
 
-
-SESSION_VIEWS = SessionViews()

@@ -130,9 +130,9 @@ def describe_statement(spark, warehouse: Warehouse, sql: str):
     entry = warehouse.lookup(names[0], names[1])
     if entry is None:
         return None
-    from dbt.adapters.deltalog.catalog import SESSION_VIEWS
+    from dbt.adapters.deltalog.runtime.session import RUNTIME
 
-    SESSION_VIEWS.ensure(spark, warehouse, entry.schema, entry.name)
+    RUNTIME.views(spark).ensure(warehouse, entry.schema, entry.name)
     rows = [tuple(r) for r in spark.sql(f"describe table `{view_name(entry.schema, entry.name)}`").collect()]
     rows += [("", "", ""), ("# Detailed Table Information", "", ""), ("Catalog", "spark_catalog", ""),
              ("Database", entry.schema, ""), ("Table", entry.name, "")]
@@ -156,9 +156,9 @@ def _information(spark, warehouse: Warehouse, entry) -> str:
     """What Spark's SHOW TABLE EXTENDED prints per relation (dbt-spark reads Type and Provider)."""
     lines = ["Catalog: spark_catalog", f"Database: {entry.schema}", f"Table: {entry.name}"]
     try:
-        from dbt.adapters.deltalog.catalog import SESSION_VIEWS
+        from dbt.adapters.deltalog.runtime.session import RUNTIME
 
-        SESSION_VIEWS.ensure(spark, warehouse, entry.schema, entry.name)
+        RUNTIME.views(spark).ensure(warehouse, entry.schema, entry.name)
         schema = spark.table(f"`{view_name(entry.schema, entry.name)}`").schema
     except Exception:  # a broken view still gets listed
         schema = None

@@ -14,12 +14,12 @@ from dbt.adapters.exceptions import FailedToConnectError
 from dbt.adapters.spark.connections import SparkConnectionManager
 from dbt_common.exceptions import DbtRuntimeError
 
-from dbt.adapters.deltalog.catalog import SESSION_VIEWS, Warehouse, quote_warehouse_refs
+from dbt.adapters.deltalog.catalog import Warehouse, quote_warehouse_refs
 from dbt.adapters.deltalog.catalog_sql import describe_statement, rewrite_time_travel, show_statement
+from dbt.adapters.deltalog.runtime.session import RUNTIME
 from deltalog.errors import DeltaError
 
 logger = AdapterLogger("Deltalog")
-_hadoop_described: set = set()
 
 
 def _configure_hadoop(spark, root: str, storage_options: Dict[str, str]) -> None:
@@ -29,9 +29,8 @@ def _configure_hadoop(spark, root: str, storage_options: Dict[str, str]) -> None
     from deltalog.spark import hadoop
 
     hadoop.apply(spark, root, storage_options)
-    if root in _hadoop_described:
+    if not RUNTIME.first_description(root):
         return
-    _hadoop_described.add(root)
     native, why = hadoop.native_io(spark, root)
     path = ("Spark's own Parquet writer (at their final keys: no rename, no listing) and reader" if native
             else "Spark tasks through pyarrow's file system at their final keys (no rename, no listing)")
@@ -168,7 +167,7 @@ class DeltalogCredentials(Credentials):
     def spark_server_status(self) -> str:
         if not self.uses_spark_server():
             return f"off (spark_server: {str(self.spark_server).lower()}; Spark starts inside each dbt command)"
-        from dbt.adapters.deltalog.spark_server import describe
+        from dbt.adapters.deltalog.runtime.spark_server import describe
 
         return describe(self.master, self.spark_conf)
 
@@ -224,7 +223,7 @@ class DeltalogCursor:
                 self._df = shown
                 return
         sql = rewrite_time_travel(self.spark, self.warehouse, sql)
-        SESSION_VIEWS.refresh_for_sql(self.spark, self.warehouse, sql)
+        RUNTIME.views(self.spark).refresh_for_sql(self.warehouse, sql)
         from dbt.adapters.deltalog.dml import try_execute_dml
 
         outcome = try_execute_dml(self.spark, self.warehouse, strip_leading_comments(sql), _dml_commit_info())
@@ -317,7 +316,7 @@ class DeltalogHandle:
         self._cursor: Optional[DeltalogCursor] = None
 
     def cursor(self) -> DeltalogCursor:
-        from dbt.adapters.deltalog.jvm import tag_thread
+        from dbt.adapters.deltalog.runtime.jvm import tag_thread
 
         tag_thread(self.spark)  # statements of this thread are this command's jobs
         self._cursor = DeltalogCursor(self.spark, self.warehouse)
@@ -327,7 +326,7 @@ class DeltalogHandle:
         # dbt cancels on Ctrl-C: stop this command's Spark jobs, so a model still writing fails (and
         # cleans up) instead of committing after the command was cancelled. Jobs of other commands
         # on the same Spark server carry other tags and go on.
-        from dbt.adapters.deltalog.jvm import cancel_command_jobs
+        from dbt.adapters.deltalog.runtime.jvm import cancel_command_jobs
 
         cancel_command_jobs(self.spark)
 
@@ -344,7 +343,7 @@ class DeltalogConnectionManager(SparkConnectionManager):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        from dbt.adapters.deltalog.jvm import new_command
+        from dbt.adapters.deltalog.runtime.jvm import new_command
 
         new_command()  # dbt builds the adapter once per command
 
@@ -372,14 +371,13 @@ class DeltalogConnectionManager(SparkConnectionManager):
             return connection
         creds: DeltalogCredentials = connection.credentials
         try:
-            from dbt.adapters.deltalog.session import get_spark
-
-            spark = get_spark(creds.master, creds.spark_conf, server=creds.uses_spark_server(),
+            spark = RUNTIME.get_spark(creds.master, creds.spark_conf, server=creds.uses_spark_server(),
                               idle_timeout=creds.spark_server_idle_timeout)
         except Exception as exc:
             raise FailedToConnectError(
                 redact_text(f"could not start Spark ({creds.master}): {exc}", creds.spark_conf)) from None
-        warehouse = Warehouse(creds.resolve_warehouse() if not os.path.isabs(creds.warehouse) else creds.warehouse)
+        warehouse = Warehouse(creds.resolve_warehouse() if not os.path.isabs(creds.warehouse) else creds.warehouse,
+                              RUNTIME.external_tables)
         if warehouse.on_object_store:
             try:
                 prepare_object_store(warehouse.root, creds.storage_options)
@@ -387,12 +385,10 @@ class DeltalogConnectionManager(SparkConnectionManager):
                 raise FailedToConnectError(str(exc)) from None
             _configure_hadoop(spark, warehouse.root, creds.storage_options)
         try:
-            from dbt.adapters.deltalog.session import check_warehouse_shared
-
-            check_warehouse_shared(spark, warehouse.root)
+            RUNTIME.check_warehouse_shared(spark, warehouse.root)
         except DeltaError as exc:
             raise FailedToConnectError(str(exc)) from None
-        from dbt.adapters.deltalog.jvm import tag_thread
+        from dbt.adapters.deltalog.runtime.jvm import tag_thread
 
         tag_thread(spark)  # the opening thread runs this connection's models: its jobs are ours
         connection.handle = DeltalogHandle(spark, warehouse)

@@ -32,8 +32,7 @@ from dbt_common.exceptions import CompilationError, DbtRuntimeError
 
 from deltalog import filesystem as fs
 from deltalog.errors import DeltaError
-from dbt.adapters.deltalog import catalog
-from dbt.adapters.deltalog.catalog import SESSION_VIEWS, Warehouse, quote_warehouse_refs, referenced_relations
+from dbt.adapters.deltalog.catalog import Warehouse, quote_warehouse_refs, referenced_relations
 from dbt.adapters.deltalog.column import DeltalogColumn
 from dbt.adapters.deltalog.connections import DeltalogConnectionManager
 from dbt.adapters.deltalog.maintenance import MaintenanceMixin
@@ -42,6 +41,7 @@ from dbt.adapters.deltalog.model_config import (
 )
 from dbt.adapters.deltalog.strategies import STRATEGIES, IncrementalWrite
 from dbt.adapters.deltalog.relation import DeltalogRelation
+from dbt.adapters.deltalog.runtime.session import RUNTIME
 
 logger = AdapterLogger("Deltalog")
 
@@ -140,7 +140,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         if fs.is_object_store_uri(creds.warehouse):
             fs.configure(creds.warehouse, creds.storage_options)  # every table under it uses them
         if getattr(config, "project_root", None):
-            catalog.PROJECT_ROOT = config.project_root
+            RUNTIME.project_root = config.project_root
 
     @classmethod
     def type(cls) -> str:
@@ -151,7 +151,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
     @property
     def warehouse(self) -> Warehouse:
         creds = self.config.credentials
-        warehouse = Warehouse(creds.warehouse)
+        warehouse = Warehouse(creds.warehouse, RUNTIME.external_tables)
         if warehouse.on_object_store:  # also before any connection opens (dbt lists schemas first)
             from dbt.adapters.deltalog.connections import prepare_object_store
 
@@ -183,7 +183,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         """The model's SQL as a lazy DataFrame: the engine's write is the one execution."""
         spark = self.spark
         sql = quote_warehouse_refs(sql, self.warehouse)
-        SESSION_VIEWS.refresh_for_sql(spark, self.warehouse, sql)
+        RUNTIME.views(spark).refresh_for_sql(self.warehouse, sql)
         try:
             return spark.sql(sql)
         except Exception as exc:
@@ -204,7 +204,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         spark = self.spark
         unique_id = _get(model, "unique_id") or "python model"
         # the relations the model names (refs, sources, this) as session views of their latest version
-        SESSION_VIEWS.refresh_for_sql(spark, self.warehouse, code)
+        RUNTIME.views(spark).refresh_for_sql(self.warehouse, code)
         # `spark` as a global, as dbt-spark and Databricks python models use it
         namespace: Dict[str, Any] = {"__name__": "dbt_python_model", "spark": spark}
         import time
@@ -281,7 +281,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         schema = relation.schema
         spark = self.spark
         for entry in self.warehouse.list_relations(schema):
-            SESSION_VIEWS.forget(spark, f"{entry.schema}.{entry.name}")
+            RUNTIME.views(spark).forget(f"{entry.schema}.{entry.name}")
         self.warehouse.drop_schema(schema)
         self.cache.drop_schema(relation.database, schema)
 
@@ -311,7 +311,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
             if relation.type != RelationType.View:
                 self.warehouse.drop_table(relation.schema, relation.identifier)
         name = ".".join(p for p in (relation.schema, relation.identifier) if p)
-        SESSION_VIEWS.forget(spark, name)
+        RUNTIME.views(spark).forget(name)
         if relation.identifier:
             spark.catalog.dropTempView(relation.identifier)
 
@@ -329,8 +329,8 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         self.warehouse.rename(
             from_relation.schema, from_relation.identifier, to_relation.schema, to_relation.identifier
         )
-        SESSION_VIEWS.forget(spark, f"{from_relation.schema}.{from_relation.identifier}")
-        SESSION_VIEWS.ensure(spark, self.warehouse, to_relation.schema, to_relation.identifier)
+        RUNTIME.views(spark).forget(f"{from_relation.schema}.{from_relation.identifier}")
+        RUNTIME.views(spark).ensure(self.warehouse, to_relation.schema, to_relation.identifier)
 
     def get_columns_in_relation(self, relation: BaseRelation) -> List[DeltalogColumn]:
         schema, name = relation.schema, relation.identifier
@@ -342,7 +342,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
             return [self._column(relation, i, f.name, f.dataType.simpleString()) for i, f in enumerate(fields)]
         spark = self.spark
         if schema and name:
-            SESSION_VIEWS.ensure(spark, self.warehouse, schema, name)
+            RUNTIME.views(spark).ensure(self.warehouse, schema, name)
         view = ".".join(p for p in (schema, name) if p)
         try:
             fields = spark.table(_q(view)).schema.fields
@@ -438,7 +438,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
 
         try:
             return file_stream_view(self.spark, path, format, schema, options,
-                                    getattr(self.config, "project_root", None) or catalog.PROJECT_ROOT)
+                                    getattr(self.config, "project_root", None) or RUNTIME.project_root)
         except StreamingConfigError as exc:
             raise CompilationError(str(exc)) from None
 
@@ -451,7 +451,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         from dbt.adapters.deltalog import materialized_view
 
         what, version = materialized_view.refresh(self, relation, sql, model, full_refresh)
-        SESSION_VIEWS.ensure(self.spark, self.warehouse, relation.schema, relation.identifier)
+        RUNTIME.views(self.spark).ensure(self.warehouse, relation.schema, relation.identifier)
         return AdapterResponse(_message=what if version is None else f"{what}: version {version}")
 
     @available
@@ -513,7 +513,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
                 definition=definition, table_schema=table_schema)
         except streaming.StreamingConfigError as exc:
             raise CompilationError(str(exc)) from None
-        SESSION_VIEWS.ensure(self.spark, self.warehouse, relation.schema, relation.identifier)
+        RUNTIME.views(self.spark).ensure(self.warehouse, relation.schema, relation.identifier)
         if done.get("started"):
             return AdapterResponse(_message=f"STARTED (runs until stopped): version {done['version']}")
         return AdapterResponse(_message=f"STREAMED {done['batches']} batch(es), {done['rows']} row(s): version "
@@ -559,7 +559,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
                     raise CompilationError(
                         f"Model '{cfg.model}': location_root={cfg.location_root!r} is a URI this adapter cannot "
                         f"store tables in; allowed: a folder path, s3://, abfss:// / az://, gs://.")
-                root = os.path.abspath(os.path.join(catalog.PROJECT_ROOT or ".", os.path.expanduser(root)))
+                root = os.path.abspath(os.path.join(RUNTIME.project_root or ".", os.path.expanduser(root)))
             wanted = fs.join(root, name)
         here = current or (wh.folder_path(schema, name) if wh.is_table(schema, name) else None)
         if here is not None and not _same_location(here, wanted or wh.folder_path(schema, name)):
@@ -579,7 +579,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         wh.set_location(schema, name, wanted)
 
     def _refreshed(self, relation: BaseRelation, what: str, version: Optional[int]) -> AdapterResponse:
-        SESSION_VIEWS.ensure(self.spark, self.warehouse, relation.schema, relation.identifier)
+        RUNTIME.views(self.spark).ensure(self.warehouse, relation.schema, relation.identifier)
         if version is None:
             return AdapterResponse(_message=f"{what}: nothing to commit")
         return AdapterResponse(_message=f"{what} version {version}")
@@ -591,7 +591,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         keeps its description and column comments next to it."""
         spark = self.spark
         sql = quote_warehouse_refs(sql, self.warehouse)
-        SESSION_VIEWS.refresh_for_sql(spark, self.warehouse, sql)
+        RUNTIME.views(spark).refresh_for_sql(self.warehouse, sql)
         # check it compiles before it is saved
         try:
             columns = spark.sql(sql).columns
@@ -612,7 +612,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
             if not docs["description"] and not docs["columns"]:
                 docs = None
         self.warehouse.write_view_docs(relation.schema, relation.identifier, docs)
-        SESSION_VIEWS.ensure(spark, self.warehouse, relation.schema, relation.identifier)
+        RUNTIME.views(spark).ensure(self.warehouse, relation.schema, relation.identifier)
         return AdapterResponse(_message="CREATE VIEW")
 
     @available
@@ -636,7 +636,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
     def create_temp_view(self, relation: BaseRelation, sql: str) -> BaseRelation:
         spark = self.spark
         sql = quote_warehouse_refs(sql, self.warehouse)
-        SESSION_VIEWS.refresh_for_sql(spark, self.warehouse, sql)
+        RUNTIME.views(spark).refresh_for_sql(self.warehouse, sql)
         spark.sql(f"create or replace temporary view {relation.render()} as\n{sql}")
         return relation
 
@@ -778,7 +778,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         refs = referenced_relations(quote_warehouse_refs(code, self.warehouse))
         if target not in {(s.lower(), n.lower()) for s, n in refs}:
             return None
-        return SESSION_VIEWS.table_version(self.warehouse, relation.schema, relation.identifier)
+        return RUNTIME.views(self.spark).table_version(self.warehouse, relation.schema, relation.identifier)
 
     def _apply_schema_change(self, relation, df, on_schema_change: str, model: Any):
         """Align the new rows with the table: (rows, the table's new schema JSON or None). With
@@ -865,7 +865,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         added = self._new_fields(target, columns)
         if added:
             self._commit_schema(relation, snap, StructType(list(target.fields) + added), model, added, [])
-            SESSION_VIEWS.ensure(self.spark, self.warehouse, relation.schema, relation.identifier)
+            RUNTIME.views(self.spark).ensure(self.warehouse, relation.schema, relation.identifier)
 
     @staticmethod
     def _new_fields(target: Any, columns: List[Any]) -> List[Any]:
@@ -898,8 +898,8 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         self._alter_to_definition(target, model)
         # The staging view resolves the target's session view when it is read: register it at the latest
         # version (our own alteration included) and commit against that version.
-        SESSION_VIEWS.ensure(spark, self.warehouse, target.schema, target.identifier)
-        read_version = SESSION_VIEWS.table_version(self.warehouse, target.schema, target.identifier)
+        RUNTIME.views(spark).ensure(self.warehouse, target.schema, target.identifier)
+        read_version = RUNTIME.views(spark).table_version(self.warehouse, target.schema, target.identifier)
         source = spark.table(staging.render())
         scd_id = _get(columns, "dbt_scd_id") or "dbt_scd_id"
         valid_to = _get(columns, "dbt_valid_to") or "dbt_valid_to"

@@ -101,9 +101,9 @@ class MaintenanceMixin:
         return self.Relation.create(schema=parts[0], identifier=parts[1], type="table")
 
     def _refresh_view(self, relation: Any) -> None:
-        from dbt.adapters.deltalog.catalog import SESSION_VIEWS
+        from dbt.adapters.deltalog.runtime.session import RUNTIME
         try:
-            SESSION_VIEWS.ensure(self.spark, self.warehouse, relation.schema, relation.identifier)
+            RUNTIME.views(self.spark).ensure(self.warehouse, relation.schema, relation.identifier)
         except Exception:
             pass
 

@@ -174,7 +174,8 @@ def refresh(adapter: Any, relation: Any, sql: str, model: Any, full_refresh: boo
     from dbt.adapters.events.logging import AdapterLogger
 
     from deltalog.snapshot import Snapshot
-    from dbt.adapters.deltalog.catalog import SESSION_VIEWS, quote_warehouse_refs, referenced_relations
+    from dbt.adapters.deltalog.catalog import quote_warehouse_refs, referenced_relations
+    from dbt.adapters.deltalog.runtime.session import RUNTIME
 
     log = AdapterLogger("Deltalog")
     warehouse, spark = adapter.warehouse, adapter.spark
@@ -216,7 +217,7 @@ def refresh(adapter: Any, relation: Any, sql: str, model: Any, full_refresh: boo
     log.info(f"{name}: materialized view refreshed by a full recompute: {why}")
     df = adapter._model_dataframe(sql, model)
     # the versions the query read: those its session views were registered at
-    read = {ref: SESSION_VIEWS.table_version(warehouse, *ref) for ref in inputs}
+    read = {ref: RUNTIME.views(spark).table_version(warehouse, *ref) for ref in inputs}
     adapter.pending_app_transactions(relation).update(
         {app_id(inputs[ref].metadata.id): v for ref, v in read.items() if v is not None})
     version = adapter._replace_table(relation, df, model, "CREATE OR REPLACE TABLE AS SELECT" if existed

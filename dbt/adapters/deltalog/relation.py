@@ -9,8 +9,8 @@ from typing import Any, Optional
 
 from dbt.adapters.spark.relation import SparkRelation
 
-from dbt.adapters.deltalog import catalog
 from dbt.adapters.deltalog.model_config import _get
+from dbt.adapters.deltalog.runtime.session import RUNTIME
 
 # Where a source may name the location of its Delta table (dbt-duckdb and dbt-external-tables spellings).
 _LOCATION_KEYS = (("meta", "location"), ("meta", "external_location"), ("config", "external_location"),
@@ -39,8 +39,8 @@ class DeltalogRelation(SparkRelation):
             location = source_location(relation_config)
             if location is not None:
                 if "://" not in location and not location.startswith("/"):
-                    location = os.path.abspath(os.path.join(catalog.PROJECT_ROOT or ".", os.path.expanduser(location)))
-                catalog.EXTERNAL_TABLES[(relation.schema, relation.identifier)] = location
+                    location = os.path.abspath(os.path.join(RUNTIME.project_root or ".", os.path.expanduser(location)))
+                RUNTIME.external_tables[(relation.schema, relation.identifier)] = location
         return relation
 
     def render(self) -> str:

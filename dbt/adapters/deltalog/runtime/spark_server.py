@@ -13,7 +13,7 @@ Files in `state_dir()` (mode 0700), per server key (a hash of master, settings, 
   <key>.start  held by the one command that starts the server, so concurrent first commands share one
   <key>.log    the server process's output; <key>.spark.log holds the JVM's log
 
-`python -m dbt.adapters.deltalog.spark_server status|stop` lists or stops the servers.
+`python -m dbt.adapters.deltalog.runtime.spark_server status|stop` lists or stops the servers.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import threading
 import time
 from typing import Dict, Iterator, List, Optional
 
-from dbt.adapters.deltalog.jvm import tail
+from dbt.adapters.deltalog.runtime.jvm import tail
 
 DEFAULT_IDLE_TIMEOUT = 900  # seconds without an attached command before the server stops
 START_TIMEOUT = 300  # seconds a command waits for a new server's Spark to come up
@@ -113,7 +113,7 @@ def _locked(path: str, mode: int) -> Iterator[None]:
 
 def serve(key: str, master: str, spark_conf: Dict[str, str], idle_timeout: float) -> None:
     """Run a server: start Spark, publish how to attach, stop after `idle_timeout` idle seconds."""
-    from dbt.adapters.deltalog.jvm import start_spark
+    from dbt.adapters.deltalog.runtime.jvm import start_spark
 
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
@@ -188,7 +188,7 @@ def _start(key: str, master: str, spark_conf: Dict[str, str], idle_timeout: floa
         json.dump({"master": master, "spark_conf": spark_conf, "idle_timeout": idle_timeout}, f)
     log = open(_path(key, ".log"), "ab")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dbt.adapters.deltalog.spark_server", "serve", key],
+        [sys.executable, "-m", "dbt.adapters.deltalog.runtime.spark_server", "serve", key],
         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=state_dir(),
         start_new_session=True)  # not in the terminal's process group: Ctrl-C of a command spares it
     log.close()
@@ -235,7 +235,7 @@ def _connect(state: dict):
     spark = SparkSession(sc, jsparkSession=base.newSession())
     if threading.current_thread() is threading.main_thread():
         # pyspark's handler cancels every job of the JVM; other commands share this one
-        from dbt.adapters.deltalog.jvm import cancel_command_jobs
+        from dbt.adapters.deltalog.runtime.jvm import cancel_command_jobs
 
         def interrupt(signum, frame):
             try:
@@ -297,7 +297,7 @@ def _main(argv: List[str]) -> int:
     if command == "stop":
         print(f"stopped {stop_servers()} dbt-deltalog Spark server(s)")
         return 0
-    print("usage: python -m dbt.adapters.deltalog.spark_server status|stop", file=sys.stderr)
+    print("usage: python -m dbt.adapters.deltalog.runtime.spark_server status|stop", file=sys.stderr)
     return 2
 
 

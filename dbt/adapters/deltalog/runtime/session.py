@@ -1,0 +1,109 @@
+"""The process's `Runtime`: the one SparkSession that every dbt connection of this process shares (a
+JVM of this process, jvm.py, or a session on the long-lived local Spark server, spark_server.py),
+the temporary views of the warehouse registered in that session, the tables dbt's sources place
+outside the warehouse, and the project folder.
+
+One object per process, on purpose: dbt reaches it from classmethods that get no adapter (opening a
+connection, resolving `source()` with a bare quoting object: dbt.context.providers.RuntimeSourceResolver),
+and Spark is started once per process. Everything the adapter keeps between statements lives here
+and nowhere else."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from typing import Dict, Optional, Tuple
+
+from dbt.adapters.deltalog.catalog import SessionViews
+from dbt.adapters.deltalog.runtime.jvm import ensure_java, start_spark
+
+
+class Runtime:
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self.spark = None
+        self._views: Optional[SessionViews] = None
+        self._checked: set = set()  # (session, warehouse) checked as shared with the executors
+        self._described: set = set()  # warehouses whose data path was said in the log
+        # (schema, name) -> location of Delta tables declared as dbt sources with a location; filled
+        # as dbt resolves source() (DeltalogRelation.create_from), read wherever a relation is located
+        self.external_tables: Dict[Tuple[str, str], str] = {}
+        # the dbt project's folder: relative source locations and location_root are resolved against it
+        self.project_root: Optional[str] = None
+
+    def get_spark(self, master: str = "local[*]", spark_conf: Optional[Dict[str, str]] = None, *,
+                  server: bool = False, idle_timeout: Optional[float] = None):
+        """The process-wide SparkSession: dbt opens many connections, Spark is reached once. With
+        `server`, a session on the long-lived local Spark server for these settings (spark_server.py),
+        else a JVM of this process. The first session of a process serves all its connections."""
+        with self._lock:
+            if self.spark is not None and _is_alive(self.spark):
+                return self.spark
+            if server:
+                from dbt.adapters.deltalog.runtime import spark_server
+
+                ensure_java()
+                spark = spark_server.attach(master, dict(spark_conf or {}),
+                                            idle_timeout or spark_server.DEFAULT_IDLE_TIMEOUT)
+            else:
+                spark = start_spark(master, spark_conf)
+            _follow_cluster_cores(spark, master, spark_conf)
+            # pyspark logs every failed statement's JVM trace; dbt reports the error itself
+            logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
+            self.spark, self._views = spark, None  # a new session has none of the old one's views
+            return spark
+
+    def views(self, spark) -> SessionViews:
+        """The warehouse views registered in `spark` (the process's session)."""
+        with self._lock:
+            if self._views is None or self._views.spark is not spark:
+                self._views = SessionViews(spark)
+            return self._views
+
+    def first_description(self, warehouse: str) -> bool:
+        """True the first time the warehouse's data path is to be said in the log."""
+        with self._lock:
+            if warehouse in self._described:
+                return False
+            self._described.add(warehouse)
+            return True
+
+    def check_warehouse_shared(self, spark, warehouse: str) -> None:
+        """On a cluster, a local-path warehouse must be storage the executors share with the driver:
+        checked once per session and warehouse, before any model writes (StorageNotSharedError)."""
+        from deltalog.filesystem import is_object_store_uri
+        from deltalog.spark.cluster import check_shared_folder, is_local_master
+
+        if is_local_master(spark) or is_object_store_uri(warehouse):
+            return  # an object store shows every executor the same objects
+        with self._lock:
+            key = (id(spark.sparkContext), warehouse)
+            if key in self._checked:
+                return
+            os.makedirs(warehouse, exist_ok=True)
+            check_shared_folder(spark, warehouse)
+            self._checked.add(key)
+
+
+RUNTIME = Runtime()
+
+
+def get_spark(master: str = "local[*]", spark_conf: Optional[Dict[str, str]] = None, *,
+              server: bool = False, idle_timeout: Optional[float] = None):
+    return RUNTIME.get_spark(master, spark_conf, server=server, idle_timeout=idle_timeout)
+
+
+def _is_alive(spark) -> bool:
+    try:
+        return not spark.sparkContext._jsc.sc().isStopped()
+    except Exception:  # the JVM went away (a server that was killed)
+        return False
+
+
+def _follow_cluster_cores(spark, master: str, spark_conf: Optional[Dict[str, str]]) -> None:
+    if not master.startswith("local") and "spark.sql.shuffle.partitions" not in (spark_conf or {}):
+        # Spark's default of 200 turns a small model into dozens of tiny files: follow the cluster
+        from deltalog.spark.cluster import executor_cores
+
+        spark.conf.set("spark.sql.shuffle.partitions", str(max(4, 2 * executor_cores(spark))))
