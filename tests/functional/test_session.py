@@ -7,8 +7,9 @@ import sys
 import pytest
 
 from dbt.adapters.deltalog.runtime import jvm, session
-from dbt.adapters.deltalog.catalog import Warehouse, quote_warehouse_refs
-from dbt.adapters.deltalog.connections import DeltalogCredentials, strip_leading_comments
+from dbt.adapters.deltalog.catalog import Warehouse
+from dbt.adapters.deltalog.connections import DeltalogCredentials
+from dbt.adapters.deltalog.sql_gateway import quote_warehouse_refs, strip_leading_comments
 
 
 def test_profile_needs_only_type_and_schema(tmp_path):

@@ -272,40 +272,6 @@ def referenced_relations(sql: str) -> List[Tuple[str, str]]:
     return seen
 
 
-# schema.name with either part plain or backquoted (`schema`.name, `schema`.`name`)
-_PART = r"(?:`[^`.]+`|[A-Za-z_]\w*)"
-_UNQUOTED_REF = re.compile(rf"(?<![\w.`])({_PART})\.({_PART})(?![\w`])")
-_QUOTED_OR_COMMENT = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|--[^\n]*|/\*.*?\*/", re.DOTALL)
-
-
-def quote_warehouse_refs(sql: str, warehouse: Warehouse) -> str:
-    """Write `schema.table` for an unquoted schema.table that names a warehouse relation, so SQL
-    written by hand (hooks, analyses, `dbt show --inline`) finds the session view. Text inside
-    quotes and comments is left alone, and so is anything that is not in the warehouse."""
-    if "." not in sql:
-        return sql
-    schemas = set(warehouse.list_schemas())
-    if not schemas:
-        return sql
-
-    def fix(segment: str) -> str:
-        def repl(m):
-            schema, name = m.group(1).strip("`"), m.group(2).strip("`")
-            if schema in schemas and warehouse.lookup(schema, name) is not None:
-                return f"`{schema}.{name}`"
-            return m.group(0)
-
-        return _UNQUOTED_REF.sub(repl, segment)
-
-    out, pos = [], 0
-    for m in _QUOTED_OR_COMMENT.finditer(sql):
-        out.append(fix(sql[pos : m.start()]))
-        out.append(m.group(0))
-        pos = m.end()
-    out.append(fix(sql[pos:]))
-    return "".join(out)
-
-
 class SessionViews:
     """Temporary views of one SparkSession, kept in step with one or more warehouses.
 

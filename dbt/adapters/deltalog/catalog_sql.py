@@ -2,41 +2,28 @@
 
 Relations are session temporary views named `schema.name` (catalog.py), and temporary views cannot
 live in a database, so Spark alone answers `show tables in shop` with SCHEMA_NOT_FOUND and refuses
-time travel on a view. The cursor hands each statement here first:
+time travel on a view. The SQL gateway (sql_gateway.py) hands SHOW and DESCRIBE statements here, as
+its tokens:
 
 - SHOW SCHEMAS | DATABASES [LIKE p], SHOW TABLES | VIEWS {IN | FROM} schema [[LIKE] p] and
   SHOW TABLE EXTENDED {IN | FROM} schema LIKE p are answered from the warehouse folder, with the
   columns Spark gives them (what dbt-spark and spark-utils parse);
-- `schema.table VERSION AS OF n` and `TIMESTAMP AS OF 'ts'` (also FOR SYSTEM_VERSION / SYSTEM_TIME)
-  are replaced by a temporary view of that snapshot of the Delta table.
+- DESCRIBE [TABLE] EXTENDED | FORMATTED schema.name, with the detailed information Spark gives.
 
-Statements are read with sqlglot's Spark tokenizer (quotes and comments are never mistaken for words).
+Time travel on a table (`VERSION AS OF n`, `TIMESTAMP AS OF 'ts'`) is a temporary view of that
+snapshot (`as_of_view`); the change feed, one of its changes (`changes_view`).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, List, Optional, Tuple
+from typing import Any, List, Optional
 
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.deltalog.catalog import Warehouse, view_name
 
 _STRING_TYPES = ("STRING", "RAW_STRING", "NATIONAL_STRING")
-
-
-def _tokens(sql: str) -> List[Any]:
-    from deltalog.sql import spark_dialect
-
-    tokens = spark_dialect().tokenize(sql)
-    if len(tokens) == 2 and tokens[0].token_type.name == "SHOW":
-        # sqlglot keeps the rest of a SHOW command as one string: read it as SQL too
-        tokens = tokens[:1] + spark_dialect().tokenize(sql[tokens[0].end + 1:])
-    return tokens
-
-
-def _word(token: Any) -> str:
-    return token.text.upper() if token.token_type.name not in _STRING_TYPES + ("IDENTIFIER",) else ""
 
 
 def like_pattern(pattern: str) -> "re.Pattern[str]":
@@ -47,14 +34,10 @@ def like_pattern(pattern: str) -> "re.Pattern[str]":
 
 # --- SHOW statements ------------------------------------------------------------------------------
 
-def show_statement(spark, warehouse: Warehouse, sql: str):
+def show_statement(spark, warehouse: Warehouse, tokens: List[Any]):
     """The DataFrame answering a SHOW statement about warehouse schemas, or None for any other SQL
-    (which Spark then runs itself)."""
-    try:
-        tokens = _tokens(sql)
-    except Exception:
-        return None
-    words = [_word(t) for t in tokens]
+    (which Spark then runs itself). `tokens`: the statement as the SQL gateway read it."""
+    words = [t.word for t in tokens]
     if len(words) < 2 or words[0] != "SHOW":
         return None
     if words[1] in ("SCHEMAS", "DATABASES", "NAMESPACES"):
@@ -90,7 +73,7 @@ def show_statement(spark, warehouse: Warehouse, sql: str):
 
 
 def _identifier(token: Any) -> Optional[str]:
-    if token.token_type.name in ("IDENTIFIER", "VAR") or token.text.isidentifier():
+    if token.kind in ("IDENTIFIER", "VAR") or token.text.isidentifier():
         return token.text
     return None
 
@@ -98,31 +81,27 @@ def _identifier(token: Any) -> Optional[str]:
 def _like_at(tokens: List[Any], i: int):
     """The LIKE pattern from token i on: a string, None when the statement ends there, False when
     something else follows (not a form answered here)."""
-    if i < len(tokens) and _word(tokens[i]) == "LIKE":
+    if i < len(tokens) and tokens[i].word == "LIKE":
         i += 1
     if i == len(tokens):
         return None
-    if i == len(tokens) - 1 and tokens[i].token_type.name in _STRING_TYPES:
+    if i == len(tokens) - 1 and tokens[i].kind in _STRING_TYPES:
         return tokens[i].text
     return False
 
 
-def describe_statement(spark, warehouse: Warehouse, sql: str):
+def describe_statement(spark, warehouse: Warehouse, tokens: List[Any]):
     """DESCRIBE [TABLE] EXTENDED | FORMATTED schema.name on a warehouse relation: Spark's column rows
     for its session view, then the `# Detailed Table Information` Spark gives a catalog relation
     (Type, Provider, Location, Comment: the persisted description of a table or a view, View Text).
-    None for other SQL, which Spark runs itself."""
-    try:
-        tokens = _tokens(sql)
-    except Exception:
-        return None
-    words = [_word(t) for t in tokens]
+    None for other SQL, which Spark runs itself. `tokens`: the statement as the SQL gateway read it."""
+    words = [t.word for t in tokens]
     if len(words) < 3 or words[0] not in ("DESCRIBE", "DESC"):
         return None
     at = 2 if words[1] == "TABLE" else 1
     if at >= len(words) or words[at] not in ("EXTENDED", "FORMATTED"):
         return None
-    names = [t.text for t in tokens[at + 1:] if t.token_type.name not in ("DOT",)]
+    names = [t.text for t in tokens[at + 1:] if t.kind != "DOT"]
     if len(names) == 1 and "." in names[0]:  # `schema.name` in one pair of backquotes
         names = names[0].split(".", 1)
     if len(names) != 2:
@@ -203,73 +182,3 @@ def changes_view(spark, table_path: str, schema: str, name: str, start_version: 
 def snapshot_view_name(schema: str, name: str, suffix: str) -> str:
     """The temporary view holding one reading of a table (a version, a range of changes)."""
     return "__deltalog_" + re.sub(r"[^A-Za-z0-9_]", "_", f"{schema}__{name}__{suffix}")
-
-
-def rewrite_time_travel(spark, warehouse: Warehouse, sql: str) -> str:
-    """`sql` with each `schema.table VERSION AS OF n` / `TIMESTAMP AS OF 'ts'` on a warehouse table
-    replaced by a view of that snapshot. Expects relations already written as `schema.name` (one
-    quoted part, as quote_warehouse_refs leaves them)."""
-    if " OF " not in sql.upper().replace("\n", " ").replace("\t", " "):
-        return sql
-    try:
-        tokens = _tokens(sql)
-    except Exception:
-        return sql
-    edits: List[Tuple[int, int, str]] = []
-    for i, token in enumerate(tokens):
-        if token.token_type.name != "IDENTIFIER" or token.text.count(".") != 1:
-            continue
-        clause = _time_travel_clause(tokens, i + 1)
-        if clause is None:
-            continue
-        kind, literal_at = clause
-        schema, name = token.text.split(".")
-        if not warehouse.is_table(schema, name):
-            continue
-        ref = f"{schema}.{name}"
-        if literal_at is None:
-            raise DbtRuntimeError(
-                f"{kind} AS OF on {ref}: give a literal here ({kind} AS OF 3 or TIMESTAMP AS OF "
-                f"'2025-01-31 12:00:00'); expressions are not evaluated for time travel.")
-        literal = tokens[literal_at]
-        try:
-            if kind == "VERSION":
-                if literal.token_type.name != "NUMBER" or not literal.text.isdigit():
-                    raise ValueError(f"the version must be a whole number, not {literal.text!r}")
-                view = as_of_view(spark, warehouse.table_path(schema, name), schema, name, version=int(literal.text))
-            else:
-                if literal.token_type.name not in _STRING_TYPES:
-                    raise ValueError(f"the timestamp must be a quoted string, not {literal.text}")
-                view = as_of_view(spark, warehouse.table_path(schema, name), schema, name, timestamp=literal.text)
-        except DbtRuntimeError:
-            raise
-        except Exception as exc:
-            raise DbtRuntimeError(f"{kind} AS OF on {ref}: {exc}") from None
-        edits.append((token.start, literal.end + 1, view))
-    for start, end, text in reversed(edits):
-        sql = sql[:start] + text + sql[end:]
-    return sql
-
-
-def _time_travel_clause(tokens: List[Any], i: int) -> Optional[Tuple[str, Optional[int]]]:
-    """(VERSION | TIMESTAMP, index of the literal or None) when tokens from i on are a time-travel
-    clause: [FOR] {VERSION | SYSTEM_VERSION | TIMESTAMP | SYSTEM_TIME} AS OF <literal>."""
-    words = [_word(t) for t in tokens[i: i + 5]]
-    if words[:1] == ["FOR"]:
-        words, i = words[1:], i + 1
-    if len(words) < 3 or words[1:3] != ["AS", "OF"]:
-        return None
-    kind = {"VERSION": "VERSION", "SYSTEM_VERSION": "VERSION", "TIMESTAMP": "TIMESTAMP",
-            "SYSTEM_TIME": "TIMESTAMP"}.get(words[0])
-    if kind is None:
-        return None
-    literal_at = i + 3
-    if literal_at >= len(tokens):
-        return kind, None
-    after = literal_at + 1
-    # a literal ends the clause; anything else (an expression) is not supported here
-    if after < len(tokens) and tokens[after].token_type.name in ("DOT", "L_PAREN", "PLUS", "DASH", "STAR"):
-        return kind, None
-    if tokens[literal_at].token_type.name not in _STRING_TYPES + ("NUMBER",):
-        return kind, None
-    return kind, literal_at

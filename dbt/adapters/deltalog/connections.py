@@ -14,8 +14,8 @@ from dbt.adapters.exceptions import FailedToConnectError
 from dbt.adapters.spark.connections import SparkConnectionManager
 from dbt_common.exceptions import DbtRuntimeError
 
-from dbt.adapters.deltalog.catalog import Warehouse, quote_warehouse_refs
-from dbt.adapters.deltalog.catalog_sql import describe_statement, rewrite_time_travel, show_statement
+from dbt.adapters.deltalog.catalog import Warehouse
+from dbt.adapters.deltalog.sql_gateway import execute
 from dbt.adapters.deltalog.runtime.session import RUNTIME
 from deltalog.errors import DeltaError
 
@@ -195,10 +195,8 @@ def redact_text(text: str, conf: Dict[str, Any]) -> str:
 
 
 class DeltalogCursor:
-    """DB-API-like cursor: statements run with `spark.sql`; rows are fetched on demand.
-
-    Before a statement runs, the relations it names are made current (see SessionViews), and
-    INSERT/UPDATE/DELETE on warehouse tables become Delta commits (see dml.py)."""
+    """DB-API-like cursor: each statement goes through the SQL gateway (sql_gateway.py); rows are
+    fetched on demand."""
 
     def __init__(self, spark, warehouse: Warehouse):
         self.spark = spark
@@ -212,25 +210,8 @@ class DeltalogCursor:
             sql = sql[:-1].rstrip()
         if bindings:
             sql = sql % tuple(_literal(b) for b in bindings)
-        self._df, self._rows = None, None
-        if not strip_leading_comments(sql):
-            return  # an empty statement (a macro that did its work through the adapter)
-        sql = quote_warehouse_refs(sql, self.warehouse)
-        head = strip_leading_comments(sql)[:4].upper()
-        if head in ("SHOW", "DESC"):
-            shown = (show_statement if head == "SHOW" else describe_statement)(self.spark, self.warehouse, sql)
-            if shown is not None:
-                self._df = shown
-                return
-        sql = rewrite_time_travel(self.spark, self.warehouse, sql)
-        RUNTIME.views(self.spark).refresh_for_sql(self.warehouse, sql)
-        from dbt.adapters.deltalog.dml import try_execute_dml
-
-        outcome = try_execute_dml(self.spark, self.warehouse, strip_leading_comments(sql), _dml_commit_info())
-        if outcome != "not-dml":
-            self._rows = []
-            return
-        self._df = self.spark.sql(sql)
+        outcome = execute(self.spark, self.warehouse, sql, _dml_commit_info())
+        self._df, self._rows = outcome.dataframe, outcome.rows
 
     def fetchall(self) -> List:
         if self._rows is None:
@@ -272,22 +253,6 @@ def _dml_commit_info() -> Dict[str, Any]:
         return {"dbtInvocationId": get_invocation_id()}
     except Exception:
         return {}
-
-
-def strip_leading_comments(sql: str) -> str:
-    """dbt prefixes statements with a `/* query comment */`; DML is recognised after it."""
-    while True:
-        sql = sql.lstrip()
-        if sql.startswith("/*"):
-            end = sql.find("*/")
-            if end == -1:
-                return sql
-            sql = sql[end + 2 :]
-        elif sql.startswith("--"):
-            end = sql.find("\n")
-            sql = "" if end == -1 else sql[end + 1 :]
-        else:
-            return sql
 
 
 def _literal(value: Any) -> str:

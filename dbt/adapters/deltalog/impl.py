@@ -32,7 +32,7 @@ from dbt_common.exceptions import CompilationError, DbtRuntimeError
 
 from deltalog import filesystem as fs
 from deltalog.errors import DeltaError
-from dbt.adapters.deltalog.catalog import Warehouse, quote_warehouse_refs, referenced_relations
+from dbt.adapters.deltalog.catalog import Warehouse, referenced_relations
 from dbt.adapters.deltalog.column import DeltalogColumn
 from dbt.adapters.deltalog.connections import DeltalogConnectionManager
 from dbt.adapters.deltalog.maintenance import MaintenanceMixin
@@ -42,6 +42,7 @@ from dbt.adapters.deltalog.model_config import (
 from dbt.adapters.deltalog.strategies import STRATEGIES, IncrementalWrite
 from dbt.adapters.deltalog.relation import DeltalogRelation
 from dbt.adapters.deltalog.runtime.session import RUNTIME
+from dbt.adapters.deltalog.sql_gateway import quote_warehouse_refs
 
 logger = AdapterLogger("Deltalog")
 

@@ -174,7 +174,8 @@ def refresh(adapter: Any, relation: Any, sql: str, model: Any, full_refresh: boo
     from dbt.adapters.events.logging import AdapterLogger
 
     from deltalog.snapshot import Snapshot
-    from dbt.adapters.deltalog.catalog import quote_warehouse_refs, referenced_relations
+    from dbt.adapters.deltalog.catalog import referenced_relations
+    from dbt.adapters.deltalog.sql_gateway import quote_warehouse_refs
     from dbt.adapters.deltalog.runtime.session import RUNTIME
 
     log = AdapterLogger("Deltalog")

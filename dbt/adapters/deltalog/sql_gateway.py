@@ -1,0 +1,254 @@
+"""The adapter's one SQL entry. Every statement dbt sends (`cursor.execute`) is read once, with sqlglot's
+Spark tokenizer (quotes and comments are never mistaken for names), and takes one of four routes:
+
+- SHOW / DESCRIBE about the warehouse: answered from the warehouse folder (catalog_sql.py);
+- INSERT / UPDATE / DELETE on a warehouse table: one Delta commit (dml.py);
+- an empty statement (a macro that did its work through the adapter): nothing;
+- anything else: Spark runs it.
+
+On the way, from the same tokens, the statement's names of warehouse relations are written as their
+session views (`shop.orders` becomes `` `shop.orders` ``), a time-travel clause on a table
+(`VERSION AS OF 3`, `TIMESTAMP AS OF '...'`) becomes a view of that snapshot, and every relation the
+statement names is made current before it runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Tuple
+
+from dbt.adapters.deltalog.catalog import Warehouse, view_name
+
+_STRING_TYPES = ("STRING", "RAW_STRING", "NATIONAL_STRING")
+
+
+@dataclass(frozen=True)
+class Token:
+    """One token at its place in the statement's text (sqlglot re-reads a SHOW's tail: see `tokens`)."""
+    kind: str  # sqlglot's token type name
+    text: str  # without quotes for strings and quoted identifiers
+    start: int  # first character
+    end: int  # one past the last character
+
+    @property
+    def word(self) -> str:
+        """The upper-cased keyword or name; "" for strings and quoted identifiers."""
+        return self.text.upper() if self.kind not in _STRING_TYPES + ("IDENTIFIER",) else ""
+
+
+def tokens(sql: str) -> List[Token]:
+    from deltalog.sql import spark_dialect
+
+    raw = spark_dialect().tokenize(sql)
+    out = [Token(t.token_type.name, t.text, t.start, t.end + 1) for t in raw]
+    if len(raw) == 2 and out[0].kind == "SHOW":
+        # sqlglot keeps the rest of a SHOW command as one string: read it as SQL too
+        offset = raw[0].end + 1
+        out = out[:1] + [Token(t.token_type.name, t.text, t.start + offset, t.end + 1 + offset)
+                         for t in spark_dialect().tokenize(sql[offset:])]
+    return out
+
+
+def _name_part(token: Token) -> Optional[str]:
+    """The token as one part of a dotted name (a plain word or a backquoted name), else None."""
+    if token.kind == "IDENTIFIER":
+        return token.text
+    if token.kind not in _STRING_TYPES and token.text.isidentifier():
+        return token.text
+    return None
+
+
+@dataclass(frozen=True)
+class Reference:
+    """`schema.name` where the statement names it: tokens [first, last]."""
+    schema: str
+    name: str
+    first: int
+    last: int
+
+
+def references(toks: List[Token]) -> List[Reference]:
+    """Every two-part name: `schema.name` as one backquoted part, or schema.name with either part plain
+    or backquoted; also as the qualifier of a column (shop.orders.id). One after a dot (the end of
+    catalog.schema.name) is none."""
+    found = []
+    i = 0
+    while i < len(toks):
+        t = toks[i]
+        before_dot = i > 0 and toks[i - 1].kind == "DOT"
+        if t.kind == "IDENTIFIER" and t.text.count(".") == 1 and not before_dot:
+            schema, name = t.text.split(".")
+            if schema and name:
+                found.append(Reference(schema, name, i, i))
+            i += 1
+            continue
+        if (not before_dot and i + 2 < len(toks) and toks[i + 1].kind == "DOT"
+                and toks[i + 1].start == t.end and toks[i + 2].start == toks[i + 1].end):
+            schema, name = _name_part(t), _name_part(toks[i + 2])
+            if schema and name and "." not in schema + name:
+                found.append(Reference(schema, name, i, i + 2))
+                i += 3
+                continue
+        i += 1
+    return found
+
+
+@dataclass(frozen=True)
+class Statement:
+    """A statement as Spark is to run it: warehouse names written as their views, time travel replaced."""
+    text: str
+    tokens: List[Token]
+    relations: List[Tuple[str, str]]  # the warehouse relations it names, in order
+
+    @property
+    def head(self) -> str:
+        return self.tokens[0].word if self.tokens else ""
+
+
+def read_statement(spark, warehouse: Warehouse, sql: str) -> Statement:
+    """`sql` read once: names of warehouse relations quoted, time travel turned into snapshot views
+    (only with `spark`; None leaves it for Spark to refuse)."""
+    try:
+        toks = tokens(sql)
+    except Exception:  # not something the tokenizer reads (Spark will say what is wrong)
+        return Statement(sql, [], [])
+    edits: List[Tuple[int, int, str]] = []
+    relations: List[Tuple[str, str]] = []
+    schemas = None
+    for ref in references(toks):
+        plain = toks[ref.first].kind != "IDENTIFIER" or ref.first != ref.last
+        if plain:
+            if schemas is None:
+                schemas = set(warehouse.list_schemas())
+            if ref.schema not in schemas or warehouse.lookup(ref.schema, ref.name) is None:
+                continue  # not a warehouse relation (an alias and its column, another catalog's table)
+        pair = (ref.schema, ref.name)
+        if pair not in relations:
+            relations.append(pair)
+        replacement = f"`{view_name(ref.schema, ref.name)}`"
+        end = toks[ref.last].end
+        clause = _time_travel_clause(toks, ref.last + 1) if spark is not None else None
+        if clause is not None and warehouse.is_table(ref.schema, ref.name):
+            replacement, end = _snapshot_view(spark, warehouse, ref, clause, toks), toks[clause[1]].end
+        if plain or replacement != f"`{view_name(ref.schema, ref.name)}`":
+            edits.append((toks[ref.first].start, end, replacement))
+    text = sql
+    for start, end, replacement in reversed(edits):
+        text = text[:start] + replacement + text[end:]
+    return Statement(text, toks if not edits else _reread(text, toks), relations)
+
+
+def _reread(text: str, original: List[Token]) -> List[Token]:
+    try:
+        return tokens(text)
+    except Exception:
+        return original
+
+
+def quote_warehouse_refs(sql: str, warehouse: Warehouse) -> str:
+    """`sql` with each name of a warehouse relation written as its session view (`shop.orders` as
+    `` `shop.orders` ``), for SQL written by hand (hooks, analyses, `dbt show --inline`). Text inside
+    quotes and comments is left alone, and so is anything that is not in the warehouse."""
+    if "." not in sql:
+        return sql
+    return read_statement(None, warehouse, sql).text
+
+
+def _time_travel_clause(toks: List[Token], i: int) -> Optional[Tuple[str, int]]:
+    """(VERSION | TIMESTAMP, index of the literal, or -1 when it is not a literal) when tokens from i on
+    are a time-travel clause: [FOR] {VERSION | SYSTEM_VERSION | TIMESTAMP | SYSTEM_TIME} AS OF <literal>."""
+    words = [t.word for t in toks[i: i + 5]]
+    if words[:1] == ["FOR"]:
+        words, i = words[1:], i + 1
+    if len(words) < 3 or words[1:3] != ["AS", "OF"]:
+        return None
+    kind = {"VERSION": "VERSION", "SYSTEM_VERSION": "VERSION", "TIMESTAMP": "TIMESTAMP",
+            "SYSTEM_TIME": "TIMESTAMP"}.get(words[0])
+    if kind is None:
+        return None
+    literal_at = i + 3
+    if literal_at >= len(toks):
+        return kind, -1
+    after = literal_at + 1
+    # a literal ends the clause; anything else (an expression) is not supported here
+    if after < len(toks) and toks[after].kind in ("DOT", "L_PAREN", "PLUS", "DASH", "STAR"):
+        return kind, -1
+    if toks[literal_at].kind not in _STRING_TYPES + ("NUMBER",):
+        return kind, -1
+    return kind, literal_at
+
+
+def _snapshot_view(spark, warehouse: Warehouse, ref: Reference, clause: Tuple[str, int], toks: List[Token]) -> str:
+    from dbt_common.exceptions import DbtRuntimeError
+
+    from dbt.adapters.deltalog.catalog_sql import as_of_view
+
+    kind, literal_at = clause
+    name = view_name(ref.schema, ref.name)
+    if literal_at < 0:
+        raise DbtRuntimeError(
+            f"{kind} AS OF on {name}: give a literal here ({kind} AS OF 3 or TIMESTAMP AS OF "
+            f"'2025-01-31 12:00:00'); expressions are not evaluated for time travel.")
+    literal = toks[literal_at]
+    path = warehouse.table_path(ref.schema, ref.name)
+    try:
+        if kind == "VERSION":
+            if literal.kind != "NUMBER" or not literal.text.isdigit():
+                raise ValueError(f"the version must be a whole number, not {literal.text!r}")
+            return as_of_view(spark, path, ref.schema, ref.name, version=int(literal.text))
+        if literal.kind not in _STRING_TYPES:
+            raise ValueError(f"the timestamp must be a quoted string, not {literal.text}")
+        return as_of_view(spark, path, ref.schema, ref.name, timestamp=literal.text)
+    except DbtRuntimeError:
+        raise
+    except Exception as exc:
+        raise DbtRuntimeError(f"{kind} AS OF on {name}: {exc}") from None
+
+
+@dataclass
+class Outcome:
+    """What a statement gave: a DataFrame to fetch from, or rows already known (DML, empty)."""
+    dataframe: Any = None
+    rows: Optional[List] = None
+
+
+def execute(spark, warehouse: Warehouse, sql: str, commit_info: Optional[Dict[str, Any]] = None) -> Outcome:
+    """Run one statement (see the module's doc)."""
+    from dbt.adapters.deltalog.catalog_sql import describe_statement, show_statement
+    from dbt.adapters.deltalog.dml import try_execute_dml
+    from dbt.adapters.deltalog.runtime.session import RUNTIME
+
+    statement = read_statement(spark, warehouse, sql)
+    if not statement.tokens and not strip_leading_comments(sql):
+        return Outcome(rows=[])  # an empty statement (a macro that did its work through the adapter)
+    if statement.head == "SHOW":
+        shown = show_statement(spark, warehouse, statement.tokens)
+        if shown is not None:
+            return Outcome(dataframe=shown)
+    if statement.head in ("DESC", "DESCRIBE"):
+        shown = describe_statement(spark, warehouse, statement.tokens)
+        if shown is not None:
+            return Outcome(dataframe=shown)
+    views = RUNTIME.views(spark)
+    for schema, name in statement.relations:
+        views.ensure(warehouse, schema, name)
+    if statement.head in ("INSERT", "UPDATE", "DELETE"):
+        version = try_execute_dml(spark, warehouse, strip_leading_comments(statement.text), commit_info)
+        if version != "not-dml":
+            return Outcome(rows=[])
+    return Outcome(dataframe=spark.sql(statement.text))
+
+
+def strip_leading_comments(sql: str) -> str:
+    """dbt prefixes statements with a `/* query comment */`; a statement's kind is read after it."""
+    while True:
+        sql = sql.lstrip()
+        if sql.startswith("/*"):
+            end = sql.find("*/")
+            if end == -1:
+                return sql
+            sql = sql[end + 2:]
+        elif sql.startswith("--"):
+            end = sql.find("\n")
+            sql = "" if end == -1 else sql[end + 1:]
+        else:
+            return sql
