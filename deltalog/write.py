@@ -29,7 +29,7 @@ from .skipping import (
     prune,
 )
 from .schema import from_arrow_schema, partition_column_types, schema_string, to_arrow_schema
-from .schema_evolution import SCHEMA_MODES, WRITE_MODES, check_append_schema, evolved_schema
+from .write_plan import WritePlan
 from .stats import StatsCollector
 from .storage import LogStore
 from .table import DeltaTable, new_metadata
@@ -311,20 +311,11 @@ def write_deltalake(uri: str, data: Any, mode: str = "error", partition_by: list
     storage_options: for an object-store URI (s3://, abfss://, gs://), the keys delta-rs takes."""
     dt = DeltaTable(uri, storage_options)
     table = dt.uri
-    mode = (mode or "error").lower()
-    if mode not in WRITE_MODES:
-        raise ValueError(f"{table}: mode {mode!r} is not allowed; allowed: {', '.join(WRITE_MODES)}")
-    if schema_mode not in SCHEMA_MODES:
-        raise ValueError(f"{table}: schema_mode {schema_mode!r} is not allowed; allowed: None, 'merge', "
-                         f"'overwrite'")
-    if schema_mode == "overwrite" and mode != "overwrite":
-        raise ValueError(f"{table}: schema_mode='overwrite' needs mode='overwrite'")
-    if predicate is not None and mode != "overwrite":
-        raise ValueError(f"{table}: a predicate (replace where) needs mode='overwrite'")
+    plan = WritePlan.of(table, mode, partition_by, replace_where=predicate, schema_mode=schema_mode,
+                        default_mode="error")
+    mode = plan.mode
     if max_rows_per_file < 1:
         raise ValueError(f"{table}: max_rows_per_file must be >= 1")
-    if isinstance(partition_by, str):
-        partition_by = [partition_by]
     arrow_schema, batches = _as_stream(data, table)
     data_schema = from_arrow_schema(arrow_schema)
 
@@ -340,31 +331,18 @@ def write_deltalake(uri: str, data: Any, mode: str = "error", partition_by: list
             f"{table}: the table uses column mapping (delta.columnMapping.mode), which this Arrow writer "
             f"does not write; write it with deltalog.spark.operations (physical names, field ids).")
 
-    if snap is None or schema_mode == "overwrite":
-        md = new_metadata(data_schema, partition_by or (snap.partition_columns if snap and partition_by is None
-                                                         else []),
-                          configuration if configuration is not None else (snap.configuration if snap else None),
-                          name, description, table=table)
-        if snap is not None:
-            md.name = name or snap.metadata.name
-            md.description = description or snap.metadata.description
-            md.created_time = snap.metadata.created_time
+    if snap is None:
+        txn.update_metadata(new_metadata(data_schema, list(plan.partition_by or []), configuration, name,
+                                         description, table=table))
+    elif plan.replaces_schema:
+        schema_json, parts, conf = plan.layout(table, snap, data_schema, configuration)
+        md = new_metadata(schema_json, parts, conf, name or snap.metadata.name,
+                          description or snap.metadata.description, table=table)
+        md.id, md.created_time = snap.metadata.id, snap.metadata.created_time  # the same table, a new schema
         txn.update_metadata(md)
     else:
-        if partition_by is not None and list(partition_by) != snap.partition_columns:
-            raise InvalidTableError(
-                f"{table}: the table is partitioned by {snap.partition_columns}, not {list(partition_by)}. "
-                f"Write with the table's partitioning, or overwrite with schema_mode='overwrite' to "
-                f"change it.")
+        merged, _, conf = plan.layout(table, snap, data_schema, configuration)
         current = snap.schema_json
-        if schema_mode == "merge":
-            merged = evolved_schema(table, current, data_schema)
-        else:
-            check_append_schema(table, current, data_schema)
-            merged = current
-        conf = snap.configuration
-        if configuration:
-            conf = {**conf, **{str(k): str(v) for k, v in configuration.items()}}
         if merged != current or conf != snap.configuration:
             md = Metadata.from_dict(snap.metadata.to_dict())
             md.schema_string = schema_string(merged)

@@ -131,3 +131,45 @@ def test_merge_assigns_struct_fields_by_name(spark, tmp_path, dv):
               source_alias="s", target_alias="t")
     rows = sorted((r["id"], r["info"].asDict()) for r in snapshot_dataframe(spark, Snapshot.load(uri)).collect())
     assert rows == [(1, {"a": "A1x", "b": "B1x"}), (2, {"a": "A2", "b": "B2"}), (3, {"a": "A3", "b": "B3"})]
+
+
+# --- the write request and the table's layout after it: one WritePlan for both writers ------------------
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_partitioning_is_named_ignoring_case_by_both(spark, tmp_path, writer):
+    uri = str(tmp_path / writer)
+    write_deltalake(uri, BASE.select(["id", "amount"]), partition_by=["id"])
+    _write(spark, writer, uri, BASE.select(["id", "amount"]), mode="append", partition_by=["ID"])
+    assert len(_rows(uri)) == 2
+    with pytest.raises(Exception, match="partitioned by \\['id'\\], not \\['amount'\\]"):
+        _write(spark, writer, uri, BASE.select(["id", "amount"]), mode="append", partition_by=["amount"])
+    assert Snapshot.load(uri).version == 1  # the refused write committed nothing
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_a_schema_overwrite_keeps_the_table_and_its_properties(spark, tmp_path, writer):
+    uri = str(tmp_path / writer)
+    write_deltalake(uri, BASE.select(["id", "amount"]), partition_by=["id"],
+                    configuration={"delta.appendOnly": "false", "owner": "finance"})
+    before = Snapshot.load(uri).metadata
+    _write(spark, writer, uri, pa.table({"id": pa.array([7], pa.int64()), "name": ["n"]}), mode="overwrite",
+           schema_mode="overwrite", configuration={"team": "ops"})
+    after = Snapshot.load(uri).metadata
+    assert after.id == before.id  # the same table with a new schema, as delta-spark's overwriteSchema
+    assert after.partition_columns == ["id"]  # the data still has the column: the partitioning stays
+    assert after.configuration["owner"] == "finance" and after.configuration["team"] == "ops"
+    assert [f["name"] for f in after.schema_json["fields"]] == ["id", "name"]
+    assert _rows(uri) == [{"id": 7, "name": "n"}]
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+@pytest.mark.parametrize("kwargs, message", [
+    ({"mode": "append", "schema_mode": "overwrite"}, "schema_mode='overwrite' needs mode='overwrite'"),
+    ({"mode": "upsert"}, "write mode 'upsert' is not one of"),
+    ({"mode": "append", "schema_mode": "evolve"}, "schema_mode 'evolve' is not one of"),
+])
+def test_the_same_requests_are_refused_by_both(spark, tmp_path, writer, kwargs, message):
+    uri = _table(spark, writer, tmp_path)
+    with pytest.raises(ValueError, match=message):
+        _write(spark, writer, uri, BASE, **kwargs)
+    assert Snapshot.load(uri).version == 0

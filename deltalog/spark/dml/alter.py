@@ -2,37 +2,18 @@
 comments, columns), and the checks they make against the rows already there."""
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from pyspark.sql import SparkSession, functions as F
 
 from ...actions import Metadata
 from ...errors import InvalidTableError, NotATableError
-from ...column_mapping import MODE as MAPPING_MODE, is_mapped
 from ...schema import quote_identifier
 from ...constraints import check_constraints
 from ...definition import TableDefinition, added_checks, changed_properties, describe_change
 from ...table import DeltaTable
 from ..reader import files_dataframe
 
-
-log = logging.getLogger(__name__)
-
-
-def mapped_if_dropping(table: str, conf: dict[str, str], current: dict[str, Any],
-                        new: dict[str, Any]) -> dict[str, str]:
-    """The table's properties for a commit that drops columns while old files keep them. Without column
-    mapping, a column of the same name added later would read the old values back from those files; so
-    the drop turns column mapping on (`name` mode, in the same commit, no file rewritten: the columns
-    keep their names as physical names, and a column added later gets a new one)."""
-    dropped = {f["name"].lower() for f in current["fields"]} - {f["name"].lower() for f in new["fields"]}
-    if not dropped or is_mapped(conf):
-        return conf
-    log.warning("%s: dropping column(s) %s turns on column mapping (delta.columnMapping.mode=name) so that "
-                "their old values can never come back; readers need column mapping support (delta-rs, "
-                "Spark with Delta 1.2+, DuckDB and polars have it).", table, sorted(dropped))
-    return {**conf, MAPPING_MODE: "name"}
 
 
 def metadata_differs(a: Metadata, b: Metadata) -> bool:

@@ -41,7 +41,7 @@ from .rows import (
     ACTION_COLUMN, FileKeys, ROW_ID_COLUMN, actions_per_file, marked_rows_by_file, marks_enabled,
     rows_with_row_ids, with_default_row_ids,
 )
-from .alter import mapped_if_dropping
+from ...write_plan import mapped_if_dropping
 
 log = logging.getLogger(__name__)
 
