@@ -1,59 +1,74 @@
-"""INSERT / UPDATE / DELETE statements on warehouse tables, for hooks, `dbt run-operation` and tests.
+"""INSERT / UPDATE / DELETE statements on warehouse tables, for hooks, `dbt run-operation`, custom
+incremental strategies and tests.
 
-Spark cannot run DML on a temporary view, so these statements are recognised here and turned
-into one Delta commit each through the engine's Spark operations."""
+Spark cannot run DML on a temporary view, so these statements are parsed here (sqlglot's Spark dialect)
+and turned into one Delta commit each through the engine's Spark operations."""
 
 from __future__ import annotations
 
-import re
-from typing import Dict, List, Optional
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
 
 from dbt.adapters.deltalog.catalog import Warehouse
 
-_NAME = r"`(?P<schema>[^`.\s]+)\.(?P<name>[^`\s]+)`"
-_INSERT = re.compile(
-    r"^\s*insert\s+(?P<mode>into|overwrite)\s+(?:table\s+)?" + _NAME
-    + r"\s*(?:\((?P<cols>[^()]*)\)\s*)?(?P<query>(?:select|values|with|\().*)$",
-    re.IGNORECASE | re.DOTALL,
-)
-_DELETE = re.compile(
-    r"^\s*delete\s+from\s+" + _NAME + r"(?:\s+(?:as\s+)?(?P<alias>\w+))?(?:\s+where\s+(?P<where>.*))?$",
-    re.IGNORECASE | re.DOTALL,
-)
-_UPDATE = re.compile(
-    r"^\s*update\s+" + _NAME + r"\s+set\s+(?P<sets>.*?)(?:\s+where\s+(?P<where>.*))?$",
-    re.IGNORECASE | re.DOTALL,
-)
+
+@dataclass(frozen=True)
+class Dml:
+    """An INSERT / DELETE / UPDATE on `schema.name`, as sqlglot parsed it (its parts back as Spark SQL)."""
+    kind: str                                   # insert | delete | update
+    schema: str
+    name: str
+    overwrite: bool = False                     # INSERT OVERWRITE
+    columns: Optional[Tuple[str, ...]] = None   # INSERT's column list
+    query: Optional[str] = None                 # INSERT's rows: SELECT, VALUES or WITH ... SELECT
+    alias: Optional[str] = None                 # DELETE's alias of the table
+    assignments: Tuple[Tuple[str, str], ...] = ()  # UPDATE's (column, SQL)
+    where: Optional[str] = None
+
+    @property
+    def view(self) -> str:
+        return f"`{self.schema}.{self.name}`"
 
 
-def split_top_level(text: str, sep: str = ",") -> List[str]:
-    """Split on `sep` outside parentheses and quotes."""
-    parts, depth, quote, start = [], 0, None, 0
-    for i, ch in enumerate(text):
-        if quote:
-            if ch == quote:
-                quote = None
-        elif ch in "'\"`":
-            quote = ch
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        elif ch == sep and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    parts.append(text[start:])
-    return [p.strip() for p in parts if p.strip()]
+def parse_dml(sql: str) -> Optional[Dml]:
+    """`sql` as a Dml when it is INSERT / DELETE / UPDATE on a two-part name written as one quoted part
+    (`schema.name`, as the SQL gateway writes warehouse relations), else None."""
+    import sqlglot
+    from sqlglot import exp
+
+    from deltalog.sql import spark_dialect
+
+    dialect = spark_dialect()
+    try:
+        node = sqlglot.parse_one(sql, dialect=dialect)
+    except Exception:  # not SQL sqlglot reads: Spark will say what is wrong
+        return None
+    if not isinstance(node, (exp.Insert, exp.Delete, exp.Update)):
+        return None
+    target = node.this
+    columns = None
+    if isinstance(target, exp.Schema):  # INSERT INTO t (a, b)
+        columns = tuple(c.name for c in target.expressions)
+        target = target.this
+    if not isinstance(target, exp.Table) or target.args.get("db") is not None or target.name.count(".") != 1:
+        return None
+    schema, name = target.name.split(".")
+    where = node.args.get("where")
+    where_sql = where.this.sql(dialect=dialect) if where is not None else None
+    if isinstance(node, exp.Insert):
+        if node.expression is None:
+            return None
+        return Dml("insert", schema, name, overwrite=bool(node.args.get("overwrite")), columns=columns,
+                   query=node.expression.sql(dialect=dialect))
+    if isinstance(node, exp.Delete):
+        return Dml("delete", schema, name, alias=target.alias or None, where=where_sql)
+    assignments = tuple((eq.this.name, eq.expression.sql(dialect=dialect)) for eq in node.expressions)
+    return Dml("update", schema, name, assignments=assignments, where=where_sql)
 
 
-def _unquote(col: str) -> str:
-    col = col.strip()
-    return col[1:-1] if col.startswith("`") and col.endswith("`") else col
-
-
-def _inserted_rows(df, cols_text: Optional[str], columns: List[str], types: Dict[str, str], view: str):
+def _inserted_rows(df, cols: Optional[Tuple[str, ...]], columns: List[str], types: Dict[str, str], view: str):
     """An INSERT's rows in the table's columns and types (columns it does not name are NULL)."""
-    cols = [_unquote(c) for c in split_top_level(cols_text)] if cols_text else columns[: len(df.columns)]
+    cols = list(cols) if cols else columns[: len(df.columns)]
     if len(cols) != len(df.columns):
         raise ValueError(f"INSERT into {view}: {len(df.columns)} values for {len(cols)} columns {cols}")
     df = df.toDF(*cols)
@@ -65,12 +80,10 @@ def _inserted_rows(df, cols_text: Optional[str], columns: List[str], types: Dict
     return df.selectExpr(*exprs)
 
 
-def _updated_columns(sets_text: str, where: str, columns: List[str], types: Dict[str, str], view: str) -> List[str]:
+def _updated_columns(assignments: Dict[str, str], where: str, columns: List[str], types: Dict[str, str],
+                     view: str) -> List[str]:
     """An UPDATE's select list: each assigned column takes its new value where `where` holds."""
-    assignments = {}
-    for item in split_top_level(sets_text):
-        col, _, expr = item.partition("=")
-        assignments[_unquote(col).lower()] = expr.strip()
+    assignments = {col.lower(): expr for col, expr in assignments.items()}
     unknown = set(assignments) - set(types)
     if unknown:
         raise ValueError(f"UPDATE {view}: no column(s) {sorted(unknown)}; columns are {columns}")
@@ -79,47 +92,30 @@ def _updated_columns(sets_text: str, where: str, columns: List[str], types: Dict
             for n in columns]
 
 
-def match_dml(sql: str):
-    """(pattern, match) when `sql` is INSERT / DELETE / UPDATE on a `schema.table`, else None."""
-    head = sql.lstrip()[:7].lower()
-    if not head.startswith(("insert", "update", "delete")):
-        return None
-    for pattern in (_INSERT, _DELETE, _UPDATE):
-        m = pattern.match(sql)
-        if m:
-            return pattern, m
-    return None
-
-
 def try_execute_dml(spark, warehouse: Warehouse, sql: str, commit_info: Optional[Dict] = None):
     """Run `sql` as a Delta commit when it is DML on a warehouse table; returns the new version
     (or None when nothing changed), or the string "not-dml" when the statement is something else."""
     from deltalog.spark import operations
 
-    found = match_dml(sql)
-    if found is None or not warehouse.is_table(found[1].group("schema"), found[1].group("name")):
+    dml = parse_dml(sql)
+    if dml is None or not warehouse.is_table(dml.schema, dml.name):
         return "not-dml"
-    pattern, m = found
-    uri = warehouse.table_path(m.group("schema"), m.group("name"))
-    view = f"`{m.group('schema')}.{m.group('name')}`"
-    target = spark.table(view)
+    uri = warehouse.table_path(dml.schema, dml.name)
+    target = spark.table(dml.view)
     types = {f.name.lower(): f.dataType.simpleString() for f in target.schema.fields}
 
-    if pattern is _DELETE:
-        where = m.group("where") or "true"
-        return operations.delete(spark, uri, where, extra_commit_info=commit_info)
+    if dml.kind == "delete":
+        return operations.delete(spark, uri, dml.where or "true", extra_commit_info=commit_info)
 
-    if pattern is _INSERT:
-        df = _inserted_rows(spark.sql(m.group("query")), m.group("cols"), target.columns, types, view)
-        mode = "overwrite" if m.group("mode").lower() == "overwrite" else "append"
-        return operations.write_dataframe(
-            df, uri, mode=mode, operation="WRITE", extra_commit_info=commit_info
-        )
+    if dml.kind == "insert":
+        df = _inserted_rows(spark.sql(dml.query), dml.columns, target.columns, types, dml.view)
+        return operations.write_dataframe(df, uri, mode="overwrite" if dml.overwrite else "append",
+                                          operation="WRITE", extra_commit_info=commit_info)
 
     # UPDATE: rewrite the table with the assignments applied where the predicate holds
-    where = m.group("where") or "true"
-    exprs = _updated_columns(m.group("sets"), where, target.columns, types, view)
-    df = spark.sql(f"select {', '.join(exprs)} from {view}")
+    where = dml.where or "true"
+    exprs = _updated_columns(dict(dml.assignments), where, target.columns, types, dml.view)
+    df = spark.sql(f"select {', '.join(exprs)} from {dml.view}")
     return operations.write_dataframe(
         df, uri, mode="overwrite", operation="UPDATE",
         operation_parameters={"predicate": where}, extra_commit_info=commit_info,
@@ -127,12 +123,18 @@ def try_execute_dml(spark, warehouse: Warehouse, sql: str, commit_info: Optional
 
 
 def statements(sql: str) -> List[str]:
-    """The statements of a script, split on `;` outside quotes and parentheses."""
-    return [s for s in split_top_level(sql, ";") if strip_comments(s)]
+    """The statements of a script, split at its semicolons (never one inside quotes or comments)."""
+    from dbt.adapters.deltalog.sql_gateway import strip_leading_comments, tokens
 
-
-def strip_comments(sql: str) -> str:
-    return re.sub(r"^(\s*(--[^\n]*\n?|/\*.*?\*/))*", "", sql, flags=re.DOTALL).strip()
+    try:
+        cuts = [t.start for t in tokens(sql) if t.kind == "SEMICOLON"]
+    except Exception:  # not something the tokenizer reads: one statement, for Spark to judge
+        cuts = []
+    parts, begin = [], 0
+    for cut in cuts + [len(sql)]:
+        parts.append(sql[begin:cut].strip())
+        begin = cut + 1
+    return [p for p in parts if strip_leading_comments(p)]
 
 
 class TargetRows:
@@ -164,17 +166,16 @@ class TargetRows:
             self.spark.catalog.dropTempView(name)
         self._views.clear()
 
-    def apply(self, pattern, m) -> None:
+    def apply(self, dml: Dml) -> None:
         # each statement sees the table as the statements before it left it, as SQL would
         current = self._as_view(self.rows)
 
-        def text(group: str) -> Optional[str]:
-            value = m.group(group)
+        def text(value: Optional[str]) -> Optional[str]:
             return value.replace(self.view, current) if value is not None else None
 
-        if pattern is _INSERT:
-            df = _inserted_rows(self.spark.sql(text("query")), m.group("cols"), self.columns, self.types, self.view)
-            if m.group("mode").lower() == "overwrite":
+        if dml.kind == "insert":
+            df = _inserted_rows(self.spark.sql(text(dml.query)), dml.columns, self.columns, self.types, self.view)
+            if dml.overwrite:
                 self.rows, self.rewrites = df, True
                 return
             self.rows = self.rows.unionByName(df)
@@ -182,10 +183,10 @@ class TargetRows:
                 self.inserted = df if self.inserted is None else self.inserted.unionByName(df)
             return
         self.rewrites = True
-        where = text("where") or "true"
-        if pattern is _DELETE:
-            alias = m.group("alias") or ""
-            self.rows = self.spark.sql(f"select * from {current} {alias} where not coalesce(({where}), false)")
+        where = text(dml.where) or "true"
+        if dml.kind == "delete":
+            self.rows = self.spark.sql(f"select * from {current} {dml.alias or ''} where not coalesce(({where}), false)")
             return
-        exprs = _updated_columns(text("sets"), where, self.columns, self.types, self.view)
+        assignments = {col: text(expr) for col, expr in dml.assignments}
+        exprs = _updated_columns(assignments, where, self.columns, self.types, self.view)
         self.rows = self.spark.sql(f"select {', '.join(exprs)} from {current}")

@@ -725,7 +725,8 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         otherwise it replaces the rows of the version they read (a copy-on-write of the table)."""
         from deltalog.spark import operations
         from deltalog.spark.reader import snapshot_dataframe
-        from dbt.adapters.deltalog.dml import TargetRows, match_dml, statements, strip_comments
+        from dbt.adapters.deltalog.dml import TargetRows, parse_dml, statements
+        from dbt.adapters.deltalog.sql_gateway import strip_leading_comments
 
         spark = self.spark
         uri = self.table_uri(relation)
@@ -735,11 +736,11 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         touched = False
         try:
             for statement in statements(script):
-                sql = quote_warehouse_refs(strip_comments(statement), self.warehouse)
-                found = match_dml(sql)
-                if found and (found[1].group("schema").lower(), found[1].group("name").lower()) == (
+                sql = quote_warehouse_refs(strip_leading_comments(statement), self.warehouse)
+                dml = parse_dml(sql)
+                if dml and (dml.schema.lower(), dml.name.lower()) == (
                         relation.schema.lower(), relation.identifier.lower()):
-                    rows.apply(*found)
+                    rows.apply(dml)
                     touched = True
                 else:
                     self.execute(sql)
