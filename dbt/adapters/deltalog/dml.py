@@ -53,6 +53,12 @@ def parse_dml(sql: str) -> Optional[Dml]:
     if not isinstance(target, exp.Table) or target.args.get("db") is not None or target.name.count(".") != 1:
         return None
     schema, name = target.name.split(".")
+    alias = target.alias or None
+    if alias:  # the engine's predicates name the table's columns bare: `o.note` is `note` (not inside a
+        # subquery, where a bare name could mean the subquery's own column: that stays for Spark to refuse)
+        node = node.transform(lambda n: exp.column(n.name, quoted=n.this.quoted)
+                              if isinstance(n, exp.Column) and n.table == alias and not n.args.get("db")
+                              and n.find_ancestor(exp.Select) is None else n)
     where = node.args.get("where")
     where_sql = where.this.sql(dialect=dialect) if where is not None else None
     if isinstance(node, exp.Insert):
@@ -61,7 +67,7 @@ def parse_dml(sql: str) -> Optional[Dml]:
         return Dml("insert", schema, name, overwrite=bool(node.args.get("overwrite")), columns=columns,
                    query=node.expression.sql(dialect=dialect))
     if isinstance(node, exp.Delete):
-        return Dml("delete", schema, name, alias=target.alias or None, where=where_sql)
+        return Dml("delete", schema, name, alias=alias, where=where_sql)
     assignments = tuple((eq.this.name, eq.expression.sql(dialect=dialect)) for eq in node.expressions)
     return Dml("update", schema, name, assignments=assignments, where=where_sql)
 
