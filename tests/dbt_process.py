@@ -18,9 +18,9 @@ from range(0, 40, 1, 4)
 
 
 def write_project(root: Path, name: str, models: dict, spark_server: bool = False,
-                  idle_timeout: int = 600, dbt_project_extra: str = "") -> Path:
-    """A dbt project in `root` with `models` ({file name: SQL}) and a deltalog profile: local[2], the
-    warehouse in `root/warehouse`."""
+                  idle_timeout: int = 600, dbt_project_extra: str = "", profile_extra: str = "") -> Path:
+    """A dbt project in `root` with `models` ({file name: SQL or YAML}) and a deltalog profile: local[2],
+    the warehouse in `root/warehouse`, `profile_extra` lines added to its output."""
     (root / "models").mkdir(parents=True)
     (root / "dbt_project.yml").write_text(f"name: {name}\nversion: '1.0'\nprofile: {name}\nconfig-version: 2\n"
                                           + dbt_project_extra)
@@ -37,7 +37,7 @@ def write_project(root: Path, name: str, models: dict, spark_server: bool = Fals
               spark_server: {str(spark_server).lower()}
               spark_server_idle_timeout: {idle_timeout}
               spark_conf: {{spark.sql.shuffle.partitions: "2"}}
-        """))
+        """) + textwrap.indent(textwrap.dedent(profile_extra), " " * 6))
     for file_name, sql in models.items():
         (root / "models" / file_name).write_text(sql)
     return root

@@ -63,6 +63,8 @@ class DeltalogCredentials(Credentials):
     spark_server_idle_timeout: int = 900
     # where Spark runs: `session` (in this process: embedded, or driving a cluster) is what is built
     method: str = "session"
+    # a Hive Metastore that lists every table and view built: {type: hive, uri: thrift://host:9083}
+    catalog: Optional[Dict[str, Any]] = None
 
     @classmethod
     def __pre_deserialize__(cls, data: Any) -> Any:
@@ -101,11 +103,20 @@ class DeltalogCredentials(Credentials):
                 f"deltalog profile: `spark_server` is {self.spark_server!r}; allowed: true (keep a local Spark "
                 f"running between dbt commands), false (start Spark inside each command) or auto (true for a "
                 f"local master outside CI)")
+        from dbt.adapters.deltalog.metastore import parse_catalog
+
+        parse_catalog(self.catalog)  # a wrong one fails here, naming what is allowed
         if isinstance(self.spark_server_idle_timeout, bool) or not isinstance(self.spark_server_idle_timeout, int) \
                 or self.spark_server_idle_timeout < 1:
             raise DbtRuntimeError(
                 f"deltalog profile: `spark_server_idle_timeout` is {self.spark_server_idle_timeout!r}; allowed: "
                 f"a whole number of seconds, at least 1")
+
+    def metastore(self):
+        """The Hive Metastore of `catalog` (None: the warehouse folder is the only catalog)."""
+        from dbt.adapters.deltalog.metastore import parse_catalog
+
+        return parse_catalog(self.catalog)
 
     def uses_spark_server(self) -> bool:
         from dbt.adapters.deltalog.streaming import Continuous
@@ -155,7 +166,7 @@ class DeltalogCredentials(Credentials):
         return self.warehouse
 
     def _connection_keys(self) -> Tuple[str, ...]:
-        return ("schema", "warehouse", "storage_options", "master", "spark_conf", "spark_server")
+        return ("schema", "warehouse", "storage_options", "master", "spark_conf", "spark_server", "catalog")
 
     def connection_info(self, *, with_aliases: bool = False) -> Iterable[Tuple[str, Any]]:
         """What `dbt debug` prints: secret-looking spark_conf values are masked. dbt also hashes these

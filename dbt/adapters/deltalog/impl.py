@@ -276,6 +276,9 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
     def create_schema(self, relation: BaseRelation) -> None:
         self.spark  # the session's checks of the warehouse (shared by a cluster's executors) come first
         self.warehouse.create_schema(relation.schema)
+        metastore = self.config.credentials.metastore()
+        if metastore is not None:
+            metastore.ensure_database(relation.schema, self.warehouse.schema_path(relation.schema))
 
     @available.parse_none
     def drop_schema(self, relation: BaseRelation) -> None:
@@ -284,6 +287,9 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         for entry in self.warehouse.list_relations(schema):
             RUNTIME.views(spark).forget(f"{entry.schema}.{entry.name}")
         self.warehouse.drop_schema(schema)
+        metastore = self.config.credentials.metastore()
+        if metastore is not None:
+            metastore.drop_database(schema)
         self.cache.drop_schema(relation.database, schema)
 
     # ---- relations -------------------------------------------------------------------------
@@ -315,6 +321,9 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         RUNTIME.views(spark).forget(name)
         if relation.identifier:
             spark.catalog.dropTempView(relation.identifier)
+        metastore = self.config.credentials.metastore()
+        if metastore is not None and relation.schema and relation.identifier:
+            metastore.drop(relation.schema, relation.identifier)
 
     @available.parse_none
     @_reported
@@ -331,7 +340,10 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
             from_relation.schema, from_relation.identifier, to_relation.schema, to_relation.identifier
         )
         RUNTIME.views(spark).forget(f"{from_relation.schema}.{from_relation.identifier}")
-        RUNTIME.views(spark).ensure(self.warehouse, to_relation.schema, to_relation.identifier)
+        metastore = self.config.credentials.metastore()
+        if metastore is not None:
+            metastore.drop(from_relation.schema, from_relation.identifier)
+        self._publish(to_relation)
 
     def get_columns_in_relation(self, relation: BaseRelation) -> List[DeltalogColumn]:
         schema, name = relation.schema, relation.identifier
@@ -452,7 +464,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         from dbt.adapters.deltalog import materialized_view
 
         what, version = materialized_view.refresh(self, relation, sql, model, full_refresh)
-        RUNTIME.views(self.spark).ensure(self.warehouse, relation.schema, relation.identifier)
+        self._publish(relation)
         return AdapterResponse(_message=what if version is None else f"{what}: version {version}")
 
     @available
@@ -514,7 +526,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
                 definition=definition, table_schema=table_schema)
         except streaming.StreamingConfigError as exc:
             raise CompilationError(str(exc)) from None
-        RUNTIME.views(self.spark).ensure(self.warehouse, relation.schema, relation.identifier)
+        self._publish(relation)
         if done.get("started"):
             return AdapterResponse(_message=f"STARTED (runs until stopped): version {done['version']}")
         return AdapterResponse(_message=f"STREAMED {done['batches']} batch(es), {done['rows']} row(s): version "
@@ -579,8 +591,18 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
                 f"does not know. Nothing was written.")
         wh.set_location(schema, name, wanted)
 
-    def _refreshed(self, relation: BaseRelation, what: str, version: Optional[int]) -> AdapterResponse:
+    def _publish(self, relation: BaseRelation) -> None:
+        """The relation as the warehouse now holds it: current in the session and, with a metastore
+        (`catalog` in the profile), registered there (its entry dropped when the relation is gone)."""
         RUNTIME.views(self.spark).ensure(self.warehouse, relation.schema, relation.identifier)
+        metastore = self.config.credentials.metastore()
+        if metastore is not None:
+            from dbt.adapters.deltalog.metastore import publish
+
+            publish(metastore, self.warehouse, self.spark, relation.schema, relation.identifier)
+
+    def _refreshed(self, relation: BaseRelation, what: str, version: Optional[int]) -> AdapterResponse:
+        self._publish(relation)
         if version is None:
             return AdapterResponse(_message=f"{what}: nothing to commit")
         return AdapterResponse(_message=f"{what} version {version}")
@@ -613,7 +635,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
             if not docs["description"] and not docs["columns"]:
                 docs = None
         self.warehouse.write_view_docs(relation.schema, relation.identifier, docs)
-        RUNTIME.views(spark).ensure(self.warehouse, relation.schema, relation.identifier)
+        self._publish(relation)
         return AdapterResponse(_message="CREATE VIEW")
 
     @available

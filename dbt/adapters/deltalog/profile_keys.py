@@ -46,8 +46,6 @@ FOREIGN_KEYS = {
     "poll_interval": "dbt-spark's polling of asynchronous queries on a remote server",
     "query_retries": "dbt-spark's retries of a query after a lost connection to a remote server",
     "http_path": "dbt-databricks' HTTP path of a Databricks cluster or SQL warehouse",
-    "catalog": "dbt-databricks' Unity Catalog name (three-part names are not supported yet; tables "
-               "live in `warehouse`/<schema>/<table>)",
     "client_id": "dbt-databricks' OAuth client id",
     "client_secret": "dbt-databricks' OAuth client secret",
     "azure_client_id": "dbt-databricks' Azure service principal",

@@ -1,0 +1,119 @@
+"""Profile `catalog: {type: hive, uri: ...}`: every table and view dbt builds is registered in a real Hive
+Metastore (pyspark's own jars, started by the test) in the form Spark writes a data-source table; a plain
+Spark session with Hive support on the same metastore lists them, with their locations, and reads the views'
+SQL; a renamed or dropped relation leaves the metastore with it."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from dbt.adapters.deltalog.metastore import HiveMetastore, metastore_sql, parse_catalog
+from tests.dbt_process import dbt, write_project
+from tests.hive_metastore import hive_metastore, java_or_skip
+
+pytestmark = pytest.mark.spark
+
+MODELS = {
+    "orders.sql": "{{ config(materialized='table', partition_by=['region']) }}\n"
+                  "select id, case when id % 2 = 0 then 'eu' else 'us' end as region, id * 1.5 as amount "
+                  "from range(0, 6)\n",
+    "big_orders.sql": "{{ config(materialized='view') }}\nselect id, amount from {{ ref('orders') }} where amount > 3\n",
+    "schema.yml": "version: 2\nmodels:\n  - name: orders\n    description: every order\n"
+                  "    config: {persist_docs: {relation: true}}\n",
+}
+
+# what a Spark session with Hive support (no Delta jars) sees in the metastore
+SPARK_READER = textwrap.dedent("""
+    import json, sys
+    from pyspark.sql import SparkSession
+    spark = (SparkSession.builder.master("local[1]").config("spark.sql.catalogImplementation", "hive")
+             .config("spark.hadoop.hive.metastore.uris", sys.argv[1]).config("spark.ui.enabled", "false")
+             .config("spark.sql.warehouse.dir", sys.argv[2]).getOrCreate())
+    tables = sorted(t.name for t in spark.catalog.listTables("analytics"))
+    # the catalog's entry as Spark restores it (reading the rows would need Delta's jars: the delta-spark
+    # tests do that)
+    entry = spark._jsparkSession.sharedState().externalCatalog().getTable("analytics", "orders")
+    view = spark._jsparkSession.sharedState().externalCatalog().getTable("analytics", "big_orders")
+    print("READ " + json.dumps({"tables": tables, "provider": entry.provider().get(),
+                                "types": [entry.tableType().name(), view.tableType().name()],
+                                "location": entry.location().toString(), "comment": entry.comment().get(),
+                                "partitions": list(entry.partitionColumnNames().mkString(",").split(",")),
+                                "view_text": view.viewText().get()}))
+""")
+
+
+@pytest.fixture(scope="module")
+def metastore():
+    with hive_metastore(java_or_skip()) as running:
+        yield running
+
+
+def test_tables_and_views_are_registered_and_spark_lists_them(metastore, tmp_path):
+    project = write_project(tmp_path, "hms", MODELS,
+                            profile_extra=f"catalog: {{type: hive, uri: '{metastore.uri}'}}\n")
+    result = dbt(project, "run")
+    assert result.returncode == 0, result.stdout[-3000:]
+    client = parse_catalog({"type": "hive", "uri": metastore.uri})
+    assert "analytics" in client.databases()
+    assert sorted(client.tables("analytics")) == ["big_orders", "orders"]
+    orders = str(tmp_path / "warehouse" / "analytics" / "orders")
+    assert client.location("analytics", "orders") == orders
+    assert client.location("analytics", "big_orders") is None  # a view has no location
+
+    reader = tmp_path / "reader.py"
+    reader.write_text(SPARK_READER)
+    seen = subprocess.run([sys.executable, str(reader), metastore.uri, str(tmp_path / "spark-wh")],
+                          capture_output=True, text=True, timeout=300)
+    line = [x for x in seen.stdout.splitlines() if x.startswith("READ ")]
+    assert line, "\n".join(x for x in seen.stderr.splitlines() if "Exception" in x or "Error" in x)[:3000]
+    read = json.loads(line[0][5:])
+    assert read["tables"] == ["big_orders", "orders"] and read["types"] == ["EXTERNAL", "VIEW"]
+    assert read["provider"] == "delta" and read["location"] == "file:" + orders
+    assert read["comment"] == "every order" and read["partitions"] == ["region"]
+    assert "from `analytics`.`orders`" in read["view_text"]
+
+    # a view that becomes a table changes its entry; a model removed and its relation dropped leaves it
+    (project / "models" / "big_orders.sql").write_text(
+        "{{ config(materialized='table') }}\nselect id, amount from {{ ref('orders') }} where amount > 3\n")
+    assert dbt(project, "run").returncode == 0
+    assert client.location("analytics", "big_orders") == str(tmp_path / "warehouse" / "analytics" / "big_orders")
+    (project / "models" / "big_orders.sql").write_text(MODELS["big_orders.sql"])  # a view again
+    assert dbt(project, "run").returncode == 0
+    assert client.location("analytics", "big_orders") is None and "big_orders" in client.tables("analytics")
+    (project / "macros").mkdir()
+    (project / "macros" / "drop_it.sql").write_text(
+        "{% macro drop_it() %}{% do adapter.drop_relation(api.Relation.create(schema='analytics', "
+        "identifier='big_orders', type='view')) %}{% endmacro %}\n")
+    dropped = dbt(project, "run-operation", "drop_it")
+    assert dropped.returncode == 0, dropped.stdout[-2000:]
+    assert client.tables("analytics") == ["orders"]
+
+
+def test_the_metastore_reads_view_sql_with_its_own_names():
+    assert metastore_sql("select * from `shop.orders` o join `shop.x` using (id) where s = '`a.b`'") == \
+        "select * from `shop`.`orders` o join `shop`.`x` using (id) where s = '`a.b`'"
+
+
+@pytest.mark.parametrize("catalog, message", [
+    ("unity", "A catalog name, as dbt-databricks takes it"),
+    ({"type": "glue"}, "not one this adapter takes"),
+    ({"type": "hive", "uri": "http://host:9083"}, "thrift://host:port"),
+    ({"type": "hive", "uri": "thrift://h:1", "user": "x"}, "unknown keys: user"),
+])
+def test_a_wrong_catalog_is_refused_by_name(catalog, message):
+    from dbt_common.exceptions import DbtRuntimeError
+
+    with pytest.raises(DbtRuntimeError, match=message):
+        parse_catalog(catalog)
+
+
+def test_an_unreachable_metastore_is_named():
+    from dbt.adapters.deltalog.metastore import MetastoreError
+    from tests.standalone import free_port
+
+    with pytest.raises(MetastoreError, match="cannot be reached"):
+        HiveMetastore("127.0.0.1", free_port()).databases()
