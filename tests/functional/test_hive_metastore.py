@@ -93,6 +93,29 @@ def test_tables_and_views_are_registered_and_spark_lists_them(metastore, tmp_pat
     assert client.tables("analytics") == ["orders"]
 
 
+def test_a_source_registered_by_someone_else_is_found_by_name(metastore, tmp_path):
+    import deltalake
+    import pyarrow as pa
+
+    from deltalog import Snapshot, write_deltalake
+
+    elsewhere = str(tmp_path / "crm-lake" / "customers")
+    write_deltalake(elsewhere, pa.table({"id": pa.array([1, 2], pa.int64()), "name": ["ann", "bo"]}))
+    client = parse_catalog({"type": "hive", "uri": metastore.uri})
+    client.ensure_database("crm", str(tmp_path / "crm-lake"))
+    snap = Snapshot.load(elsewhere)
+    client.register_table("crm", "customers", elsewhere, snap.schema_json, [], None, "file:" + str(tmp_path))
+    project = write_project(tmp_path / "p", "hms2", {
+        "sources.yml": "version: 2\nsources:\n  - name: crm\n    tables:\n      - name: customers\n",
+        "names.sql": "{{ config(materialized='table') }}\nselect upper(name) as name from {{ source('crm', 'customers') }}\n",
+    }, profile_extra=f"catalog: {{type: hive, uri: '{metastore.uri}'}}\n")
+    result = dbt(project, "run")
+    assert result.returncode == 0, result.stdout[-3000:]
+    table = deltalake.DeltaTable(str(tmp_path / "p" / "warehouse" / "analytics" / "names"))
+    assert sorted(table.to_pyarrow_table().column("name").to_pylist()) == ["ANN", "BO"]
+    assert client.location("analytics", "names") == table.table_uri.removeprefix("file://").rstrip("/")
+
+
 def test_the_metastore_reads_view_sql_with_its_own_names():
     assert metastore_sql("select * from `shop.orders` o join `shop.x` using (id) where s = '`a.b`'") == \
         "select * from `shop`.`orders` o join `shop`.`x` using (id) where s = '`a.b`'"

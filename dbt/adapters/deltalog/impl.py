@@ -142,6 +142,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
             fs.configure(creds.warehouse, creds.storage_options)  # every table under it uses them
         if getattr(config, "project_root", None):
             RUNTIME.project_root = config.project_root
+        RUNTIME.metastore = creds.metastore()
 
     @classmethod
     def type(cls) -> str:

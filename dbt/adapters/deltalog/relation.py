@@ -37,6 +37,9 @@ class DeltalogRelation(SparkRelation):
         kind = getattr(relation_config, "resource_type", None)
         if str(getattr(kind, "value", kind)) == "source":
             location = source_location(relation_config)
+            if location is None and RUNTIME.metastore is not None and relation.schema and relation.identifier:
+                # registered by someone else: the metastore knows where (None for a view or no entry)
+                location = RUNTIME.metastore.location(relation.schema, relation.identifier)
             if location is not None:
                 if "://" not in location and not location.startswith("/"):
                     location = os.path.abspath(os.path.join(RUNTIME.project_root or ".", os.path.expanduser(location)))

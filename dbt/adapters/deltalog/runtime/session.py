@@ -31,6 +31,8 @@ class Runtime:
         self.external_tables: Dict[Tuple[str, str], str] = {}
         # the dbt project's folder: relative source locations and location_root are resolved against it
         self.project_root: Optional[str] = None
+        # the profile's Hive Metastore (`catalog`), where a source with no location is looked up by name
+        self.metastore = None
 
     def get_spark(self, master: str = "local[*]", spark_conf: Optional[Dict[str, str]] = None, *,
                   server: bool = False, idle_timeout: Optional[float] = None):
