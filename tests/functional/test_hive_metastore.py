@@ -114,6 +114,11 @@ def test_a_source_registered_by_someone_else_is_found_by_name(metastore, tmp_pat
     table = deltalake.DeltaTable(str(tmp_path / "p" / "warehouse" / "analytics" / "names"))
     assert sorted(table.to_pyarrow_table().column("name").to_pylist()) == ["ANN", "BO"]
     assert client.location("analytics", "names") == table.table_uri.removeprefix("file://").rstrip("/")
+    docs = dbt(project, "docs", "generate")
+    assert docs.returncode == 0, docs.stdout[-3000:]
+    catalog = json.loads((project / "target" / "catalog.json").read_text())
+    source = catalog["sources"]["source.hms2.crm.customers"]
+    assert sorted(source["columns"]) == ["id", "name"]
 
 
 def test_the_metastore_reads_view_sql_with_its_own_names():

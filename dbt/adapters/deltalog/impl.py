@@ -383,9 +383,16 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         from dbt_common.clients.agate_helper import DEFAULT_TYPE_TESTER
         from pyspark.sql.types import StructType
 
+        from dbt.adapters.deltalog.catalog import Entry
+
         rows: List[Dict[str, Any]] = []
         for schema in schemas:
-            for entry in self.warehouse.list_relations(schema):
+            entries = self.warehouse.list_relations(schema) if self.warehouse.schema_exists(schema) else []
+            listed = {e.name for e in entries}
+            # sources whose tables live elsewhere (a declared location, or found in the metastore)
+            entries += [Entry("table", s, n, path) for (s, n), path in sorted(self.warehouse.external.items())
+                        if s == schema and n not in listed and self.warehouse.is_table(s, n)]
+            for entry in entries:
                 relation = self.Relation.create(
                     schema=entry.schema,
                     identifier=entry.name,
