@@ -145,3 +145,17 @@ def test_an_unreachable_metastore_is_named():
 
     with pytest.raises(MetastoreError, match="cannot be reached"):
         HiveMetastore("127.0.0.1", free_port()).databases()
+
+
+def test_a_run_with_an_unreachable_metastore_fails_before_committing(tmp_path):
+    from tests.standalone import free_port
+
+    address = f"thrift://127.0.0.1:{free_port()}"
+    project = write_project(tmp_path, "hms3", {"orders.sql": MODELS["orders.sql"]},
+                            profile_extra=f"catalog: {{type: hive, uri: '{address}'}}\n")
+    result = dbt(project, "run")
+    assert result.returncode != 0
+    assert f"the Hive Metastore at {address} (profile `catalog`) cannot be reached" in result.stdout
+    assert not (tmp_path / "warehouse" / "analytics" / "orders" / "_delta_log").exists()
+    debug = dbt(project, "debug")
+    assert debug.returncode != 0 and address in debug.stdout

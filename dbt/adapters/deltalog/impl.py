@@ -605,9 +605,14 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         RUNTIME.views(self.spark).ensure(self.warehouse, relation.schema, relation.identifier)
         metastore = self.config.credentials.metastore()
         if metastore is not None:
-            from dbt.adapters.deltalog.metastore import publish
+            from dbt.adapters.deltalog.metastore import MetastoreError, publish
 
-            publish(metastore, self.warehouse, self.spark, relation.schema, relation.identifier)
+            try:
+                publish(metastore, self.warehouse, self.spark, relation.schema, relation.identifier)
+            except MetastoreError as exc:
+                raise DbtRuntimeError(
+                    f"{relation}: what was built is committed, but its entry in the Hive Metastore is not "
+                    f"up to date: {exc} The next run registers it again.") from None
 
     def _refreshed(self, relation: BaseRelation, what: str, version: Optional[int]) -> AdapterResponse:
         self._publish(relation)
@@ -1000,6 +1005,9 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
     def debug_query(self) -> None:
         self.execute("select 1 as id")
         logger.info(f"  Spark server: {self.config.credentials.spark_server_status()}")
+        metastore = self.config.credentials.metastore()
+        if metastore is not None:  # reachable, or the MetastoreError naming its address fails the check
+            logger.info(f"  Hive Metastore: {metastore.uri}, {len(metastore.databases())} database(s)")
 
     @classmethod
     def _get_adapter_specific_run_info(cls, config) -> Dict[str, Any]:
