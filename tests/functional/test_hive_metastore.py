@@ -106,7 +106,8 @@ def test_a_source_registered_by_someone_else_is_found_by_name(metastore, tmp_pat
     snap = Snapshot.load(elsewhere)
     client.register_table("crm", "customers", elsewhere, snap.schema_json, [], None, "file:" + str(tmp_path))
     project = write_project(tmp_path / "p", "hms2", {
-        "sources.yml": "version: 2\nsources:\n  - name: crm\n    tables:\n      - name: customers\n",
+        "sources.yml": "version: 2\nsources:\n  - name: crm\n    freshness: {warn_after: {count: 1, period: day}}\n"
+                       "    tables:\n      - name: customers\n",
         "names.sql": "{{ config(materialized='table') }}\nselect upper(name) as name from {{ source('crm', 'customers') }}\n",
     }, profile_extra=f"catalog: {{type: hive, uri: '{metastore.uri}'}}\n")
     result = dbt(project, "run")
@@ -119,6 +120,10 @@ def test_a_source_registered_by_someone_else_is_found_by_name(metastore, tmp_pat
     catalog = json.loads((project / "target" / "catalog.json").read_text())
     source = catalog["sources"]["source.hms2.crm.customers"]
     assert sorted(source["columns"]) == ["id", "name"]
+    fresh = dbt(project, "source", "freshness")
+    assert fresh.returncode == 0, fresh.stdout[-3000:]
+    results = json.loads((project / "target" / "sources.json").read_text())["results"]
+    assert [(r["unique_id"], r["status"]) for r in results] == [("source.hms2.crm.customers", "pass")]
 
 
 def test_the_metastore_reads_view_sql_with_its_own_names():
