@@ -7,8 +7,7 @@ import pytest
 
 from deltalog import Snapshot, write_deltalake
 from dbt.adapters.deltalog.catalog import Warehouse
-from dbt.adapters.deltalog.dml import statements
-from dbt.adapters.deltalog.sql_gateway import execute
+from dbt.adapters.deltalog.sql_gateway import execute, statements
 
 pytestmark = pytest.mark.spark
 

@@ -128,21 +128,6 @@ def try_execute_dml(spark, warehouse: Warehouse, sql: str, commit_info: Optional
     )
 
 
-def statements(sql: str) -> List[str]:
-    """The statements of a script, split at its semicolons (never one inside quotes or comments)."""
-    from dbt.adapters.deltalog.sql_gateway import strip_leading_comments, tokens
-
-    try:
-        cuts = [t.start for t in tokens(sql) if t.kind == "SEMICOLON"]
-    except Exception:  # not something the tokenizer reads: one statement, for Spark to judge
-        cuts = []
-    parts, begin = [], 0
-    for cut in cuts + [len(sql)]:
-        parts.append(sql[begin:cut].strip())
-        begin = cut + 1
-    return [p for p in parts if strip_leading_comments(p)]
-
-
 class TargetRows:
     """What a script of INSERT / DELETE / UPDATE statements on one table makes of its rows, as one lazy
     DataFrame: `rows` (the table's current rows, changed statement by statement) and whether any

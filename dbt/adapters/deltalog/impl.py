@@ -760,8 +760,8 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         otherwise it replaces the rows of the version they read (a copy-on-write of the table)."""
         from deltalog.spark import operations
         from deltalog.spark.reader import snapshot_dataframe
-        from dbt.adapters.deltalog.dml import TargetRows, parse_dml, statements
-        from dbt.adapters.deltalog.sql_gateway import strip_leading_comments
+        from dbt.adapters.deltalog.dml import TargetRows, parse_dml
+        from dbt.adapters.deltalog.sql_gateway import statements, strip_leading_comments
 
         spark = self.spark
         uri = self.table_uri(relation)

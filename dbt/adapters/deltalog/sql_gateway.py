@@ -238,6 +238,19 @@ def execute(spark, warehouse: Warehouse, sql: str, commit_info: Optional[Dict[st
     return Outcome(dataframe=spark.sql(statement.text))
 
 
+def statements(sql: str) -> List[str]:
+    """The statements of a script, split at its semicolons (never one inside quotes or comments)."""
+    try:
+        cuts = [t.start for t in tokens(sql) if t.kind == "SEMICOLON"]
+    except Exception:  # not something the tokenizer reads: one statement, for Spark to judge
+        cuts = []
+    parts, begin = [], 0
+    for cut in cuts + [len(sql)]:
+        parts.append(sql[begin:cut].strip())
+        begin = cut + 1
+    return [p for p in parts if strip_leading_comments(p)]
+
+
 def strip_leading_comments(sql: str) -> str:
     """dbt prefixes statements with a `/* query comment */`; a statement's kind is read after it."""
     while True:
