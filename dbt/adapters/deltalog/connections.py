@@ -119,9 +119,7 @@ class DeltalogCredentials(Credentials):
         return parse_catalog(self.catalog)
 
     def uses_spark_server(self) -> bool:
-        from dbt.adapters.deltalog.streaming import Continuous
-
-        if Continuous.running:  # long-running streams get a JVM of their own: a killed runner takes its queries along
+        if RUNTIME.continuous is not None:  # long-running streams get a JVM of their own: a killed runner takes its queries along
             return False
         if self.spark_server == "auto":
             in_ci = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
@@ -292,9 +290,7 @@ class DeltalogHandle:
         self._cursor: Optional[DeltalogCursor] = None
 
     def cursor(self) -> DeltalogCursor:
-        from dbt.adapters.deltalog.runtime.jvm import tag_thread
-
-        tag_thread(self.spark)  # statements of this thread are this command's jobs
+        RUNTIME.command.tag_thread(self.spark)  # statements of this thread are this command's jobs
         self._cursor = DeltalogCursor(self.spark, self.warehouse)
         return self._cursor
 
@@ -302,9 +298,7 @@ class DeltalogHandle:
         # dbt cancels on Ctrl-C: stop this command's Spark jobs, so a model still writing fails (and
         # cleans up) instead of committing after the command was cancelled. Jobs of other commands
         # on the same Spark server carry other tags and go on.
-        from dbt.adapters.deltalog.runtime.jvm import cancel_command_jobs
-
-        cancel_command_jobs(self.spark)
+        RUNTIME.command.cancel_jobs(self.spark)
 
     def close(self) -> None:
         if self._cursor:
@@ -319,9 +313,7 @@ class DeltalogConnectionManager(SparkConnectionManager):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        from dbt.adapters.deltalog.runtime.jvm import new_command
-
-        new_command()  # dbt builds the adapter once per command
+        RUNTIME.command.new()  # dbt builds the adapter once per command
 
     @contextmanager
     def exception_handler(self, sql: str):
@@ -364,9 +356,7 @@ class DeltalogConnectionManager(SparkConnectionManager):
             RUNTIME.check_warehouse_shared(spark, warehouse.root)
         except DeltaError as exc:
             raise FailedToConnectError(str(exc)) from None
-        from dbt.adapters.deltalog.runtime.jvm import tag_thread
-
-        tag_thread(spark)  # the opening thread runs this connection's models: its jobs are ours
+        RUNTIME.command.tag_thread(spark)  # the opening thread runs this connection's models: its jobs are ours
         connection.handle = DeltalogHandle(spark, warehouse)
         connection.state = ConnectionState.OPEN
         return connection

@@ -18,6 +18,7 @@ import signal
 import sys
 from typing import List, Optional
 
+from dbt.adapters.deltalog.runtime.session import RUNTIME
 from dbt.adapters.deltalog.streaming import Continuous
 
 _PASSED_ON = ("--project-dir", "--profiles-dir", "--target", "--vars", "--profile")
@@ -72,18 +73,18 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     def stop(signum, frame):  # at a batch boundary: see streaming._run_until_stopped
         print(f"Stopping {len(names)} stream(s) after their current batch...", file=sys.stderr, flush=True)
-        Continuous.stop.set()
+        continuous.stop.set()
 
+    continuous = RUNTIME.continuous = Continuous()
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    Continuous.running = True
     print(f"Streaming {', '.join(names)} until SIGTERM / Ctrl-C", flush=True)
     # dbt starts the streams in DAG order (each returns once its query runs), then they run until stopped
     result = dbtRunner().invoke(["run", "--select", *names, *(["--full-refresh"] if args.full_refresh else []),
                                  *_common(args)])
     if not result.success:
-        Continuous.stop.set()
-    return max(Continuous.watch(), 0 if result.success else 1)
+        continuous.stop.set()
+    return max(continuous.watch(), 0 if result.success else 1)
 
 
 if __name__ == "__main__":

@@ -53,23 +53,23 @@ def file_stream_view(spark: Any, path: str, fmt: str, schema: Optional[str], opt
 
 
 class Continuous:
-    """Set by `python -m dbt.adapters.deltalog.stream` for the dbt run it makes: each streaming table then
-    starts its query with its `processing_time` trigger and returns (so that dbt starts downstream streams
-    in DAG order, every one running at once in this process), and `watch` reports their batches until
-    `stop` is set (SIGTERM / Ctrl-C) or one fails."""
-    running = False
-    stop = threading.Event()
-    queries: List[Tuple[str, Any, Callable[[str], None]]] = []
+    """Made by `python -m dbt.adapters.deltalog.stream` for the dbt run it makes (held as
+    `RUNTIME.continuous`): each streaming table then starts its query with its `processing_time` trigger
+    and returns (so that dbt starts downstream streams in DAG order, every one running at once in this
+    process), and `watch` reports their batches until `stop` is set (SIGTERM / Ctrl-C) or one fails."""
 
-    @classmethod
-    def watch(cls, poll: float = 0.5) -> int:
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self.queries: List[Tuple[str, Any, Callable[[str], None]]] = []
+
+    def watch(self, poll: float = 0.5) -> int:
         """Report every running query's batches; on `stop`, end each after its batch under way (a batch is
         one commit: one cut short is replayed once, and its txn keeps it from landing twice). 0, or 1 when
         a query failed."""
         seen: Dict[int, int] = {}
         failed = False
-        while not cls.stop.is_set() and not failed:
-            for i, (model, query, report) in enumerate(cls.queries):
+        while not self.stop.is_set() and not failed:
+            for i, (model, query, report) in enumerate(self.queries):
                 progress = query.lastProgress
                 if progress and int(progress.get("batchId", -1)) > seen.get(i, -1):
                     seen[i] = int(progress["batchId"])
@@ -78,12 +78,12 @@ class Continuous:
                 if not query.isActive:
                     report(f"{model}: the stream stopped: {query.exception() or 'no error'}")
                     failed = True
-            cls.stop.wait(poll)
-        for model, query, report in cls.queries:
+            self.stop.wait(poll)
+        for model, query, report in self.queries:
             while query.isActive and (query.status or {}).get("isTriggerActive"):
                 time.sleep(0.1)
             query.stop()
-            report(f"{model}: stopped after batch {seen.get(cls.queries.index((model, query, report)), -1)}")
+            report(f"{model}: stopped after batch {seen.get(self.queries.index((model, query, report)), -1)}")
         return 1 if failed else 0
 
 
@@ -128,7 +128,9 @@ def trigger_of(config: Dict[str, Any], model: str) -> Dict[str, Any]:
             f"Model '{model}': trigger={trigger!r} is not a streaming table's trigger: use 'available_now' (the "
             f"default) or {{'processing_time': '<n> seconds'}} (also milliseconds, minutes, hours), which `python -m "
             f"dbt.adapters.deltalog.stream` runs continuously (`dbt run` takes what is available and finishes).")
-    if Continuous.running:
+    from dbt.adapters.deltalog.runtime.session import RUNTIME
+
+    if RUNTIME.continuous is not None:
         return {"processingTime": interval or "0 seconds"}
     return {"availableNow": True}
 
@@ -182,7 +184,9 @@ def run_streaming_table(spark: Any, df: Any, table_uri: str, *, full_refresh: bo
             write_dataframe(spark.createDataFrame([], df.schema), table_uri, mode="overwrite",
                             partition_by=partition_by or None, definition=definition)
         query = df.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint).trigger(**trigger).start()
-        Continuous.queries.append((model, query, report or (lambda message: None)))
+        from dbt.adapters.deltalog.runtime.session import RUNTIME
+
+        RUNTIME.continuous.queries.append((model, query, report or (lambda message: None)))
         return {"batches": 0, "rows": 0, "version": Snapshot.load(table_uri).version, "started": True}
     query = df.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint).trigger(**trigger).start()
     try:

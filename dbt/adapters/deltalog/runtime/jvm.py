@@ -137,49 +137,47 @@ def default_conf(master: str, log_file: Optional[str] = None) -> Dict[str, str]:
     return conf
 
 
-# Every Spark job this dbt command starts carries this tag, so that Ctrl-C cancels exactly this
-# command's jobs (on a Spark server, other commands' jobs run in the same JVM). Spark's job tags are
-# per thread: each thread that runs statements tags itself once.
-COMMAND_TAG = f"dbt-deltalog-{os.getpid()}-{uuid.uuid4().hex[:12]}"
-_tagged = threading.local()
+class Command:
+    """This dbt command's Spark jobs. Each carries the command's tag, so that Ctrl-C cancels exactly
+    them (on a Spark server, other commands' jobs run in the same JVM). Spark's job tags are per thread:
+    each thread that runs statements tags itself once. One per process, held by the Runtime."""
 
+    def __init__(self) -> None:
+        self.tag = f"dbt-deltalog-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        self._tagged = threading.local()
+        self._cancelled = threading.Event()
 
-def tag_thread(spark) -> None:
-    if getattr(_tagged, "context", None) is not spark.sparkContext:
-        spark.sparkContext.addJobTag(COMMAND_TAG)
-        _tagged.context = spark.sparkContext
+    def tag_thread(self, spark) -> None:
+        if getattr(self._tagged, "context", None) is not spark.sparkContext:
+            spark.sparkContext.addJobTag(self.tag)
+            self._tagged.context = spark.sparkContext
 
+    def cancel_jobs(self, spark) -> None:
+        """The dbt command was cancelled (Ctrl-C): no commit of it lands any more, its running Spark jobs
+        are cancelled, and so are jobs its threads still start (dbt waits for them to finish their model)."""
+        from deltalog.transaction import refuse_commits
 
-_cancelled = threading.Event()
+        refuse_commits("the dbt command was cancelled (Ctrl-C)")
+        spark.sparkContext.cancelJobsWithTag(self.tag)
+        if not self._cancelled.is_set():
+            self._cancelled.set()
 
+            def keep_cancelling():
+                while self._cancelled.is_set():
+                    time.sleep(0.5)
+                    try:
+                        spark.sparkContext.cancelJobsWithTag(self.tag)
+                    except Exception:  # the session is gone: the command is ending
+                        return
 
-def cancel_command_jobs(spark) -> None:
-    """The dbt command was cancelled (Ctrl-C): no commit of it lands any more, its running Spark jobs
-    are cancelled, and so are jobs its threads still start (dbt waits for them to finish their model)."""
-    from deltalog.transaction import refuse_commits
+            threading.Thread(target=keep_cancelling, name="deltalog-cancel", daemon=True).start()
 
-    refuse_commits("the dbt command was cancelled (Ctrl-C)")
-    spark.sparkContext.cancelJobsWithTag(COMMAND_TAG)
-    if not _cancelled.is_set():
-        _cancelled.set()
+    def new(self) -> None:
+        """A new dbt command in this process (dbt's programmatic runner): a cancelled one's refusal ends."""
+        from deltalog.transaction import accept_commits
 
-        def keep_cancelling():
-            while _cancelled.is_set():
-                time.sleep(0.5)
-                try:
-                    spark.sparkContext.cancelJobsWithTag(COMMAND_TAG)
-                except Exception:  # the session is gone: the command is ending
-                    return
-
-        threading.Thread(target=keep_cancelling, name="deltalog-cancel", daemon=True).start()
-
-
-def new_command() -> None:
-    """A new dbt command in this process (dbt's programmatic runner): a cancelled one's refusal ends."""
-    from deltalog.transaction import accept_commits
-
-    _cancelled.clear()
-    accept_commits()
+        self._cancelled.clear()
+        accept_commits()
 
 
 def start_spark(master: str, spark_conf: Optional[Dict[str, str]] = None, log_file: Optional[str] = None):

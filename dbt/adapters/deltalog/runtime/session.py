@@ -16,7 +16,7 @@ import threading
 from typing import Dict, Optional, Tuple
 
 from dbt.adapters.deltalog.catalog import SessionViews
-from dbt.adapters.deltalog.runtime.jvm import ensure_java, start_spark
+from dbt.adapters.deltalog.runtime.jvm import Command, ensure_java, start_spark
 
 
 class Runtime:
@@ -33,6 +33,9 @@ class Runtime:
         self.project_root: Optional[str] = None
         # the profile's Hive Metastore (`catalog`), where a source with no location is looked up by name
         self.metastore = None
+        self.command = Command()  # this dbt command's Spark jobs (their tag, Ctrl-C)
+        # set by `python -m dbt.adapters.deltalog.stream` (streaming.Continuous): streams that run until stopped
+        self.continuous = None
 
     def get_spark(self, master: str = "local[*]", spark_conf: Optional[Dict[str, str]] = None, *,
                   server: bool = False, idle_timeout: Optional[float] = None):
@@ -47,7 +50,8 @@ class Runtime:
 
                 ensure_java()
                 spark = spark_server.attach(master, dict(spark_conf or {}),
-                                            idle_timeout or spark_server.DEFAULT_IDLE_TIMEOUT)
+                                            idle_timeout or spark_server.DEFAULT_IDLE_TIMEOUT,
+                                            on_interrupt=self.command.cancel_jobs)
             else:
                 spark = start_spark(master, spark_conf)
             _follow_cluster_cores(spark, master, spark_conf)

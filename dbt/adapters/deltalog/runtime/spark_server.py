@@ -28,7 +28,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from dbt.adapters.deltalog.runtime.jvm import tail
 
@@ -152,21 +152,22 @@ _attached: Dict[str, object] = {}  # key -> the lease file this process holds (r
 _started: List[subprocess.Popen] = []
 
 
-def attach(master: str, spark_conf: Dict[str, str], idle_timeout: float = DEFAULT_IDLE_TIMEOUT):
+def attach(master: str, spark_conf: Dict[str, str], idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+           on_interrupt: Optional[Callable[[Any], None]] = None):
     """A SparkSession of its own on the server for these settings, started first when none runs."""
     key = server_key(master, spark_conf)
     lease = open(_path(key, ".lease"), "a+")
     fcntl.flock(lease, fcntl.LOCK_SH)  # waits while a server is going away, then it is gone
     try:
         state = read_state(key)
-        spark = _connect(state) if state else None
+        spark = _connect(state, on_interrupt) if state else None
         if spark is None:
             with _locked(_path(key, ".start"), fcntl.LOCK_EX):
                 state = read_state(key)
-                spark = _connect(state) if state else None
+                spark = _connect(state, on_interrupt) if state else None
                 if spark is None:
                     state = _start(key, master, spark_conf, idle_timeout)
-                    spark = _connect(state)
+                    spark = _connect(state, on_interrupt)
                     if spark is None:
                         raise SparkServerError(
                             f"the Spark server started for this profile (pid {state['pid']}) does not "
@@ -207,7 +208,7 @@ def _start(key: str, master: str, spark_conf: Dict[str, str], idle_timeout: floa
     raise SparkServerError(f"the Spark server did not start within {START_TIMEOUT} s; see {_path(key, '.log')}")
 
 
-def _connect(state: dict):
+def _connect(state: dict, on_interrupt: Optional[Callable[[Any], None]] = None):
     """A new Spark session in the server's JVM, or None when it does not answer."""
     from pyspark import SparkConf, SparkContext
     from pyspark.java_gateway import launch_gateway
@@ -235,11 +236,10 @@ def _connect(state: dict):
     spark = SparkSession(sc, jsparkSession=base.newSession())
     if threading.current_thread() is threading.main_thread():
         # pyspark's handler cancels every job of the JVM; other commands share this one
-        from dbt.adapters.deltalog.runtime.jvm import cancel_command_jobs
-
         def interrupt(signum, frame):
             try:
-                cancel_command_jobs(spark)
+                if on_interrupt is not None:
+                    on_interrupt(spark)  # this command's jobs only
             finally:
                 raise KeyboardInterrupt()
 
