@@ -132,7 +132,7 @@ def test_the_metastore_reads_view_sql_with_its_own_names():
 
 
 @pytest.mark.parametrize("catalog, message", [
-    ("unity", "A catalog name, as dbt-databricks takes it"),
+    ("unity", "a catalog name, as dbt-databricks takes it"),
     ({"type": "glue"}, "not one this adapter takes"),
     ({"type": "hive", "uri": "http://host:9083"}, "thrift://host:port"),
     ({"type": "hive", "uri": "thrift://h:1", "user": "x"}, "unknown keys: user"),

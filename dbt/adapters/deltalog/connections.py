@@ -76,6 +76,10 @@ class DeltalogCredentials(Credentials):
         # A key this adapter ignored could make a profile meant for a remote server build here instead.
         if why := profile_errors(data, [f.name for f in dataclasses.fields(cls)]):
             raise DbtRuntimeError(f"deltalog profile: {why} Nothing was run.")
+        if data.get("catalog") is not None:
+            from dbt.adapters.deltalog.metastore import parse_catalog
+
+            parse_catalog(data["catalog"])  # said by name before dbt's type check of the field
         if "database" not in data:
             data["database"] = None
         return data

@@ -37,22 +37,22 @@ def parse_catalog(value: Any) -> Optional["HiveMetastore"]:
         return None
     if not isinstance(value, dict):
         raise DbtRuntimeError(
-            f"deltalog profile: `catalog` is {value!r}; allowed: a mapping such as {{type: hive, uri: "
-            f"thrift://host:9083}} (a Hive Metastore that also lists every table and view built). A catalog "
-            f"name, as dbt-databricks takes it, is not a key of this adapter.")
+            f"deltalog profile: `catalog` is {value!r}: a catalog name, as dbt-databricks takes it, is not "
+            f"something this adapter takes. Allowed: a mapping such as {{type: hive, uri: thrift://host:9083}} "
+            f"(a Hive Metastore that also lists every table and view built). Nothing was run.")
     unknown = sorted(set(value) - {"type", "uri"})
     kind = str(value.get("type", "")).strip().lower()
     if unknown or kind not in CATALOG_TYPES:
         raise DbtRuntimeError(
             f"deltalog profile: `catalog` {value!r} is not one this adapter takes"
             + (f" (unknown keys: {', '.join(unknown)})" if unknown else "")
-            + "; allowed: {type: hive, uri: thrift://host:9083}.")
+            + ". Allowed: {type: hive, uri: thrift://host:9083}. Nothing was run.")
     uri = str(value.get("uri") or "")
     parsed = urlparse(uri)
     if parsed.scheme != "thrift" or not parsed.hostname:
         raise DbtRuntimeError(
-            f"deltalog profile: `catalog.uri` is {uri!r}; allowed: the metastore's Thrift address, "
-            f"thrift://host:port (9083 by default).")
+            f"deltalog profile: `catalog.uri` is {uri!r}. Allowed: the metastore's Thrift address, "
+            f"thrift://host:port (9083 by default). Nothing was run.")
     return HiveMetastore(parsed.hostname, parsed.port or 9083)
 
 
