@@ -5,6 +5,7 @@ SQL; a renamed or dropped relation leaves the metastore with it."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -62,6 +63,8 @@ def test_tables_and_views_are_registered_and_spark_lists_them(metastore, tmp_pat
     assert sorted(client.tables("analytics")) == ["big_orders", "orders"]
     orders = str(tmp_path / "warehouse" / "analytics" / "orders")
     assert client.location("analytics", "orders") == orders
+    # the warehouse holds the tables and views dbt built, and nothing the metastore made beside them
+    assert sorted(os.listdir(tmp_path / "warehouse" / "analytics")) == ["big_orders.view.sql", "orders"]
     assert client.location("analytics", "big_orders") is None  # a view has no location
 
     reader = tmp_path / "reader.py"
@@ -104,7 +107,7 @@ def test_a_source_registered_by_someone_else_is_found_by_name(metastore, tmp_pat
     client = parse_catalog({"type": "hive", "uri": metastore.uri})
     client.ensure_database("crm", str(tmp_path / "crm-lake"))
     snap = Snapshot.load(elsewhere)
-    client.register_table("crm", "customers", elsewhere, snap.schema_json, [], None, "file:" + str(tmp_path))
+    client.register_table("crm", "customers", elsewhere, snap.schema_json, [], None)
     project = write_project(tmp_path / "p", "hms2", {
         "sources.yml": "version: 2\nsources:\n  - name: crm\n    freshness: {warn_after: {count: 1, period: day}}\n"
                        "    tables:\n      - name: customers\n",

@@ -146,7 +146,7 @@ class HiveMetastore:
     # ---- tables and views -------------------------------------------------------------------------
 
     def register_table(self, schema: str, name: str, location: str, schema_json: Dict[str, Any],
-                       partition_columns: List[str], comment: Optional[str], database_location: str) -> None:
+                       partition_columns: List[str], comment: Optional[str]) -> None:
         """Create or update the entry of a Delta table at `location`."""
         from pymetastore.hive_metastore import ttypes
 
@@ -166,10 +166,11 @@ class HiveMetastore:
         if comment:
             params["comment"] = comment
         storage = ttypes.StorageDescriptor(
-            # Spark's form of a table whose format Hive cannot read: one placeholder column, the real
-            # location in the `path` property (a placeholder in `location`)
+            # Spark's form of a table whose format Hive cannot read: one placeholder column and the
+            # location in the `path` property, which Spark reads. The location is the table's too (where
+            # Spark puts a placeholder path, which the metastore would create as a folder beside the table)
             cols=[ttypes.FieldSchema(name="col", type="array<string>", comment="from deserializer")],
-            location=database_location.rstrip("/") + f"/{name}-__PLACEHOLDER__",
+            location=location,
             inputFormat="org.apache.hadoop.mapred.SequenceFileInputFormat",
             outputFormat="org.apache.hadoop.hive.ql.io.HiveSequenceFileOutputFormat",
             compressed=False, numBuckets=-1,
@@ -272,7 +273,7 @@ def publish(metastore: HiveMetastore, warehouse: Any, spark: Any, schema: str, n
 
         snapshot = Snapshot.load(entry.path)
         metastore.register_table(schema, name, entry.path, snapshot.schema_json, list(snapshot.partition_columns),
-                                 snapshot.metadata.description, _location_uri(database_location))
+                                 snapshot.metadata.description)
         return
     fields = spark.table(f"`{schema}.{name}`").schema.fields
     docs = warehouse.read_view_docs(schema, name)
