@@ -27,6 +27,7 @@ SLOWEST_FIRST = [
     "tests/robustness/test_random_kills.py",
     "tests/robustness/test_load_dbt.py",
     "tests/robustness/test_streaming_kills.py",
+    "tests/functional/test_hive_metastore.py",
     "tests/functional/test_spark_server.py",
     "tests/functional/test_change_data_feed.py",
     "tests/robustness/test_crash.py",
