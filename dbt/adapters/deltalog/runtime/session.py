@@ -26,8 +26,9 @@ class Runtime:
         self._views: Optional[SessionViews] = None
         self._checked: set = set()  # (session, warehouse) checked as shared with the executors
         self._described: set = set()  # warehouses whose data path was said in the log
-        # (schema, name) -> location of Delta tables declared as dbt sources with a location; filled
-        # as dbt resolves source() (DeltalogRelation.create_from), read wherever a relation is located
+        # (schema, name) -> location of the Delta tables of dbt sources that live elsewhere (a declared
+        # location, or the metastore's); filled as dbt resolves source() (DeltalogRelation.create_from),
+        # read wherever a relation is located
         self.external_tables: Dict[Tuple[str, str], str] = {}
         # the dbt project's folder: relative source locations and location_root are resolved against it
         self.project_root: Optional[str] = None
