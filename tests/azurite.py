@@ -11,11 +11,10 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 from dataclasses import dataclass
 from typing import Iterator
 
-from tests.standalone import free_port, listening, stop_process_groups
+from tests.standalone import free_port, stop_process_groups, wait_until_listening
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ACCOUNT = "devstoreaccount1"
@@ -57,11 +56,7 @@ def azurite(container: str = "lake") -> Iterator[AzureServer]:
                             stdout=log, stderr=subprocess.STDOUT, cwd=work, start_new_session=True)
     endpoint = f"http://127.0.0.1:{port}/{ACCOUNT}"
     try:
-        deadline = time.time() + 60
-        while not listening(port):
-            if proc.poll() is not None or time.time() > deadline:
-                raise RuntimeError(f"Azurite did not start (exit {proc.poll()})")
-            time.sleep(0.2)
+        wait_until_listening(port, proc, "Azurite", 60, poll=0.2)
         server = AzureServer(endpoint, container)
         from deltalog.filesystem import arrow_filesystem
 

@@ -7,11 +7,10 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 from dataclasses import dataclass
 from typing import Iterator
 
-from tests.standalone import free_port, listening, spark_home
+from tests.standalone import free_port, spark_home, wait_until_listening
 
 _SITE = """<?xml version="1.0"?>
 <configuration>
@@ -67,11 +66,10 @@ def hive_metastore(java: str = "java") -> Iterator[Metastore]:
                                    cwd=folder, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     metastore = Metastore(port, folder, process)
     try:
-        deadline = time.time() + 180
-        while not listening(port):
-            if process.poll() is not None or time.time() > deadline:
-                raise RuntimeError(f"the Hive Metastore did not start on port {port}:\n{metastore.log()}")
-            time.sleep(0.5)
+        try:
+            wait_until_listening(port, process, "the Hive Metastore", 180, poll=0.5)
+        except RuntimeError as exc:
+            raise RuntimeError(f"{exc}:\n{metastore.log()}") from None
         yield metastore
     finally:
         process.terminate()

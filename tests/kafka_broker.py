@@ -9,13 +9,12 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 import uuid
 from dataclasses import dataclass
 from typing import Iterator
 
 from tests.maven.jars import jars
-from tests.standalone import free_port, listening, stop_process_groups
+from tests.standalone import free_port, stop_process_groups, wait_until_listening
 
 
 @dataclass
@@ -64,11 +63,7 @@ def kafka_broker() -> Iterator[Broker]:
     proc = subprocess.Popen([java, "-Xmx512m", "-cp", classpath, "kafka.Kafka", config], stdout=log,
                             stderr=subprocess.STDOUT, cwd=work, start_new_session=True)
     try:
-        deadline = time.time() + 90
-        while not listening(port):
-            if proc.poll() is not None or time.time() > deadline:
-                raise RuntimeError(f"Kafka did not start (exit {proc.poll()}); see {work}/kafka.log")
-            time.sleep(0.3)
+        wait_until_listening(port, proc, f"Kafka (see {work}/kafka.log)", 90)
         yield Broker(f"127.0.0.1:{port}")
     finally:
         stop_process_groups([proc], timeout=20)

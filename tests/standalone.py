@@ -34,6 +34,17 @@ def listening(port: int) -> bool:
         return False
 
 
+def wait_until_listening(port: int, process: subprocess.Popen, what: str, timeout: float,
+                         poll: float = 0.3) -> None:
+    """Wait for a server the test started to accept connections on `port`; RuntimeError naming `what`
+    (the server, and where its log is) when its process ends first or `timeout` seconds pass."""
+    deadline = time.time() + timeout
+    while not listening(port):
+        if process.poll() is not None or time.time() > deadline:
+            raise RuntimeError(f"{what} did not start on port {port} (exit {process.poll()})")
+        time.sleep(poll)
+
+
 def spark_home() -> str:
     import pyspark
 
