@@ -20,6 +20,7 @@ from ..schema import quote_identifier, schema_string
 from .. import filesystem as fs
 from ..storage import LogStore
 from ..stores import store_of
+from .connect import empty_dataframe
 from .reader import FILE_COLUMN, files_dataframe, local_file_expr, local_file_key, snapshot_dataframe
 from .writer import spark_schema, write_files
 
@@ -112,7 +113,7 @@ def no_changes(spark: SparkSession, snapshot: Any) -> DataFrame:
     empty = StructType([*schema.fields, StructField(CHANGE_TYPE_COLUMN, StringType()),
                         StructField(COMMIT_VERSION_COLUMN, LongType()),
                         StructField(COMMIT_TIMESTAMP_COLUMN, TimestampType())])
-    return spark.createDataFrame(spark.sparkContext.emptyRDD(), empty)
+    return empty_dataframe(spark, empty)
 
 
 def snapshot_as_inserts(spark: SparkSession, snapshot: Any) -> DataFrame:

@@ -17,6 +17,7 @@ import time
 import uuid
 
 from ..errors import DeltaError
+from .connect import default_parallelism, is_connect
 
 PROBE_FOLDER = ".deltalog-shared-check"  # hidden: never listed as a schema
 
@@ -26,7 +27,9 @@ class StorageNotSharedError(DeltaError):
 
 
 def is_local_master(spark) -> bool:
-    return spark.sparkContext.master.startswith("local")
+    """Whether `spark` runs its tasks in the driver's JVM on this machine. A Spark Connect server with
+    a local master is not: it may run on another machine, with folders of its own."""
+    return not is_connect(spark) and spark.sparkContext.master.startswith("local")
 
 
 def executor_count(spark) -> int:
@@ -54,15 +57,21 @@ def executor_cores(spark, wait_seconds: float = 30.0) -> int:
 
 
 def _write_marker(folder: str):
-    def task(index, _rows):
-        name = f"{socket.gethostname()}-{os.getpid()}-{index}-{uuid.uuid4().hex}"
+    """A task (for mapInArrow) that writes one file under `folder` and says its name, host and error."""
+    def task(batches):
+        import pyarrow as pa
+
+        for _ in batches:
+            pass
+        name = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex}"
+        error = ""
         try:
             os.makedirs(folder, exist_ok=True)
             with open(os.path.join(folder, name), "w") as f:
                 f.write("deltalog shared-storage check\n")
-            yield name, socket.gethostname(), ""
         except OSError as e:
-            yield name, socket.gethostname(), f"{type(e).__name__}: {e}"
+            error = f"{type(e).__name__}: {e}"
+        yield pa.RecordBatch.from_pydict({"name": [name], "host": [socket.gethostname()], "error": [error]})
     return task
 
 
@@ -70,11 +79,11 @@ def check_shared_folder(spark, folder: str) -> None:
     """Raise StorageNotSharedError unless every executor's writes under `folder` (a local path) are
     visible to this driver. Writes and removes `<folder>/.deltalog-shared-check/<uuid>/`."""
     probe = os.path.join(os.path.abspath(folder), PROBE_FOLDER, uuid.uuid4().hex)
-    executors = max(1, executor_count(spark))
-    tasks = max(2 * spark.sparkContext.defaultParallelism, 2 * executors)
+    executors = 1 if is_connect(spark) else max(1, executor_count(spark))
+    tasks = max(2 * default_parallelism(spark), 2 * executors)
     try:
-        results = (spark.sparkContext.parallelize(range(tasks), tasks)
-                   .mapPartitionsWithIndex(_write_marker(probe)).collect())
+        results = [tuple(row) for row in spark.range(0, tasks, 1, tasks)
+                   .mapInArrow(_write_marker(probe), "name string, host string, error string").collect()]
         failed = [(host, err) for _, host, err in results if err]
         if failed:
             host, err = failed[0]

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from ..storage_options import StorageOptions
+from .connect import is_connect
 
 # The Hadoop scheme Spark reads a URI of each object-store scheme through.
 HADOOP_SCHEME = {"s3": "s3a", "s3a": "s3a", "gs": "gs", "gcs": "gs", "az": "abfss", "abfs": "abfs",
@@ -32,7 +33,10 @@ def hadoop_settings(uri: str, storage_options: StorageOptions | dict[str, Any] |
 
 def apply(spark: Any, uri: str, storage_options: dict[str, Any] | None) -> dict[str, str]:
     """Put `hadoop_settings` into the session's Hadoop configuration, leaving keys the user set
-    (e.g. `spark.hadoop.fs.s3.impl` in spark_conf) alone. Returns what was set."""
+    (e.g. `spark.hadoop.fs.s3.impl` in spark_conf) alone. Returns what was set. Nothing over Spark
+    Connect, where the server's Hadoop configuration is out of reach (tasks use pyarrow there)."""
+    if is_connect(spark):
+        return {}
     conf = spark.sparkContext._jsc.hadoopConfiguration()
     applied = {}
     for key, value in hadoop_settings(uri, storage_options).items():
@@ -77,6 +81,9 @@ def native_io(spark: Any, uri: str) -> tuple[bool, str]:
     from .embedded import has_jar_class
 
     scheme = urlparse(str(uri)).scheme.lower()
+    if is_connect(spark):
+        return False, ("over Spark Connect this process can neither see the server's Hadoop connectors nor "
+                       "hand it the store's settings, so the server's tasks use pyarrow's file systems")
     if scheme not in _AS_GIVEN:
         hint = (" (give the warehouse as abfss://<container>@<account>.dfs.core.windows.net/… for Spark's ABFS "
                 "connector)" if HADOOP_SCHEME.get(scheme) == "abfss" else "")

@@ -22,6 +22,7 @@ from ..paths import (
     absolute_file_path, decode_path, is_absolute_path, parse_partition_folder, parse_partition_value,
 )
 from ..schema import nullable_type, partition_column_types, quote_identifier, without_columns
+from .connect import empty_dataframe
 from .embedded import has_jar_class, jar_class, register_jar_function
 from .writer import spark_schema
 
@@ -52,7 +53,7 @@ def _snapshot_dataframe(spark: SparkSession, snapshot: Any) -> DataFrame:
     schema = spark_schema(schema_json)
     columns = [quote_identifier(f.name) for f in schema.fields]
     if snapshot.num_files == 0:
-        return spark.createDataFrame(spark.sparkContext.emptyRDD(), schema)
+        return empty_dataframe(spark, schema)
     through_source = read_through_data_source(spark, snapshot.table_uri)
     if (has_deletion_vectors(snapshot.files) or is_mapped(snapshot.configuration) or widened_columns(schema_json)
             or through_source):
@@ -380,7 +381,7 @@ def _files_dataframe(spark: SparkSession, snapshot: Any, files: Any, with_file: 
             fields.append(StructField(ROW_INDEX_COLUMN, LongType()))
         if with_size:
             fields.append(StructField(FILE_SIZE_COLUMN, LongType()))
-        return spark.createDataFrame(spark.sparkContext.emptyRDD(), StructType(fields))
+        return empty_dataframe(spark, StructType(fields))
     spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.threshold", _DISCOVERY_THRESHOLD)
     root = snapshot.table_uri
     uris = [absolute_file_path(root, p) for p in files.column("path").to_pylist()]

@@ -309,7 +309,7 @@ def _write_native(df: DataFrame, root: str, partition_columns: list[str], schema
     spark = df.sparkSession
     staging = os.path.join(root, STAGING_DIR, str(uuid.uuid4()))
     try:
-        _parquet_writer(df, partition_columns, parquet_options).mode("errorifexists").parquet(staging)
+        _parquet_writer(df, partition_columns, parquet_options).mode("error").parquet(staging)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

@@ -61,8 +61,12 @@ class DeltalogCredentials(Credentials):
     # the CI variable is set (one-shot runs gain nothing from a server left behind).
     spark_server: Union[bool, str] = "auto"
     spark_server_idle_timeout: int = 900
-    # where Spark runs: `session` (in this process: embedded, or driving a cluster) is what is built
+    # where Spark runs: `session` (in this process: embedded, or driving a cluster) or `connect` (a Spark
+    # Connect server at `host`, sc://host:15002, with an optional bearer `token` and TLS)
     method: str = "session"
+    host: Optional[str] = None
+    token: Optional[str] = None
+    use_ssl: bool = False
     # a Hive Metastore that lists every table and view built: {type: hive, uri: thrift://host:9083}
     catalog: Optional[Dict[str, Any]] = None
 
@@ -122,7 +126,17 @@ class DeltalogCredentials(Credentials):
 
         return parse_catalog(self.catalog)
 
+    def connect_url(self) -> Optional[str]:
+        """The Spark Connect connection string of `method: connect` (None for `session`)."""
+        if self.method != "connect":
+            return None
+        from dbt.adapters.deltalog.runtime.connect import connection_url
+
+        return connection_url(str(self.host), self.token, bool(self.use_ssl))
+
     def uses_spark_server(self) -> bool:
+        if self.method == "connect":
+            return False
         if RUNTIME.continuous is not None:  # long-running streams get a JVM of their own: a killed runner takes its queries along
             return False
         if self.spark_server == "auto":
@@ -168,6 +182,8 @@ class DeltalogCredentials(Credentials):
         return self.warehouse
 
     def _connection_keys(self) -> Tuple[str, ...]:
+        if self.method == "connect":  # (never the token)
+            return ("schema", "warehouse", "storage_options", "method", "host", "use_ssl", "spark_conf", "catalog")
         return ("schema", "warehouse", "storage_options", "master", "spark_conf", "spark_server", "catalog")
 
     def connection_info(self, *, with_aliases: bool = False) -> Iterable[Tuple[str, Any]]:
@@ -344,10 +360,11 @@ class DeltalogConnectionManager(SparkConnectionManager):
         creds: DeltalogCredentials = connection.credentials
         try:
             spark = RUNTIME.get_spark(creds.master, creds.spark_conf, server=creds.uses_spark_server(),
-                              idle_timeout=creds.spark_server_idle_timeout)
+                                      idle_timeout=creds.spark_server_idle_timeout, remote=creds.connect_url())
         except Exception as exc:
+            where = f"Spark Connect ({creds.host})" if creds.method == "connect" else f"Spark ({creds.master})"
             raise FailedToConnectError(
-                redact_text(f"could not start Spark ({creds.master}): {exc}", creds.spark_conf)) from None
+                redact_text(f"could not start {where}: {exc}", creds.spark_conf)) from None
         warehouse = Warehouse(creds.resolve_warehouse() if not os.path.isabs(creds.warehouse) else creds.warehouse,
                               RUNTIME.external_tables)
         if warehouse.on_object_store:

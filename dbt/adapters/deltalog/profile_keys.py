@@ -14,12 +14,16 @@ from typing import Any, Iterable
 METHODS = {
     "session": "Spark in this process: an embedded local Spark (`master: local[*]`, the default) or a "
                "cluster this process drives (`master: spark://host:7077`)",
+    "connect": "a Spark Connect server (`host: sc://host:15002`, optional `token` and `use_ssl`)",
 }
 
-_INSTEAD = ("This adapter runs Spark itself: choose where with `master` (local[*], the default, or "
-            "spark://host:7077 for a standalone cluster) and tune it with `spark_conf`. Connecting to a "
-            "Spark Connect endpoint (sc://host:15002) or a remote Thrift / Databricks server is not "
-            "supported yet.")
+# The keys only `method: connect` takes (dbt-spark's words for them mean a Thrift server elsewhere).
+CONNECT_KEYS = {"host", "token", "use_ssl"}
+
+_INSTEAD = ("This adapter runs Spark itself (`method: session`: choose where with `master`, local[*] by "
+            "default or spark://host:7077 for a standalone cluster, and tune it with `spark_conf`) or "
+            "reaches a Spark Connect server (`method: connect` with `host: sc://host:15002`). A remote "
+            "Thrift, ODBC or Databricks SQL server is not supported.")
 
 _REMOTE = "dbt-spark's address of a remote Spark server (Thrift, HTTP or ODBC)"
 
@@ -82,8 +86,6 @@ def method_error(method: Any) -> str | None:
         return None
     if str(method).strip().lower() in ("thrift", "http", "odbc"):
         what = f"dbt-spark's `method: {method}` connects to a remote Spark server, which this adapter does not do."
-    elif str(method).strip().lower() == "connect":
-        what = "`method: connect` (a Spark Connect endpoint) is not supported yet."
     else:
         what = f"`method: {method}` is not a connection method of this adapter."
     allowed = "; ".join(f"`{k}`: {v}" for k, v in METHODS.items())
@@ -92,8 +94,22 @@ def method_error(method: Any) -> str | None:
 
 def profile_errors(data: dict, known: Iterable[str]) -> str | None:
     """The whole message for a profile with keys or a method this adapter does not take (None: fine)."""
-    problems = unknown_key_errors(data, known)
-    foreign = any(k in FOREIGN_KEYS for k in data)
+    connect = str(data.get("method", "")).strip().lower() == "connect"
+    if connect:
+        problems = [f"`{key}` sets up Spark in this process, which `method: connect` does not start (the "
+                    f"Spark Connect server runs Spark); remove it." for key in ("master", "spark_server",
+                                                                                 "spark_server_idle_timeout")
+                    if key in data]
+        if not data.get("host"):
+            problems.append("`method: connect` needs `host`: the server's Spark Connect address, sc://host:15002.")
+        elif not str(data["host"]).startswith("sc://"):
+            problems.append(f"`host` is {data['host']!r}; with `method: connect` it is a Spark Connect address, "
+                            f"sc://host:15002.")
+    else:
+        known = set(known) - CONNECT_KEYS  # dbt-spark's host / token: a remote server this profile would miss
+        problems = []
+    problems += unknown_key_errors(data, known)
+    foreign = any(k in FOREIGN_KEYS for k in data if not (connect and k in CONNECT_KEYS))
     if "method" in data and (why := method_error(data["method"])):
         problems.insert(0, why)
         foreign = True

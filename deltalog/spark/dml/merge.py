@@ -32,6 +32,7 @@ from ...transaction import rearranged_only, reruns_after_conflict
 from ... import change_data, deletion_vectors, row_tracking
 from ..change_data import change_rows, write_change_data
 from ..cluster import is_local_master
+from ..connect import default_parallelism
 from ..reader import ROW_INDEX_COLUMN, files_dataframe, has_deletion_vectors, widened_columns
 from ..writer import cast_by_name, target_file_size, write_files
 from .files import (
@@ -257,7 +258,7 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
     # partitions costs more than computing them (a 100k-row source of 16 partitions: 0.53 s, of 2: 0.32 s).
     # (Not on a cluster, where the cores registered so far may be a few of those to come.)
     if is_local_master(spark):
-        source_df = source_df.coalesce(spark.sparkContext.defaultParallelism)
+        source_df = source_df.coalesce(default_parallelism(spark))
     source = source_df.withColumn(_SOURCE_ID, F.monotonically_increasing_id()).persist(StorageLevel.MEMORY_AND_DISK)
     matched_rows = None
     phases = _Phases(f"{operation} {name}")

@@ -148,9 +148,24 @@ class Command:
         self._cancelled = threading.Event()
 
     def tag_thread(self, spark) -> None:
+        from deltalog.spark.connect import is_connect
+
+        if is_connect(spark):  # a Connect client's tags are per thread too, and mark its operations
+            if getattr(self._tagged, "context", None) is not spark:
+                spark.addTag(self.tag)
+                self._tagged.context = spark
+            return
         if getattr(self._tagged, "context", None) is not spark.sparkContext:
             spark.sparkContext.addJobTag(self.tag)
             self._tagged.context = spark.sparkContext
+
+    def _cancel_tagged(self, spark) -> None:
+        from deltalog.spark.connect import is_connect
+
+        if is_connect(spark):
+            spark.interruptTag(self.tag)
+        else:
+            spark.sparkContext.cancelJobsWithTag(self.tag)
 
     def cancel_jobs(self, spark) -> None:
         """The dbt command was cancelled (Ctrl-C): no commit of it lands any more, its running Spark jobs
@@ -158,7 +173,7 @@ class Command:
         from deltalog.transaction import refuse_commits
 
         refuse_commits("the dbt command was cancelled (Ctrl-C)")
-        spark.sparkContext.cancelJobsWithTag(self.tag)
+        self._cancel_tagged(spark)
         if not self._cancelled.is_set():
             self._cancelled.set()
 
@@ -166,7 +181,7 @@ class Command:
                 while self._cancelled.is_set():
                     time.sleep(0.5)
                     try:
-                        spark.sparkContext.cancelJobsWithTag(self.tag)
+                        self._cancel_tagged(spark)
                     except Exception:  # the session is gone: the command is ending
                         return
 

@@ -39,13 +39,20 @@ class Runtime:
         self.continuous = None
 
     def get_spark(self, master: str = "local[*]", spark_conf: Optional[Dict[str, str]] = None, *,
-                  server: bool = False, idle_timeout: Optional[float] = None):
+                  server: bool = False, idle_timeout: Optional[float] = None, remote: Optional[str] = None):
         """The process-wide SparkSession: dbt opens many connections, Spark is reached once. With
-        `server`, a session on the long-lived local Spark server for these settings (spark_server.py),
-        else a JVM of this process. The first session of a process serves all its connections."""
+        `remote` (an sc:// connection string), a session on that Spark Connect server; with `server`, a
+        session on the long-lived local Spark server for these settings (spark_server.py); else a JVM of
+        this process. The first session of a process serves all its connections."""
         with self._lock:
             if self.spark is not None and _is_alive(self.spark):
                 return self.spark
+            if remote:
+                from dbt.adapters.deltalog.runtime.connect import connect_session
+
+                spark = connect_session(remote, spark_conf)
+                self.spark, self._views = spark, None
+                return spark
             if server:
                 from dbt.adapters.deltalog.runtime import spark_server
 
@@ -85,7 +92,7 @@ class Runtime:
         if is_local_master(spark) or is_object_store_uri(warehouse):
             return  # an object store shows every executor the same objects
         with self._lock:
-            key = (id(spark.sparkContext), warehouse)
+            key = (id(spark), warehouse)
             if key in self._checked:
                 return
             os.makedirs(warehouse, exist_ok=True)
@@ -97,11 +104,15 @@ RUNTIME = Runtime()
 
 
 def get_spark(master: str = "local[*]", spark_conf: Optional[Dict[str, str]] = None, *,
-              server: bool = False, idle_timeout: Optional[float] = None):
-    return RUNTIME.get_spark(master, spark_conf, server=server, idle_timeout=idle_timeout)
+              server: bool = False, idle_timeout: Optional[float] = None, remote: Optional[str] = None):
+    return RUNTIME.get_spark(master, spark_conf, server=server, idle_timeout=idle_timeout, remote=remote)
 
 
 def _is_alive(spark) -> bool:
+    from deltalog.spark.connect import is_connect
+
+    if is_connect(spark):
+        return not spark.is_stopped
     try:
         return not spark.sparkContext._jsc.sc().isStopped()
     except Exception:  # the JVM went away (a server that was killed)
