@@ -52,6 +52,9 @@ def connector(spark: Any, uri: str) -> tuple[str | None, str]:
     scheme = HADOOP_SCHEME.get(urlparse(str(uri)).scheme.lower())
     if scheme is None:
         return None, f"no Hadoop scheme for {uri}"
+    if is_connect(spark):
+        return None, (f"over Spark Connect this process cannot tell whether the server has a Hadoop connector "
+                      f"for {scheme}:// nor hand it the store's settings")
     jvm = spark.sparkContext._jvm
     try:
         cls = jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass(

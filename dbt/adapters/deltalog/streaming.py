@@ -71,8 +71,8 @@ class Continuous:
         while not self.stop.is_set() and not failed:
             for i, (model, query, report) in enumerate(self.queries):
                 progress = query.lastProgress
-                if progress and int(progress.get("batchId", -1)) > seen.get(i, -1):
-                    seen[i] = int(progress["batchId"])
+                if progress and progress_value(progress, "batchId", -1) > seen.get(i, -1):
+                    seen[i] = progress_value(progress, "batchId", -1)
                     took = (progress.get("durationMs") or {}).get("triggerExecution", 0) / 1000
                     report(f"{model}: batch {seen[i]}, {progress.get('numInputRows', 0)} row(s), {took:.1f} s")
                 if not query.isActive:
@@ -143,6 +143,7 @@ def run_streaming_table(spark: Any, df: Any, table_uri: str, *, full_refresh: bo
     did: batches, rows and the table's last version."""
     from deltalog.snapshot import Snapshot
     from deltalog.spark.operations import write_dataframe
+    from deltalog.spark.connect import is_connect
     from deltalog.spark.streaming import batch_writer
 
     if not df.isStreaming:
@@ -202,9 +203,21 @@ def run_streaming_table(spark: Any, df: Any, table_uri: str, *, full_refresh: bo
         write_dataframe(empty, table_uri, mode="overwrite", schema_mode="overwrite" if exists else None,
                         partition_by=partition_by or None, definition=definition)
     snapshot = Snapshot.load(table_uri)
-    stats["rows"] = sum(int(p.get("numInputRows", 0)) for p in (query.recentProgress or []))
+    progress = list(query.recentProgress or [])
+    stats["rows"] = sum(progress_value(p, "numInputRows", 0) for p in progress)
+    if is_connect(spark):  # the sink ran in the server's Python, counting there: one report per batch
+        stats["batches"] = sum(1 for p in progress if progress_value(p, "numInputRows", 0) > 0)
     stats["version"] = snapshot.version
     return stats
+
+
+def progress_value(progress: Any, key: str, default: int) -> int:
+    """A number of a streaming query's progress report: an attribute of Spark's StreamingQueryProgress
+    (a Spark Connect client's dict view of it lacks some keys), a key of an older pyspark's dict."""
+    value = getattr(progress, key, None)
+    if value is None and hasattr(progress, "get"):
+        value = progress.get(key)
+    return default if value is None else int(value)
 
 
 def _is_table(table_uri: str) -> bool:
