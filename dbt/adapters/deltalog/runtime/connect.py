@@ -7,8 +7,11 @@ same path (checked before the first model, as for a cluster).
 """
 from __future__ import annotations
 
+import socket
 from typing import Dict, Optional
-from urllib.parse import quote
+from urllib.parse import quote, urlparse
+
+DEFAULT_PORT = 15002  # Spark Connect's, when the address names none
 
 # Session settings the embedded Spark starts with, set on the Connect session too: results must not
 # depend on where Spark runs (timestamps render in UTC; snapshot views list their files in one go).
@@ -56,6 +59,13 @@ def connect_session(url: str, spark_conf: Optional[Dict[str, str]] = None):
     from deltalog.spark.connect import default_parallelism
 
     shown = url.split("/;")[0]  # never the token
+    # Spark's client retries a refused connection for minutes: a server that is not there is said at once
+    parsed = urlparse(shown.replace("sc://", "http://", 1))
+    try:
+        socket.create_connection((parsed.hostname or "localhost", parsed.port or DEFAULT_PORT), timeout=10).close()
+    except OSError as exc:
+        raise ConnectError(f"could not reach the Spark Connect server at {shown}: {exc}. Start the server "
+                           f"(sbin/start-connect-server.sh) or correct `host`.") from None
     try:
         spark = SparkSession.builder.remote(url).create()
         spark.version  # the first call reaches the server

@@ -1,0 +1,262 @@
+"""`method: connect`: dbt runs on a real Spark Connect server started from pyspark's own distribution
+(tests/spark_connect.py), the log engine in the dbt process, the data written and read by the server.
+
+- integration_tests/ built over Connect equals the embedded build, table by table, read by delta-rs;
+- a project of every materialization and the features that needed the JVM before (deletion vectors,
+  row tracking, Z-order, liquid clustering, materialized views, a streaming table exactly once, a python
+  model, clones), `dbt show` and `dbt docs generate`, on a local warehouse, on S3 (SeaweedFS) and on a
+  Connect server whose master is a standalone cluster;
+- profiles and servers that cannot work are refused by name.
+Every dbt command runs in its own process, as a user runs it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from tests.spark_connect import client_missing, spark_connect_server
+
+deltalake = pytest.importorskip("deltalake")
+
+pytestmark = [pytest.mark.dbt, pytest.mark.spark]
+
+ROOT = Path(__file__).resolve().parents[2]
+# Columns whose values are the time of the build (current_timestamp, a check snapshot's validity)
+BUILD_TIME_COLUMNS = {"customers_merge": {"first_loaded_at"},
+                      "customers_snapshot": {"dbt_valid_from", "dbt_valid_to", "dbt_updated_at", "dbt_scd_id"}}
+
+
+@pytest.fixture(scope="module")
+def connect_url():
+    if (why := client_missing()) is not None:
+        pytest.skip(why)
+    with spark_connect_server("local[2]") as url:
+        yield url
+
+
+def _dbt(project: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    return subprocess.run([sys.executable, "-c", "from dbt.cli.main import cli; cli()", *args,
+                           "--profiles-dir", str(project), "--project-dir", str(project)],
+                          capture_output=True, text=True, timeout=timeout, cwd=project, env=env)
+
+
+def _ok(result: subprocess.CompletedProcess) -> str:
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
+    return result.stdout
+
+
+def _profile(project: Path, name: str, schema: str, lines: list[str]) -> None:
+    body = "\n".join(f"      {line}" for line in ["type: deltalog", f"schema: {schema}", "threads: 2", *lines])
+    (project / "profiles.yml").write_text(f"{name}:\n  target: dev\n  outputs:\n    dev:\n{body}\n")
+
+
+def _connect_lines(url: str) -> list[str]:
+    return ["method: connect", f"host: {url}"]
+
+
+def _rows(uri: str, storage_options: dict | None = None, drop: set = frozenset()) -> list:
+    """A table's rows as delta-rs reads them (deletion vectors applied), sorted, without `drop`."""
+    from deltalake import QueryBuilder
+
+    dt = deltalake.DeltaTable(uri, storage_options=storage_options)
+    table = pa.table(QueryBuilder().register("t", dt).execute("select * from t").read_all())
+    table = table.drop_columns([c for c in table.column_names if c in drop])
+    rows = table.to_pylist()
+    return sorted(rows, key=lambda r: json.dumps(r, sort_keys=True, default=str))
+
+
+def _tables(warehouse: Path) -> dict[str, Path]:
+    return {f"{p.parent.parent.name}.{p.parent.name}": p.parent for p in warehouse.glob("*/*/_delta_log")}
+
+
+def test_integration_project_over_connect_equals_the_embedded_build(connect_url, tmp_path):
+    builds = {}
+    for kind, lines in (("embedded", ["master: local[2]", "spark_server: false"]),
+                        ("connect", _connect_lines(connect_url))):
+        project = tmp_path / kind
+        shutil.copytree(ROOT / "integration_tests", project,
+                        ignore=shutil.ignore_patterns("warehouse", "target", "logs", "dbt_packages"))
+        _profile(project, "shop", "shop", lines + [f"warehouse: {project / 'warehouse'}"])
+        _ok(_dbt(project, "build"))
+        builds[kind] = _tables(project / "warehouse")
+    assert sorted(builds["connect"]) == sorted(builds["embedded"])
+    assert len(builds["connect"]) >= 20
+    for name, path in builds["embedded"].items():
+        drop = BUILD_TIME_COLUMNS.get(name.split(".")[1], set())
+        assert _rows(str(builds["connect"][name]), drop=drop) == _rows(str(path), drop=drop), name
+
+
+EVENTS = """
+{{ config(materialized='incremental', unique_key='id', incremental_strategy='merge', deletion_vectors=true,
+          row_tracking=true) }}
+select id, id % 10 as k, cast(id * {{ var('m', 1) }} as bigint) as v from range(0, 20000, 1, 4)
+{% if is_incremental() %} where id % 97 = 0 {% endif %}
+"""
+
+MODELS = {
+    "events.sql": EVENTS,
+    "zordered.sql": "{{ config(materialized='table', zorder_by=['a', 'b']) }}\n"
+                    "select id, id % 113 as a, id % 71 as b from range(0, 50000, 1, 4)\n",
+    "clustered.sql": "{{ config(materialized='table', liquid_clustered_by=['k']) }}\nselect * from {{ ref('events') }}\n",
+    "deleted.sql": "{{ config(materialized='incremental', incremental_strategy='delete+insert', unique_key='id', "
+                   "deletion_vectors=true) }}\nselect id, v from {{ ref('events') }} where k = 3\n",
+    "totals.sql": "{{ config(materialized='materialized_view') }}\n"
+                  "select k, count(*) as n, sum(v) as total from {{ ref('events') }} group by k\n",
+    "by_k.py": textwrap.dedent("""\
+        def model(dbt, session):
+            dbt.config(materialized="table")
+            return dbt.ref("events").groupBy("k").count()
+        """),
+    "recent.sql": "{{ config(materialized='view') }}\nselect * from {{ ref('events') }} where id >= 19990\n",
+}
+STREAM = """
+{{ config(materialized='streaming_table') }}
+select order_id, amount from {{ stream_files(var('landing'), format='json', schema='order_id bigint, amount bigint') }}
+"""
+
+
+def _features_project(root: Path, profile_lines: list[str], stream: bool) -> Path:
+    root.mkdir(parents=True)
+    (root / "models").mkdir()
+    (root / "dbt_project.yml").write_text("name: features\nversion: '1.0'\nprofile: features\nconfig-version: 2\n")
+    _profile(root, "features", "analytics", profile_lines)
+    for name, sql in {**MODELS, **({"orders_stream.sql": STREAM} if stream else {})}.items():
+        (root / "models" / name).write_text(sql)
+    return root
+
+
+def _land(folder: Path, name: str, ids: range) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f".{name}").write_text("".join(json.dumps({"order_id": i, "amount": i}) + "\n" for i in ids))
+    os.replace(folder / f".{name}", folder / name)
+
+
+def _check_features(project: Path, uri, options: dict | None) -> None:
+    """Two runs (the second merges 1 % of the rows with deletion vectors), then every table read by delta-rs."""
+    _ok(_dbt(project, "run"))
+    out = _ok(_dbt(project, "run", "--vars", "{m: 2}"))
+    assert "MERGE version" in out
+    changed = {i for i in range(20000) if i % 97 == 0}
+    expected = sorted(({"id": i, "k": i % 10, "v": i * (2 if i in changed else 1)} for i in range(20000)),
+                      key=lambda r: json.dumps(r, sort_keys=True))
+    assert _rows(uri("events"), options) == expected
+    events = deltalake.DeltaTable(uri("events"), storage_options=options)
+    from deltalog.snapshot import Snapshot
+
+    files = Snapshot.load(uri("events"), storage_options=options).files
+    assert files.column("deletion_vector").null_count < files.num_rows, "the merge marked rows with deletion vectors"
+    assert {"deletionVectors", "rowTracking"} <= set(events.protocol().writer_features or [])
+    assert [r for r in _rows(uri("deleted"), options)] == sorted(
+        ({"id": r["id"], "v": r["v"]} for r in expected if r["k"] == 3), key=lambda r: json.dumps(r, sort_keys=True))
+    totals = {r["k"]: (r["n"], r["total"]) for r in _rows(uri("totals"), options)}
+    assert totals == {k: (2000, sum(r["v"] for r in expected if r["k"] == k)) for k in range(10)}
+    assert {r["k"]: r["count"] for r in _rows(uri("by_k"), options)} == {k: 2000 for k in range(10)}
+    zordered = deltalake.DeltaTable(uri("zordered"), storage_options=options)
+    assert any(h.get("operation") == "OPTIMIZE" for h in zordered.history())
+    clustered = deltalake.DeltaTable(uri("clustered"), storage_options=options)
+    assert "clustering" in (clustered.protocol().writer_features or [])
+    assert len(_rows(uri("clustered"), options)) == 20000
+
+    shown = _ok(_dbt(project, "show", "--inline", "select count(*) as c, sum(v) as s from {{ ref('recent') }}"))
+    assert str(sum(r["v"] for r in expected if r["id"] >= 19990)) in shown
+    _ok(_dbt(project, "docs", "generate"))
+    catalog = json.loads((project / "target" / "catalog.json").read_text())
+    assert any(key.endswith(".events") for key in catalog["nodes"])
+
+
+def test_every_materialization_over_connect(connect_url, tmp_path):
+    landing = tmp_path / "landing"
+    project = _features_project(tmp_path / "p", _connect_lines(connect_url) + [f"warehouse: {tmp_path / 'wh'}"],
+                                stream=True)
+    uri = lambda name: str(tmp_path / "wh" / "analytics" / name)  # noqa: E731
+    _land(landing, "a.json", range(0, 3))
+    variables = ["--vars", json.dumps({"landing": str(landing)})]
+    _ok(_dbt(project, "run", "-s", "orders_stream", *variables))
+    _land(landing, "b.json", range(3, 5))
+    out = _ok(_dbt(project, "run", "-s", "orders_stream", *variables))
+    assert "STREAMED 1 batch(es), 2 row(s)" in out
+    _ok(_dbt(project, "run", "-s", "orders_stream", *variables))  # nothing new: nothing taken twice
+    assert [r["order_id"] for r in _rows(uri("orders_stream"))] == list(range(5))
+    (project / "models" / "orders_stream.sql").unlink()
+
+    _check_features(project, uri, None)
+
+    # dbt clone: a second target clones the tables of the first (shallow clones of their versions)
+    (project / "state").mkdir()
+    shutil.copy(project / "target" / "manifest.json", project / "state" / "manifest.json")
+    profile = (project / "profiles.yml").read_text()
+    (project / "profiles.yml").write_text(profile.replace("schema: analytics", "schema: analytics_clone"))
+    _ok(_dbt(project, "clone", "--state", "state", "-s", "events", "zordered"))
+    assert _rows(uri("../analytics_clone/events")) == _rows(uri("events"))
+
+
+def test_an_object_store_warehouse_over_connect(connect_url, tmp_path):
+    from tests.seaweed import seaweedfs_or_skip
+
+    with seaweedfs_or_skip() as s3:
+        options = s3.storage_options()
+        lines = _connect_lines(connect_url) + [f"warehouse: {s3.uri('wh')}", "storage_options:"] + \
+            [f"  {k}: '{v}'" for k, v in options.items()]
+        project = _features_project(tmp_path / "p", lines, stream=False)
+        _check_features(project, lambda name: s3.uri("wh", "analytics", name), options)
+
+
+def test_a_connect_server_on_a_standalone_cluster(tmp_path):
+    from tests.standalone import standalone_cluster
+
+    if (why := client_missing()) is not None:
+        pytest.skip(why)
+    with standalone_cluster(workers=1, cores=2, memory="1g") as cluster, \
+            spark_connect_server(cluster.master_url, {"spark.executor.memory": "1g"}) as url:
+        project = _features_project(tmp_path / "p", _connect_lines(url) + [f"warehouse: {tmp_path / 'wh'}"],
+                                    stream=False)
+        _check_features(project, lambda name: str(tmp_path / "wh" / "analytics" / name), None)
+
+
+def test_connect_profiles_that_cannot_work_are_refused_by_name(tmp_path):
+    from dbt_common.exceptions import DbtRuntimeError
+
+    from dbt.adapters.deltalog.connections import DeltalogCredentials
+
+    def refusal(**keys) -> str:
+        with pytest.raises(DbtRuntimeError) as info:
+            DeltalogCredentials.from_dict({"type": "deltalog", "schema": "s", **keys})
+        return str(info.value)
+
+    assert "needs `host`" in refusal(method="connect")
+    assert "sc://host:15002" in refusal(method="connect", host="localhost:15002")
+    said = refusal(method="connect", host="sc://h:15002", master="local[2]")
+    assert "`master`" in said and "Nothing was run" in said
+    said = refusal(host="sc://h:15002")  # dbt-spark's `host` without `method: connect`
+    assert "`host`" in said and "method: connect" in said
+    creds = DeltalogCredentials.from_dict({"type": "deltalog", "schema": "s", "method": "connect",
+                                           "host": "sc://h:15002", "token": "t0k/en", "use_ssl": True})
+    assert creds.connect_url() == "sc://h:15002/;token=t0k%2Fen;use_ssl=true"
+    assert "t0k" not in json.dumps(dict(creds.connection_info()), default=str)
+
+
+def test_an_unreachable_server_or_a_server_setting_fails_before_anything_runs(connect_url, tmp_path):
+    from tests.standalone import free_port
+
+    project = _features_project(tmp_path / "p", ["method: connect", f"host: sc://127.0.0.1:{free_port()}",
+                                                 f"warehouse: {tmp_path / 'wh'}"], stream=False)
+    result = _dbt(project, "run", timeout=300)
+    assert result.returncode != 0
+    assert "could not reach the Spark Connect server at sc://127.0.0.1:" in result.stdout
+    assert not (tmp_path / "wh" / "analytics").exists()
+
+    _profile(project, "features", "analytics", _connect_lines(connect_url) + [
+        f"warehouse: {tmp_path / 'wh'}", "spark_conf:", "  spark.executor.memory: 1g"])
+    result = _dbt(project, "run")
+    assert result.returncode != 0
+    assert "refused the setting spark.executor.memory=1g" in result.stdout
+    assert not (tmp_path / "wh" / "analytics").exists()
