@@ -19,15 +19,20 @@ from tests.standalone import _environment, free_port, spark_home, stop_process_g
 CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
 
-def client_missing() -> str | None:
-    """Why this environment cannot be a Spark Connect client (None: it can)."""
+def require_client() -> None:
+    """Skip the test when this environment cannot be a Spark Connect client (pyspark[connect], which
+    the `test` extra installs); in CI, fail instead."""
+    import pytest
+
     try:
         from pyspark.sql.connect.utils import check_dependencies
 
         check_dependencies()
     except Exception as exc:
-        return f"Spark's Connect client is not installed (pyspark[connect]): {exc}"
-    return None
+        why = f"Spark's Connect client is not installed (pip install 'pyspark[connect]'): {exc}"
+        if os.environ.get("CI"):
+            pytest.fail(why)
+        pytest.skip(why)
 
 
 @contextlib.contextmanager

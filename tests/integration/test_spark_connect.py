@@ -22,7 +22,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from tests.spark_connect import client_missing, spark_connect_server
+from tests.spark_connect import require_client, spark_connect_server
 
 deltalake = pytest.importorskip("deltalake")
 
@@ -36,8 +36,7 @@ BUILD_TIME_COLUMNS = {"customers_merge": {"first_loaded_at"},
 
 @pytest.fixture(scope="module")
 def connect_url():
-    if (why := client_missing()) is not None:
-        pytest.skip(why)
+    require_client()
     with spark_connect_server("local[2]") as url:
         yield url
 
@@ -213,8 +212,7 @@ def test_an_object_store_warehouse_over_connect(connect_url, tmp_path):
 def test_a_connect_server_on_a_standalone_cluster(tmp_path):
     from tests.standalone import standalone_cluster
 
-    if (why := client_missing()) is not None:
-        pytest.skip(why)
+    require_client()
     with standalone_cluster(workers=1, cores=2, memory="1g") as cluster, \
             spark_connect_server(cluster.master_url, {"spark.executor.memory": "1g"}) as url:
         project = _features_project(tmp_path / "p", _connect_lines(url) + [f"warehouse: {tmp_path / 'wh'}"],
