@@ -209,7 +209,8 @@ def test_dbt_debug_output_shows_no_secret(tmp_path):
     ({"http_path": "/sql/1.0/warehouses/x", "token": "dapi-secret"}, "`http_path`"),
     ({"catalog": "main"}, "`catalog`"),
     ({"connect_retries": 3}, "`connect_retries`"),
-    ({"method": "connect"}, "Spark Connect"),
+    ({"method": "connect"}, "needs `host`: the Spark Connect server's address"),
+    ({"method": "connect", "host": "sc://h:15002", "master": "local[2]"}, "`master`"),
     ({"warehose": "./wh"}, "Did you mean `warehouse`"),
 ])
 def test_profile_keys_this_adapter_does_not_take_are_refused_by_name(extra, named):

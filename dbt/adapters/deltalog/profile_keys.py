@@ -101,7 +101,8 @@ def profile_errors(data: dict, known: Iterable[str]) -> str | None:
                                                                                  "spark_server_idle_timeout")
                     if key in data]
         if not data.get("host"):
-            problems.append("`method: connect` needs `host`: the server's Spark Connect address, sc://host:15002.")
+            problems.append("`method: connect` needs `host`: the Spark Connect server's address, sc://host:15002 "
+                            "(or `method: session` with a `master` to run Spark from this process).")
         elif not str(data["host"]).startswith("sc://"):
             problems.append(f"`host` is {data['host']!r}; with `method: connect` it is a Spark Connect address, "
                             f"sc://host:15002.")
