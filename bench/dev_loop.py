@@ -1,26 +1,32 @@
-"""The dev loop: `dbt build` of a jaffle-shop-sized project on dbt-deltalog and on dbt-duckdb, in one run.
+"""The dev loop: `dbt build` of generated projects on dbt-deltalog and on dbt-duckdb, in one run.
 
-    pip install -e '.[bench]'              # the peer, dbt-duckdb
-    python bench/dev_loop.py               # 3 rounds
+    pip install -e '.[bench,connect]'      # the peer, dbt-duckdb; Spark's Connect client
+    python bench/dev_loop.py               # 3 rounds of both projects
 
-One generated project (3 seeds, 3 staging views, 2 mart tables, 20 data tests: 28 nodes, the size of
-dbt's jaffle shop; SQL that both engines run) and three ways to build it, each a fresh `dbt build`
-process, wall time measured around it:
+Two generated projects (SQL that both engines run):
+
+  jaffle  3 seeds, 3 staging views, 2 mart tables, 20 data tests: 28 nodes, the size of dbt's jaffle shop
+  tests   8 seeds, 8 staging views, 8 tables, 144 data tests: 168 nodes, mostly tests on small tables, as
+          a package's integration project is
+
+and four ways to build each, each a fresh `dbt build` process, wall time measured around it:
 
   duckdb             dbt-duckdb on a DuckDB file
   deltalog-server    dbt-deltalog with `spark_server: true`: the first build of a round starts the local
                      Spark server (no server running before it), later builds attach to it
+  deltalog-connect   dbt-deltalog with `method: connect` on a local Spark Connect server (pyspark's own,
+                     local[*], started by this script before the rounds: its start is not in any build)
   deltalog-inprocess dbt-deltalog with `spark_server: false`: a JVM per command (the old behaviour)
 
 A round is: first build, then a second build of the unchanged project (dbt's partial parse, the
-server warm), per way. Reported: the best of the rounds for each, and the ratios to dbt-duckdb
-(targets from the issue: second build <= 3x, first <= 10x). Every deltalog table is read back with
-`deltalake` and compared with DuckDB's rows.
+server warm), per way. Reported: the best of the rounds for each, and the ratios to dbt-duckdb.
+Every deltalog table is read back with `deltalake` and compared with DuckDB's rows.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import os
@@ -34,6 +40,8 @@ from decimal import Decimal
 from pathlib import Path
 
 DBT = Path(sys.executable).with_name("dbt")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # tests/spark_connect.py starts the Connect server
 
 MODELS = {
     "staging/stg_customers.sql": """\
@@ -171,26 +179,73 @@ def write_seeds(folder: Path, seed: int = 7) -> None:
                 w.writerow([pid, order, rng.choice(methods), rng.randrange(0, 3000)])
 
 
-def make_project(root: Path, profile: dict) -> Path:
+ENTITIES = ["accounts", "contacts", "deals", "invoices", "lines", "refunds", "tickets", "visits"]
+STATUSES = ["new", "open", "won", "lost", "closed"]
+
+
+def write_test_heavy(root: Path, seed: int = 11) -> None:
+    """The `tests` project: per entity a seed (120 rows; parent_id points at the previous entity), a
+    staging view, a table, and 9 data tests on each of the two (unique, 5 not_null, accepted_values,
+    relationships, and an expression test)."""
+    rng = random.Random(seed)
+    (root / "seeds").mkdir(parents=True, exist_ok=True)
+    schema = ["version: 2", "models:"]
+    for n, entity in enumerate(ENTITIES):
+        with open(root / "seeds" / f"raw_{entity}.csv", "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["id", "parent_id", "status", "amount", "name"])
+            for i in range(1, 121):
+                w.writerow([i, rng.randrange(1, 121), rng.choice(STATUSES), rng.randrange(0, 5000),
+                            f"{entity}-{i}"])
+        (root / "models" / "staging" / f"stg_{entity}.sql").write_text(
+            f"select id, parent_id, status, amount / 100.0 as amount, name from {{{{ ref('raw_{entity}') }}}}\n")
+        (root / "models" / f"{entity}.sql").write_text(
+            f"select s.*, upper(s.status) as status_code from {{{{ ref('stg_{entity}') }}}} s\n")
+        parent = ENTITIES[n - 1]
+        for model, to in ((f"stg_{entity}", f"stg_{parent}"), (entity, parent)):
+            schema += [f"  - name: {model}", "    data_tests:",
+                       "      - expression_is_true: {arguments: {expression: 'amount >= 0'}}",
+                       "    columns:",
+                       "      - name: id", "        data_tests: [unique, not_null]",
+                       "      - name: parent_id", "        data_tests:", "          - not_null",
+                       f"          - relationships: {{arguments: {{to: ref('{to}'), field: id}}}}",
+                       "      - name: status", "        data_tests:", "          - not_null",
+                       f"          - accepted_values: {{arguments: {{values: {STATUSES}}}}}",
+                       "      - name: amount", "        data_tests: [not_null]",
+                       "      - name: name", "        data_tests: [not_null]"]
+    (root / "models" / "schema.yml").write_text("\n".join(schema) + "\n")
+    (root / "macros").mkdir(exist_ok=True)
+    (root / "macros" / "expression_is_true.sql").write_text(
+        "{% test expression_is_true(model, expression) %}\n"
+        "select * from {{ model }} where not ({{ expression }})\n{% endtest %}\n")
+
+
+PROJECTS = {"jaffle": 28, "tests": 168}  # nodes that must pass
+
+
+def make_project(root: Path, profile: dict, kind: str = "jaffle") -> Path:
     (root / "models" / "staging").mkdir(parents=True, exist_ok=True)
-    for rel, sql in MODELS.items():
-        (root / "models" / rel).write_text(sql)
-    (root / "models" / "schema.yml").write_text(SCHEMA_YML)
+    if kind == "jaffle":
+        for rel, sql in MODELS.items():
+            (root / "models" / rel).write_text(sql)
+        (root / "models" / "schema.yml").write_text(SCHEMA_YML)
+        write_seeds(root / "seeds")
+    else:
+        write_test_heavy(root)
     (root / "dbt_project.yml").write_text(PROJECT_YML)
-    write_seeds(root / "seeds")
     (root / "profiles.yml").write_text(json.dumps({"dev_loop": {"target": "dev", "outputs": {"dev": profile}}}))
     return root
 
 
-def build(project: Path, env: dict) -> float:
+def build(project: Path, env: dict, nodes: int = 28) -> float:
     started = time.perf_counter()
     done = subprocess.run([str(DBT), "build", "--profiles-dir", str(project), "--project-dir", str(project)],
                           cwd=project, env=env, capture_output=True, text=True)
     elapsed = time.perf_counter() - started
     if done.returncode != 0:
         sys.exit(f"dbt build failed in {project}:\n{done.stdout[-3000:]}{done.stderr[-2000:]}")
-    if "PASS=28" not in done.stdout:
-        sys.exit(f"expected 28 passing nodes in {project}:\n{done.stdout[-2000:]}")
+    if f"PASS={nodes} " not in done.stdout:
+        sys.exit(f"expected {nodes} passing nodes in {project}:\n{done.stdout[-2000:]}")
     return elapsed
 
 
@@ -199,28 +254,33 @@ def stop_servers(env: dict) -> None:
                    capture_output=True, check=True)
 
 
-def compare_rows(work: Path) -> None:
-    """Every deltalog mart equals DuckDB's (rows as sorted tuples, amounts rounded)."""
+def compare_rows(work: Path, kind: str, ways: list[str]) -> None:
+    """Every deltalog table of the project equals DuckDB's (rows as sorted tuples, amounts rounded)."""
     import duckdb
     from deltalake import DeltaTable
 
-    con = duckdb.connect(str(work / "duckdb" / "dev.duckdb"), read_only=True)
-    for table in ("customers", "orders"):
-        theirs = con.execute(f"select * from main.{table}").fetchall()
-        ours = DeltaTable(str(work / "warehouse-server" / "main" / table)).to_pyarrow_table().to_pylist()
+    con = duckdb.connect(str(work / kind / "duckdb" / "dev.duckdb"), read_only=True)
+    tables = ("customers", "orders") if kind == "jaffle" else ENTITIES
 
-        def norm(rows):
-            return sorted(tuple(round(float(v), 2) if isinstance(v, (float, int, Decimal)) and not isinstance(v, bool)
-                                else (None if v is None else str(v)) for v in row) for row in rows)
+    def norm(rows):
+        return sorted(tuple(round(float(v), 2) if isinstance(v, (float, int, Decimal)) and not isinstance(v, bool)
+                            else (None if v is None else str(v)) for v in row) for row in rows)
 
-        if norm([tuple(r.values()) for r in ours]) != norm(theirs):
-            sys.exit(f"{table}: dbt-deltalog's rows differ from dbt-duckdb's")
+    for table in tables:
+        theirs = norm(con.execute(f"select * from main.{table}").fetchall())
+        for way in ways:
+            ours = DeltaTable(str(work / kind / f"warehouse-{way}" / "main" / table)).to_pyarrow_table().to_pylist()
+            if norm([tuple(r.values()) for r in ours]) != theirs:
+                sys.exit(f"{kind}: {table}: {way}'s rows differ from dbt-duckdb's")
     con.close()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--projects", nargs="+", choices=sorted(PROJECTS), default=sorted(PROJECTS))
+    parser.add_argument("--ways", nargs="+", default=["duckdb", "deltalog-server", "deltalog-connect",
+                                                      "deltalog-inprocess"])
     args = parser.parse_args()
     try:
         import dbt.adapters.duckdb  # noqa: F401
@@ -231,36 +291,57 @@ def main() -> None:
     env = dict(os.environ, DBT_DELTALOG_SERVER_DIR=str(work / "servers"), DO_NOT_TRACK="1",
                DBT_SEND_ANONYMOUS_USAGE_STATS="false")
     env.pop("CI", None)
-    ways = {
-        "duckdb": {"type": "duckdb", "path": str(work / "duckdb" / "dev.duckdb"), "schema": "main", "threads": 4},
-        "deltalog-server": {"type": "deltalog", "schema": "main", "threads": 4, "spark_server": True,
-                            "warehouse": str(work / "warehouse-server")},
-        "deltalog-inprocess": {"type": "deltalog", "schema": "main", "threads": 4, "spark_server": False,
-                               "warehouse": str(work / "warehouse-inprocess")},
+    with contextlib.ExitStack() as stack:
+        connect_url = None
+        if "deltalog-connect" in args.ways:
+            from tests.spark_connect import spark_connect_server
+
+            started = time.perf_counter()
+            connect_url = stack.enter_context(spark_connect_server("local[*]"))
+            print(f"local Spark Connect server started in {time.perf_counter() - started:.1f} s", flush=True)
+        results = {}
+        for kind in args.projects:
+            results[kind] = run_project(work, env, kind, args.rounds, args.ways, connect_url)
+    for kind, best in results.items():
+        duck = best["duckdb"]
+        print(f"\n{kind}: {PROJECTS[kind]}-node project, best of {args.rounds} rounds (wall seconds of `dbt build`)\n")
+        print("| way | first build | second build | first / duckdb | second / duckdb |")
+        print("|---|---|---|---|---|")
+        for name, b in best.items():
+            print(f"| {name} | {b['first']:.1f} s | {b['second']:.1f} s | {b['first'] / duck['first']:.1f}x "
+                  f"| {b['second'] / duck['second']:.1f}x |")
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def run_project(work: Path, env: dict, kind: str, rounds: int, way_names: list[str],
+                connect_url: str | None) -> dict:
+    base = work / kind
+    profiles = {
+        "duckdb": {"type": "duckdb", "path": str(base / "duckdb" / "dev.duckdb"), "schema": "main", "threads": 4},
+        "deltalog-server": {"type": "deltalog", "schema": "main", "threads": 4, "spark_server": True},
+        "deltalog-connect": {"type": "deltalog", "schema": "main", "threads": 4, "method": "connect",
+                             "host": connect_url},
+        "deltalog-inprocess": {"type": "deltalog", "schema": "main", "threads": 4, "spark_server": False},
     }
-    projects = {name: make_project(work / name, profile) for name, profile in ways.items()}
+    ways = {name: profiles[name] for name in way_names}
+    for name, profile in ways.items():
+        if name != "duckdb":
+            profile["warehouse"] = str(base / f"warehouse-{name}")
+    projects = {name: make_project(base / name, profile, kind) for name, profile in ways.items()}
     times = {name: {"first": [], "second": []} for name in ways}
     try:
-        for r in range(args.rounds):
+        for r in range(rounds):
             for name, project in projects.items():
                 stop_servers(env)  # a first build starts from nothing: no server, no partial parse
                 shutil.rmtree(project / "target", ignore_errors=True)
                 for run in ("first", "second"):
-                    times[name][run].append(build(project, env))
-                print(f"round {r + 1} {name}: first {times[name]['first'][-1]:.1f} s, "
+                    times[name][run].append(build(project, env, PROJECTS[kind]))
+                print(f"{kind} round {r + 1} {name}: first {times[name]['first'][-1]:.1f} s, "
                       f"second {times[name]['second'][-1]:.1f} s", flush=True)
-        compare_rows(work)
+        compare_rows(work, kind, [w for w in ways if w != "duckdb"])
     finally:
         stop_servers(env)
-    best = {name: {run: min(v) for run, v in runs.items()} for name, runs in times.items()}
-    duck = best["duckdb"]
-    print(f"\n28-node project, best of {args.rounds} rounds (wall seconds of `dbt build`)\n")
-    print("| way | first build | second build | first / duckdb | second / duckdb |")
-    print("|---|---|---|---|---|")
-    for name, b in best.items():
-        print(f"| {name} | {b['first']:.1f} s | {b['second']:.1f} s | {b['first'] / duck['first']:.1f}x "
-              f"| {b['second'] / duck['second']:.1f}x |")
-    shutil.rmtree(work, ignore_errors=True)
+    return {name: {run: min(v) for run, v in runs.items()} for name, runs in times.items()}
 
 
 if __name__ == "__main__":
