@@ -210,11 +210,26 @@ def test_an_object_store_warehouse_over_connect(connect_url, tmp_path):
 
 
 def test_a_connect_server_on_a_standalone_cluster(tmp_path):
-    from tests.standalone import standalone_cluster
+    """The features project on a Connect server whose master is a standalone cluster. When this machine
+    can give a worker a disk of its own (a private mount namespace), a warehouse folder on that disk
+    is refused first, before anything is written: the server's tasks would write where dbt cannot see."""
+    from tests.standalone import private_mounts_available, standalone_cluster
 
     require_client()
-    with standalone_cluster(workers=1, cores=2, memory="1g") as cluster, \
-            spark_connect_server(cluster.master_url, {"spark.executor.memory": "1g"}) as url:
+    private = tmp_path / "workers_own_disk"
+    private.mkdir()
+    isolated = private_mounts_available() is None
+    with standalone_cluster(workers=2 if isolated else 1, cores=1, memory="1g",
+                            private_folders=[str(private)] if isolated else ()) as cluster, \
+            spark_connect_server(cluster.master_url, {"spark.executor.memory": "768m"}) as url:
+        if isolated:
+            cluster.wait_for_workers(2)
+            unshared = _features_project(tmp_path / "unshared", _connect_lines(url) + [
+                f"warehouse: {private / 'wh'}"], stream=False)
+            result = _dbt(unshared, "run")
+            assert result.returncode != 0
+            assert "do not share" in result.stdout, result.stdout[-3000:]
+            assert not (private / "wh" / "analytics").exists()
         project = _features_project(tmp_path / "p", _connect_lines(url) + [f"warehouse: {tmp_path / 'wh'}"],
                                     stream=False)
         _check_features(project, lambda name: str(tmp_path / "wh" / "analytics" / name), None)

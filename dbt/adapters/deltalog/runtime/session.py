@@ -85,9 +85,12 @@ class Runtime:
 
     def check_warehouse_shared(self, spark, warehouse: str) -> None:
         """On a cluster, a local-path warehouse must be storage the executors share with the driver:
-        checked once per session and warehouse, before any model writes (StorageNotSharedError)."""
+        checked once per session and warehouse, before any model writes (StorageNotSharedError). A
+        Spark application that passed the check leaves a note in the warehouse, so later commands on
+        the same long-running application (a Spark Connect server) do not pay for the check again."""
         from deltalog.filesystem import is_object_store_uri
-        from deltalog.spark.cluster import check_shared_folder, is_local_master
+        from deltalog.spark.cluster import PROBE_FOLDER, check_shared_folder, is_local_master
+        from deltalog.spark.connect import is_connect
 
         if is_local_master(spark) or is_object_store_uri(warehouse):
             return  # an object store shows every executor the same objects
@@ -95,8 +98,16 @@ class Runtime:
             key = (id(spark), warehouse)
             if key in self._checked:
                 return
-            os.makedirs(warehouse, exist_ok=True)
-            check_shared_folder(spark, warehouse)
+            # (a session this process drives is a new application each command: nothing to remember)
+            app = _application_id(spark) if is_connect(spark) else None
+            passed = os.path.join(warehouse, PROBE_FOLDER, f"passed-{app}") if app else None
+            if passed is None or not os.path.exists(passed):
+                os.makedirs(warehouse, exist_ok=True)
+                check_shared_folder(spark, warehouse)
+                if passed is not None:
+                    os.makedirs(os.path.dirname(passed), exist_ok=True)
+                    with open(passed, "w") as note:
+                        note.write("this Spark application's executors share the warehouse folder\n")
             self._checked.add(key)
 
 
@@ -117,6 +128,15 @@ def _is_alive(spark) -> bool:
         return not spark.sparkContext._jsc.sc().isStopped()
     except Exception:  # the JVM went away (a server that was killed)
         return False
+
+
+def _application_id(spark) -> Optional[str]:
+    """The Spark application's id (e.g. app-20261127024500-0003), the same for every session on it."""
+    try:
+        app = spark.conf.get("spark.app.id", None)
+    except Exception:
+        return None
+    return "".join(c for c in app if c.isalnum() or c in "-_.") if app else None
 
 
 def _follow_cluster_cores(spark, master: str, spark_conf: Optional[Dict[str, str]]) -> None:
