@@ -95,9 +95,12 @@ def check_shared_folder(spark, folder: str) -> None:
         missing = [(name, host) for name, host, _ in results if name not in seen]
         if missing:
             hosts = sorted({host for _, host in missing})
+            # over Connect the log is written by this dbt process, not by the server's driver
+            who, here = (("the Spark Connect server's executors", "this dbt process, which writes the log")
+                         if is_connect(spark) else ("this cluster's executors", "the driver"))
             raise StorageNotSharedError(
-                f"{folder}: the warehouse is a local folder that this cluster's executors do not share "
-                f"with the driver: {len(missing)} of {len(results)} files written there by executors "
+                f"{folder}: the warehouse is a local folder that {who} do not share "
+                f"with {here}: {len(missing)} of {len(results)} files written there by executors "
                 f"(on {', '.join(hosts)}) are not visible here, so their data files would be lost. "
                 f"Nothing was written. Use storage every executor and the driver share: a network file "
                 f"system mounted at the same path on the driver and every executor.")
