@@ -11,17 +11,18 @@ Every dbt command runs in its own process, as a user runs it.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
+from tests.dbt_process import dbt
 from tests.selection import FULL, full_only
 from tests.spark_connect import require_client, spark_connect_server
 
@@ -42,11 +43,8 @@ def connect_url():
         yield url
 
 
-def _dbt(project: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "CI"}
-    return subprocess.run([sys.executable, "-c", "from dbt.cli.main import cli; cli()", *args,
-                           "--profiles-dir", str(project), "--project-dir", str(project)],
-                          capture_output=True, text=True, timeout=timeout, cwd=project, env=env)
+# each dbt command in its own process, as a user runs it (a whole project build may take minutes)
+_dbt = functools.partial(dbt, timeout=900)
 
 
 def _ok(result: subprocess.CompletedProcess) -> str:
