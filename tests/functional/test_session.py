@@ -1,6 +1,7 @@
 """Profile defaults and Java discovery, without starting Spark."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -246,3 +247,32 @@ def test_a_dbt_spark_profile_fails_every_command_before_anything_is_written(tmp_
         assert "PASS=1" not in text
     assert not (tmp_path / "warehouse").exists()
     assert set(os.listdir(tmp_path)) - before <= {"logs", "target", ".user.yml"}  # dbt's own files
+
+
+@pytest.mark.parametrize("catalogs, says", [
+    ({"raw": {}}, "needs its `warehouse`"),
+    ({"raw-2": {"warehouse": "/tmp/x"}}, "letters, digits and '_'"),
+    ({"raw": {"warehouse": "/tmp/x", "path": "/tmp/y"}}, "unknown keys path"),
+    ({"raw": {"warehouse": "hdfs://nn/wh"}}, "catalogs.raw.warehouse 'hdfs://nn/wh' is a hdfs:// URI"),
+    ({"raw": {"warehouse": "/tmp/x", "catalog": {"type": "hive", "uri": "thrift://h:9083"}}},
+     "name the same Hive Metastore"),
+])
+def test_profile_refuses_a_wrong_attached_catalog(catalogs, says):
+    profile = {"schema": "analytics", "catalogs": catalogs, "catalog": {"type": "hive", "uri": "thrift://h:9083"}}
+    with pytest.raises(Exception, match=re.escape(says)):
+        DeltalogCredentials.from_dict(profile).resolve_warehouse("/project")
+
+
+def test_attached_catalogs_resolve_from_the_project_folder():
+    creds = DeltalogCredentials.from_dict({"schema": "analytics", "warehouse": "wh",
+                                           "catalogs": {"raw": {"warehouse": "raw_wh"}}})
+    creds.resolve_warehouse("/project")
+    warehouse = creds.warehouses()
+    assert (warehouse.root, warehouse.of("raw").root) == ("/project/wh", "/project/raw_wh")
+    assert warehouse.of(None) is warehouse and warehouse.of("raw").of(None) is warehouse
+    assert warehouse.of("raw").view_name("s", "t") == "raw.s.t" and warehouse.view_name("s", "t") == "s.t"
+    # `raw.s.t` as one quoted view name is read back to its catalog; `s.t` names the profile's warehouse
+    assert [(w.name, s, n) for w, s, n in (warehouse.resolve("raw", "s.t"), warehouse.of("raw").resolve("s", "t"))] \
+        == [("raw", "s", "t"), (None, "s", "t")]
+    with pytest.raises(Exception, match=r"database 'nope' is not a catalog of this profile \(attached: raw\)"):
+        warehouse.of("nope")

@@ -50,3 +50,22 @@ def test_insert_with_a_column_list_and_show(spark, warehouse):
 def test_a_script_splits_at_its_own_semicolons_only():
     script = "delete from t where a = ';' /* ; */; -- a comment; only\n; insert into t values (';')"
     assert statements(script) == ["delete from t where a = ';' /* ; */", "insert into t values (';')"]
+
+
+def test_three_part_names_of_an_attached_catalog(spark, warehouse, tmp_path):
+    raw = warehouse.attach("raw", str(tmp_path / "raw_wh"))
+    write_deltalake(raw.table_path("shop", "orders"), pa.table({"id": pa.array([7, 8], pa.int64()), "note": ["p", "q"]}))
+    # plain, backquoted part by part, or as one quoted name; the profile's own `shop.orders` stays itself
+    assert _rows(spark, warehouse, "select id from raw.shop.orders") == [(7,), (8,)]
+    assert _rows(spark, warehouse, "select o.id from `raw`.shop.`orders` o join shop.orders s on s.id * 4 = o.id") \
+        == [(8,)]
+    assert _rows(spark, warehouse, "select raw.shop.orders.note from `raw.shop.orders` where id = 8") == [("q",)]
+    execute(spark, warehouse, "delete from raw.shop.orders where id = 7")
+    assert _rows(spark, warehouse, "select id from raw.shop.orders version as of 0") == [(7,), (8,)]
+    assert _rows(spark, warehouse, "select id from raw.shop.orders") == [(8,)]
+    assert Snapshot.load(raw.table_path("shop", "orders")).version == 1
+    assert Snapshot.load(warehouse.table_path("shop", "orders")).version == 0
+    assert _rows(spark, warehouse, "show tables in raw.shop") == [("shop", "orders", False)]
+    # a three-part name of a catalog that is not attached is not ours: Spark judges it
+    with pytest.raises(Exception, match="REQUIRES_SINGLE_PART_NAMESPACE|TABLE_OR_VIEW_NOT_FOUND"):
+        execute(spark, warehouse, "select * from other.shop.orders").dataframe.collect()

@@ -3,8 +3,10 @@
 that lives elsewhere (`location_root`, `dbt clone` targets): the file holds its location. Sources
 declared with a location (`external`, kept by the runtime) are tables too, but no file of the warehouse
 names them.
-Spark only ever sees session temporary views named `schema.name` (one backquoted part); this module
-keeps them in step with the folder."""
+A profile may attach more warehouses as named catalogs (`catalogs:`): a relation whose dbt `database`
+is such a name lives in that warehouse. Spark only ever sees session temporary views, named
+`schema.name`, or `catalog.schema.name` for an attached catalog (one backquoted part: temporary views
+take one-part names); this module keeps them in step with the folders."""
 
 from __future__ import annotations
 
@@ -29,8 +31,8 @@ LOG_DIR = "_delta_log"
 _RELATION_REF = re.compile(r"`([^`.\s]+)\.([^`\s]+)`")
 
 
-def view_name(schema: str, name: str) -> str:
-    return f"{schema}.{name}"
+def view_name(schema: str, name: str, catalog: Optional[str] = None) -> str:
+    return f"{catalog}.{schema}.{name}" if catalog else f"{schema}.{name}"
 
 
 @dataclass(frozen=True)
@@ -75,11 +77,54 @@ class Warehouse:
     a schema is the prefix of a marker object (folders do not exist there), and table renames are
     refused: they would copy every object, not move a folder atomically."""
 
-    def __init__(self, root: str, external: Optional[Dict[Tuple[str, str], str]] = None):
+    def __init__(self, root: str, external: Optional[Dict[Tuple[str, str], str]] = None,
+                 name: Optional[str] = None, catalogs: Optional[Dict[Optional[str], "Warehouse"]] = None):
         self.on_object_store = fs.is_object_store_uri(root)
         self.root = str(root).rstrip("/") if self.on_object_store else os.path.abspath(root)
-        # (schema, name) -> location of tables that dbt sources declare outside the warehouse
+        # (schema, name) -> location of tables that dbt sources declare outside the warehouse; an
+        # attached catalog's keys are (catalog, schema, name)
         self.external = external if external is not None else {}
+        self.name = name  # the catalog's name (None: the profile's own warehouse)
+        # every catalog of the profile by name, None for the profile's own: shared by all of them
+        self.catalogs: Dict[Optional[str], Warehouse] = catalogs if catalogs is not None else {None: self}
+        self.catalogs.setdefault(name, self)
+
+    def attach(self, name: str, root: str) -> "Warehouse":
+        """Another warehouse as the catalog `name` of this profile."""
+        return Warehouse(root, self.external, name, self.catalogs)
+
+    def of(self, catalog: Optional[str]) -> "Warehouse":
+        """The warehouse of a dbt `database`: None is the profile's own; an unknown name is refused."""
+        if not catalog:
+            return self.catalogs[None]
+        found = self.catalogs.get(catalog)
+        if found is None:
+            attached = ", ".join(sorted(n for n in self.catalogs if n)) or "none"
+            raise DbtRuntimeError(
+                f"database {catalog!r} is not a catalog of this profile (attached: {attached}). Leave "
+                f"`database` unset for the warehouse {self.catalogs[None].root}, or attach a warehouse under "
+                f"that name in the profile's `catalogs`. Nothing was read or written.")
+        return found
+
+    def resolve(self, schema: str, name: str) -> Tuple["Warehouse", str, str]:
+        """A relation's name as a view or SQL gives it (`schema.name`, or `catalog.schema.name` read as
+        schema=catalog, name=`schema.name`) as (its warehouse, schema, name)."""
+        if schema in self.catalogs and schema is not None and "." in name:
+            inner_schema, inner_name = name.split(".", 1)
+            return self.catalogs[schema], inner_schema, inner_name
+        return self.catalogs[None], schema, name
+
+    def view_name(self, schema: str, name: str) -> str:
+        return view_name(schema, name, self.name)
+
+    def _external_key(self, schema: str, name: str) -> tuple:
+        return (schema, name) if self.name is None else (self.name, schema, name)
+
+    def external_tables(self) -> List[Tuple[str, str, str]]:
+        """(schema, name, location) of the sources of this catalog that live outside its folder."""
+        width = 2 if self.name is None else 3
+        return sorted((key[-2], key[-1], path) for key, path in self.external.items()
+                      if len(key) == width and (width == 2 or key[0] == self.name))
 
     def schema_path(self, schema: str) -> str:
         return self._inside(fs.join(self.root, check_name(schema, "schema", self.root)))
@@ -90,7 +135,7 @@ class Warehouse:
 
     def table_path(self, schema: str, name: str) -> str:
         """The table's location: an external source's, the one a `.location` file names, or the folder."""
-        external = self.external.get((schema, name))
+        external = self.external.get(self._external_key(schema, name))
         if external is not None:
             return external
         return self.location_of(schema, name) or self.folder_path(schema, name)
@@ -292,18 +337,18 @@ class SessionViews:
     def table_version(self, warehouse: Warehouse, schema: str, name: str) -> Optional[int]:
         """The version of the table `schema.name` of `warehouse` its view was last registered at."""
         with self._lock:
-            known = self._registered.get(view_name(schema, name))
+            known = self._registered.get(warehouse.view_name(schema, name))
         if known is None or known[0] != "table" or known[1] != warehouse.root:
             return None
         return int(known[2])
 
     def refresh_for_sql(self, warehouse: Warehouse, sql: str) -> None:
         for schema, name in referenced_relations(sql):
-            self.ensure(warehouse, schema, name)
+            self.ensure(*warehouse.resolve(schema, name))
 
     def ensure(self, warehouse: Warehouse, schema: str, name: str, _depth: int = 0) -> bool:
         """Make `schema.name` current; returns whether the warehouse holds such a relation."""
-        vname = view_name(schema, name)
+        vname = warehouse.view_name(schema, name)
         with self._lock:
             known = self._registered.get(vname)
             if warehouse.is_table(schema, name):
@@ -318,9 +363,10 @@ class SessionViews:
             if sql is not None:
                 if _depth < 50:
                     # a dbt view is SQL over other relations: make those current first
-                    for ref_schema, ref_name in referenced_relations(sql):
-                        if (ref_schema, ref_name) != (schema, name):
-                            self.ensure(warehouse, ref_schema, ref_name, _depth + 1)
+                    for ref in referenced_relations(sql):
+                        ref_warehouse, ref_schema, ref_name = warehouse.resolve(*ref)
+                        if (ref_warehouse.name, ref_schema, ref_name) != (warehouse.name, schema, name):
+                            self.ensure(ref_warehouse, ref_schema, ref_name, _depth + 1)
                 docs = warehouse.read_view_docs(schema, name)
                 state = ("view", warehouse.root, sql, repr(sorted(docs.items())))
                 if known != state:

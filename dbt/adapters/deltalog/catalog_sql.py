@@ -21,7 +21,7 @@ from typing import Any, List, Optional
 
 from dbt_common.exceptions import DbtRuntimeError
 
-from dbt.adapters.deltalog.catalog import Warehouse, view_name
+from dbt.adapters.deltalog.catalog import Warehouse
 
 _STRING_TYPES = ("STRING", "RAW_STRING", "NATIONAL_STRING")
 
@@ -52,8 +52,14 @@ def show_statement(spark, warehouse: Warehouse, tokens: List[Any]):
     at = 3 if extended else 2
     if at + 1 >= len(tokens) or words[at] not in ("IN", "FROM"):
         return None  # no schema named: Spark's current database, not the warehouse's
-    schema = _identifier(tokens[at + 1])
-    pattern = _like_at(tokens, at + 2)
+    schema, after = _identifier(tokens[at + 1]), at + 2
+    catalogs = [name for name in warehouse.catalogs if name]
+    if schema in catalogs and after + 1 < len(tokens) and tokens[after].kind == "DOT":
+        warehouse, schema, after = warehouse.of(schema), _identifier(tokens[after + 1]), after + 2
+    elif schema and schema.count(".") == 1 and schema.split(".")[0] in catalogs:  # `catalog.schema`
+        catalog, schema = schema.split(".")
+        warehouse = warehouse.of(catalog)
+    pattern = _like_at(tokens, after)
     if pattern is False or schema is None:
         return None
     if not warehouse.schema_exists(schema):
@@ -104,16 +110,19 @@ def describe_statement(spark, warehouse: Warehouse, tokens: List[Any]):
     names = [t.text for t in tokens[at + 1:] if t.kind != "DOT"]
     if len(names) == 1 and "." in names[0]:  # `schema.name` in one pair of backquotes
         names = names[0].split(".", 1)
+    if len(names) == 3:  # catalog.schema.name
+        names = [names[0], f"{names[1]}.{names[2]}"]
     if len(names) != 2:
         return None
-    entry = warehouse.lookup(names[0], names[1])
+    warehouse, schema, name = warehouse.resolve(names[0], names[1])
+    entry = warehouse.lookup(schema, name)
     if entry is None:
         return None
     from dbt.adapters.deltalog.runtime.session import RUNTIME
 
     RUNTIME.views(spark).ensure(warehouse, entry.schema, entry.name)
-    rows = [tuple(r) for r in spark.sql(f"describe table `{view_name(entry.schema, entry.name)}`").collect()]
-    rows += [("", "", ""), ("# Detailed Table Information", "", ""), ("Catalog", "spark_catalog", ""),
+    rows = [tuple(r) for r in spark.sql(f"describe table `{warehouse.view_name(entry.schema, entry.name)}`").collect()]
+    rows += [("", "", ""), ("# Detailed Table Information", "", ""), ("Catalog", warehouse.name or "spark_catalog", ""),
              ("Database", entry.schema, ""), ("Table", entry.name, "")]
     if entry.kind == "table":
         from deltalog.snapshot import Snapshot
@@ -138,7 +147,7 @@ def _information(spark, warehouse: Warehouse, entry) -> str:
         from dbt.adapters.deltalog.runtime.session import RUNTIME
 
         RUNTIME.views(spark).ensure(warehouse, entry.schema, entry.name)
-        schema = spark.table(f"`{view_name(entry.schema, entry.name)}`").schema
+        schema = spark.table(f"`{warehouse.view_name(entry.schema, entry.name)}`").schema
     except Exception:  # a broken view still gets listed
         schema = None
     if entry.kind == "table":
@@ -154,7 +163,7 @@ def _information(spark, warehouse: Warehouse, entry) -> str:
 
 # --- time travel ----------------------------------------------------------------------------------
 
-def as_of_view(spark, table_path: str, schema: str, name: str, version: Optional[int] = None,
+def as_of_view(spark, table_path: str, relation_name: str, version: Optional[int] = None,
                timestamp: Any = None) -> str:
     """A temporary view of the table at `version` or at the last commit at or before `timestamp`;
     returns its quoted name for SQL."""
@@ -162,23 +171,24 @@ def as_of_view(spark, table_path: str, schema: str, name: str, version: Optional
     from deltalog.spark.reader import snapshot_dataframe
 
     snap = Snapshot.load(table_path, version=version, timestamp=timestamp)
-    view = snapshot_view_name(schema, name, f"v{snap.version}")
+    view = snapshot_view_name(relation_name, f"v{snap.version}")
     snapshot_dataframe(spark, snap).createOrReplaceTempView(f"`{view}`")
     return f"`{view}`"
 
 
-def changes_view(spark, table_path: str, schema: str, name: str, start_version: int,
+def changes_view(spark, table_path: str, relation_name: str, start_version: int,
                  end_version: Optional[int] = None) -> str:
     """A temporary view of the table's change data feed from `start_version` to `end_version`;
     returns its quoted name for SQL."""
     from deltalog.spark.change_data import changes_dataframe
 
     df = changes_dataframe(spark, table_path, start_version, end_version)
-    view = snapshot_view_name(schema, name, f"changes_{start_version}_{'latest' if end_version is None else end_version}")
+    view = snapshot_view_name(relation_name, f"changes_{start_version}_{'latest' if end_version is None else end_version}")
     df.createOrReplaceTempView(f"`{view}`")
     return f"`{view}`"
 
 
-def snapshot_view_name(schema: str, name: str, suffix: str) -> str:
-    """The temporary view holding one reading of a table (a version, a range of changes)."""
-    return "__deltalog_" + re.sub(r"[^A-Za-z0-9_]", "_", f"{schema}__{name}__{suffix}")
+def snapshot_view_name(relation_name: str, suffix: str) -> str:
+    """The temporary view holding one reading of the table `relation_name` (its view's name, dotted) at
+    a version or over a range of changes."""
+    return "__deltalog_" + re.sub(r"[^A-Za-z0-9_]", "_", f"{relation_name.replace('.', '__')}__{suffix}")

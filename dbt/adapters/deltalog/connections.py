@@ -15,6 +15,7 @@ from dbt.adapters.spark.connections import SparkConnectionManager
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.deltalog.catalog import Warehouse
+from deltalog.filesystem import is_object_store_uri
 from dbt.adapters.deltalog.sql_gateway import execute
 from dbt.adapters.deltalog.runtime.session import RUNTIME
 from deltalog.errors import DeltaError
@@ -48,6 +49,68 @@ def prepare_object_store(root: str, storage_options: Dict[str, str]) -> None:
     probe_warehouse(root)
 
 
+def resolve_location(value: str, base_dir: Optional[str], key: str) -> str:
+    """A warehouse as an object-store URI (s3://, abfss:// / az://, gs://) or an absolute local path;
+    relative paths are taken from the project folder. A `file://` URI is a local path; other schemes
+    are refused by name, never turned into a local folder called `hdfs:`."""
+    from urllib.parse import unquote, urlparse
+
+    parsed = urlparse(value)
+    if is_object_store_uri(value) and parsed.scheme != "memory":
+        if not parsed.netloc:
+            raise DbtRuntimeError(f"deltalog profile: {key} {value!r} names no bucket or "
+                                  f"container (e.g. s3://bucket/warehouse)")
+        return value.rstrip("/")
+    if parsed.scheme == "file":
+        value = unquote(parsed.path)
+    elif len(parsed.scheme) > 1:  # `C:` drive letters are paths
+        raise DbtRuntimeError(
+            f"deltalog profile: {key} {value!r} is a {parsed.scheme}:// URI, which this adapter "
+            f"cannot store tables in. Allowed: a local folder (or a network file system mounted at the same "
+            f"path on every Spark executor), a file:// URI, or an object store: s3://, abfss:// / az://, "
+            f"gs://.")
+    path = os.path.expanduser(value)
+    if not os.path.isabs(path):
+        path = os.path.join(base_dir or os.getcwd(), path)
+    return os.path.abspath(path)
+
+
+_CATALOG_KEYS = ("warehouse", "storage_options", "catalog")
+
+
+def check_catalogs(catalogs: Any) -> Dict[str, Dict[str, Any]]:
+    """The profile's `catalogs` checked: each a plain name mapping to {warehouse, storage_options?,
+    catalog?}, or a DbtRuntimeError naming what is wrong and what is allowed."""
+    import re
+
+    from dbt.adapters.deltalog.metastore import parse_catalog
+
+    allowed = ("Allowed: catalogs: {name: {warehouse: <folder or s3://...>, storage_options: {...}, "
+               "catalog: {type: hive, uri: thrift://host:9083}}}, with `warehouse` required.")
+    if not isinstance(catalogs, dict):
+        raise DbtRuntimeError(f"deltalog profile: `catalogs` is {catalogs!r}. {allowed}")
+    checked = {}
+    for name, entry in catalogs.items():
+        where = f"deltalog profile: catalogs.{name}"
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise DbtRuntimeError(f"{where}: a catalog's name is letters, digits and '_' (a dbt `database` "
+                                  f"in SQL as `name.schema.table`). {allowed}")
+        if not isinstance(entry, dict) or not isinstance(entry.get("warehouse"), str) \
+                or not entry["warehouse"].strip():
+            raise DbtRuntimeError(f"{where} is {entry!r}: it needs its `warehouse`. {allowed}")
+        unknown = sorted(set(entry) - set(_CATALOG_KEYS))
+        if unknown:
+            raise DbtRuntimeError(f"{where}: unknown keys {', '.join(unknown)}. {allowed}")
+        options = entry.get("storage_options") or {}
+        if not isinstance(options, dict):
+            raise DbtRuntimeError(f"{where}.storage_options must be a mapping. {allowed}")
+        parse_catalog(entry.get("catalog"))
+        checked[name] = {"warehouse": entry["warehouse"].strip(),
+                         "storage_options": {str(k): str(v) for k, v in options.items()},
+                         "catalog": entry.get("catalog")}
+    return checked
+
+
 @dataclass
 class DeltalogCredentials(Credentials):
     schema: Optional[str] = None  # type: ignore[assignment]
@@ -69,6 +132,9 @@ class DeltalogCredentials(Credentials):
     use_ssl: bool = False
     # a Hive Metastore that lists every table and view built: {type: hive, uri: thrift://host:9083}
     catalog: Optional[Dict[str, Any]] = None
+    # more warehouses, each a catalog a model or source names with its dbt `database`:
+    # {name: {warehouse: ..., storage_options: {...}, catalog: {type: hive, uri: ...}}}
+    catalogs: Dict[str, Dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def __pre_deserialize__(cls, data: Any) -> Any:
@@ -94,7 +160,8 @@ class DeltalogCredentials(Credentials):
         if self.database is not None and self.database != self.schema:
             raise DbtRuntimeError(
                 f"deltalog profile: `database` ({self.database}) must be omitted or equal `schema` "
-                f"({self.schema}); a schema is a folder of the warehouse."
+                f"({self.schema}); a schema is a folder of the warehouse. To build in another warehouse, "
+                f"attach it under `catalogs` and give the models that `database`."
             )
         self.database = None
         self.method = str(self.method).strip().lower()
@@ -114,17 +181,22 @@ class DeltalogCredentials(Credentials):
         from dbt.adapters.deltalog.metastore import parse_catalog
 
         parse_catalog(self.catalog)  # a wrong one fails here, naming what is allowed
+        self.catalogs = check_catalogs(self.catalogs)
+        seen: Dict[str, str] = {}
+        for name, metastore in self.metastores().items():
+            # a metastore database would belong to two catalogs: dropping one's schema drops the other's
+            label = f"catalogs.{name}" if name else "the profile's own `catalog`"
+            if metastore.uri in seen:
+                raise DbtRuntimeError(
+                    f"deltalog profile: {label} and {seen[metastore.uri]} name the same Hive Metastore "
+                    f"{metastore.uri}; each catalog needs a metastore of its own (a schema is one metastore "
+                    f"database). Nothing was run.")
+            seen[metastore.uri] = label
         if isinstance(self.spark_server_idle_timeout, bool) or not isinstance(self.spark_server_idle_timeout, int) \
                 or self.spark_server_idle_timeout < 1:
             raise DbtRuntimeError(
                 f"deltalog profile: `spark_server_idle_timeout` is {self.spark_server_idle_timeout!r}; allowed: "
                 f"a whole number of seconds, at least 1")
-
-    def metastore(self):
-        """The Hive Metastore of `catalog` (None: the warehouse folder is the only catalog)."""
-        from dbt.adapters.deltalog.metastore import parse_catalog
-
-        return parse_catalog(self.catalog)
 
     def connect_url(self) -> Optional[str]:
         """The Spark Connect connection string of `method: connect` (None for `session`)."""
@@ -145,33 +217,32 @@ class DeltalogCredentials(Credentials):
         return bool(self.spark_server)
 
     def resolve_warehouse(self, base_dir: Optional[str] = None) -> str:
-        """The warehouse as an object-store URI (s3://, abfss:// / az://, gs://) or an absolute local
-        path; relative paths are taken from the project folder. A `file://` URI is a local path; other
-        schemes are refused by name, never turned into a local folder called `hdfs:`."""
-        from urllib.parse import unquote, urlparse
-
-        from deltalog.filesystem import is_object_store_uri
-
-        parsed = urlparse(self.warehouse)
-        if is_object_store_uri(self.warehouse) and parsed.scheme != "memory":
-            if not parsed.netloc:
-                raise DbtRuntimeError(f"deltalog profile: warehouse {self.warehouse!r} names no bucket or "
-                                      f"container (e.g. s3://bucket/warehouse)")
-            self.warehouse = self.warehouse.rstrip("/")
-            return self.warehouse
-        if parsed.scheme == "file":
-            self.warehouse = unquote(parsed.path)
-        elif len(parsed.scheme) > 1:  # `C:` drive letters are paths
-            raise DbtRuntimeError(
-                f"deltalog profile: warehouse {self.warehouse!r} is a {parsed.scheme}:// URI, which this adapter "
-                f"cannot store tables in. Allowed: a local folder (or a network file system mounted at the same "
-                f"path on every Spark executor), a file:// URI, or an object store: s3://, abfss:// / az://, "
-                f"gs://.")
-        path = os.path.expanduser(self.warehouse)
-        if not os.path.isabs(path):
-            path = os.path.join(base_dir or os.getcwd(), path)
-        self.warehouse = os.path.abspath(path)
+        """The warehouse, and each attached catalog's, as an object-store URI or an absolute local path
+        (see `resolve_location`)."""
+        self.warehouse = resolve_location(self.warehouse, base_dir, "warehouse")
+        for name, entry in self.catalogs.items():
+            entry["warehouse"] = resolve_location(entry["warehouse"], base_dir, f"catalogs.{name}.warehouse")
         return self.warehouse
+
+    def warehouses(self) -> Warehouse:
+        """The profile's warehouse, with its attached catalogs (`Warehouse.of`)."""
+        if not os.path.isabs(self.warehouse) and not is_object_store_uri(self.warehouse):
+            self.resolve_warehouse()
+        warehouse = Warehouse(self.warehouse, RUNTIME.external_tables)
+        for name, entry in self.catalogs.items():
+            warehouse.attach(name, entry["warehouse"])
+        return warehouse
+
+    def storage_options_of(self, catalog: Optional[str]) -> Dict[str, str]:
+        return self.catalogs[catalog].get("storage_options") or {} if catalog else self.storage_options
+
+    def metastores(self) -> Dict[Optional[str], Any]:
+        """The Hive Metastore of each catalog that has one (None: the profile's own warehouse)."""
+        from dbt.adapters.deltalog.metastore import parse_catalog
+
+        found = {None: parse_catalog(self.catalog)}
+        found.update({name: parse_catalog(entry.get("catalog")) for name, entry in self.catalogs.items()})
+        return {name: metastore for name, metastore in found.items() if metastore is not None}
 
     @property
     def type(self) -> str:
@@ -183,8 +254,10 @@ class DeltalogCredentials(Credentials):
 
     def _connection_keys(self) -> Tuple[str, ...]:
         if self.method == "connect":  # (never the token)
-            return ("schema", "warehouse", "storage_options", "method", "host", "use_ssl", "spark_conf", "catalog")
-        return ("schema", "warehouse", "storage_options", "master", "spark_conf", "spark_server", "catalog")
+            return ("schema", "warehouse", "storage_options", "method", "host", "use_ssl", "spark_conf", "catalog",
+                    "catalogs")
+        return ("schema", "warehouse", "storage_options", "master", "spark_conf", "spark_server", "catalog",
+                "catalogs")
 
     def connection_info(self, *, with_aliases: bool = False) -> Iterable[Tuple[str, Any]]:
         """What `dbt debug` prints: secret-looking spark_conf values are masked. dbt also hashes these
@@ -365,18 +438,16 @@ class DeltalogConnectionManager(SparkConnectionManager):
             where = f"Spark Connect ({creds.host})" if creds.method == "connect" else f"Spark ({creds.master})"
             raise FailedToConnectError(
                 redact_text(f"could not start {where}: {exc}", creds.spark_conf)) from None
-        warehouse = Warehouse(creds.resolve_warehouse() if not os.path.isabs(creds.warehouse) else creds.warehouse,
-                              RUNTIME.external_tables)
-        if warehouse.on_object_store:
+        warehouse = creds.warehouses()
+        for name, catalog in warehouse.catalogs.items():
+            options = creds.storage_options_of(name)
             try:
-                prepare_object_store(warehouse.root, creds.storage_options)
+                if catalog.on_object_store:
+                    prepare_object_store(catalog.root, options)
+                    _configure_hadoop(spark, catalog.root, options)
+                RUNTIME.check_warehouse_shared(spark, catalog.root)
             except DeltaError as exc:
                 raise FailedToConnectError(str(exc)) from None
-            _configure_hadoop(spark, warehouse.root, creds.storage_options)
-        try:
-            RUNTIME.check_warehouse_shared(spark, warehouse.root)
-        except DeltaError as exc:
-            raise FailedToConnectError(str(exc)) from None
         RUNTIME.command.tag_thread(spark)  # the opening thread runs this connection's models: its jobs are ours
         connection.handle = DeltalogHandle(spark, warehouse)
         connection.state = ConnectionState.OPEN

@@ -50,9 +50,9 @@ def parse_dml(sql: str) -> Optional[Dml]:
     if isinstance(target, exp.Schema):  # INSERT INTO t (a, b)
         columns = tuple(c.name for c in target.expressions)
         target = target.this
-    if not isinstance(target, exp.Table) or target.args.get("db") is not None or target.name.count(".") != 1:
+    if not isinstance(target, exp.Table) or target.args.get("db") is not None or target.name.count(".") not in (1, 2):
         return None
-    schema, name = target.name.split(".")
+    schema, name = target.name.split(".", 1)  # `catalog.schema.name`: Warehouse.resolve reads it
     alias = target.alias or None
     if alias:  # the engine's predicates name the table's columns bare: `o.note` is `note` (not inside a
         # subquery, where a bare name could mean the subquery's own column: that stays for Spark to refuse)
@@ -104,9 +104,12 @@ def try_execute_dml(spark, warehouse: Warehouse, sql: str, commit_info: Optional
     from deltalog.spark import operations
 
     dml = parse_dml(sql)
-    if dml is None or not warehouse.is_table(dml.schema, dml.name):
+    if dml is None:
         return "not-dml"
-    uri = warehouse.table_path(dml.schema, dml.name)
+    holder, schema, name = warehouse.resolve(dml.schema, dml.name)
+    if not holder.is_table(schema, name):
+        return "not-dml"
+    uri = holder.table_path(schema, name)
     target = spark.table(dml.view)
     types = {f.name.lower(): f.dataType.simpleString() for f in target.schema.fields}
 

@@ -19,7 +19,7 @@ import threading
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 from dbt.adapters.base import AdapterConfig
-from dbt.adapters.base.impl import ConstraintSupport
+from dbt.adapters.base.impl import BaseAdapter, ConstraintSupport
 from dbt.adapters.base.meta import available
 from dbt.adapters.base.relation import BaseRelation, InformationSchema
 from dbt.adapters.contracts.connection import AdapterResponse
@@ -138,11 +138,13 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         creds = config.credentials
         if not os.path.isabs(os.path.expanduser(creds.warehouse)):
             creds.resolve_warehouse(getattr(config, "project_root", None))
-        if fs.is_object_store_uri(creds.warehouse):
-            fs.configure(creds.warehouse, creds.storage_options)  # every table under it uses them
+        for name, catalog in creds.warehouses().catalogs.items():
+            if catalog.on_object_store:  # every table under it uses them
+                fs.configure(catalog.root, creds.storage_options_of(name))
         if getattr(config, "project_root", None):
             RUNTIME.project_root = config.project_root
-        RUNTIME.metastore = creds.metastore()
+        RUNTIME.metastores = creds.metastores()
+        RUNTIME.catalog_names = frozenset(creds.catalogs)
 
     @classmethod
     def type(cls) -> str:
@@ -152,16 +154,26 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
 
     @property
     def warehouse(self) -> Warehouse:
+        """The profile's warehouse, with its attached catalogs (`.of(database)`)."""
         creds = self.config.credentials
-        warehouse = Warehouse(creds.warehouse, RUNTIME.external_tables)
-        if warehouse.on_object_store:  # also before any connection opens (dbt lists schemas first)
-            from dbt.adapters.deltalog.connections import prepare_object_store
+        warehouse = creds.warehouses()
+        for name, catalog in warehouse.catalogs.items():
+            if catalog.on_object_store:  # also before any connection opens (dbt lists schemas first)
+                from dbt.adapters.deltalog.connections import prepare_object_store
 
-            try:
-                prepare_object_store(warehouse.root, creds.storage_options)
-            except DeltaError as exc:
-                raise DbtRuntimeError(str(exc)) from None
+                try:
+                    prepare_object_store(catalog.root, creds.storage_options_of(name))
+                except DeltaError as exc:
+                    raise DbtRuntimeError(str(exc)) from None
         return warehouse
+
+    def warehouse_of(self, relation: BaseRelation) -> Warehouse:
+        """The warehouse holding `relation`: its dbt `database` names the catalog (none: the profile's)."""
+        return self.warehouse.of(relation.database)
+
+    def metastore_of(self, relation: BaseRelation):
+        """The Hive Metastore of the relation's catalog, or None."""
+        return self.config.credentials.metastores().get(relation.database or None)
 
     @property
     def spark(self):
@@ -172,7 +184,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
     def table_uri(self, relation: BaseRelation) -> str:
         if not relation.schema or not relation.identifier:
             raise DbtRuntimeError(f"{relation} names no schema.table: cannot locate its Delta table")
-        return self.warehouse.table_path(relation.schema, relation.identifier)
+        return self.warehouse_of(relation).table_path(relation.schema, relation.identifier)
 
     def _commit_info(self, model: Any) -> Dict[str, Any]:
         info: Dict[str, Any] = {"dbtInvocationId": _invocation_id()}
@@ -267,28 +279,30 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
     # ---- schemas ---------------------------------------------------------------------------
 
     def list_schemas(self, database: str) -> List[str]:
-        return self.warehouse.list_schemas()
+        return self.warehouse.of(database).list_schemas()
 
     @available.parse(lambda *a, **k: False)
     def check_schema_exists(self, database: str, schema: str) -> bool:
-        return self.warehouse.schema_exists(schema)
+        return self.warehouse.of(database).schema_exists(schema)
 
     @available.parse_none
     def create_schema(self, relation: BaseRelation) -> None:
         self.spark  # the session's checks of the warehouse (shared by a cluster's executors) come first
-        self.warehouse.create_schema(relation.schema)
-        metastore = self.config.credentials.metastore()
+        warehouse = self.warehouse_of(relation)
+        warehouse.create_schema(relation.schema)
+        metastore = self.metastore_of(relation)
         if metastore is not None:
-            metastore.ensure_database(relation.schema, self.warehouse.schema_path(relation.schema))
+            metastore.ensure_database(relation.schema, warehouse.schema_path(relation.schema))
 
     @available.parse_none
     def drop_schema(self, relation: BaseRelation) -> None:
         schema = relation.schema
         spark = self.spark
-        for entry in self.warehouse.list_relations(schema):
-            RUNTIME.views(spark).forget(f"{entry.schema}.{entry.name}")
-        self.warehouse.drop_schema(schema)
-        metastore = self.config.credentials.metastore()
+        warehouse = self.warehouse_of(relation)
+        for entry in warehouse.list_relations(schema):
+            RUNTIME.views(spark).forget(warehouse.view_name(entry.schema, entry.name))
+        warehouse.drop_schema(schema)
+        metastore = self.metastore_of(relation)
         if metastore is not None:
             metastore.drop_database(schema)
         self.cache.drop_schema(relation.database, schema)
@@ -297,9 +311,10 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
 
     def list_relations_without_caching(self, schema_relation: BaseRelation) -> List[BaseRelation]:
         relations = []
-        for entry in self.warehouse.list_relations(schema_relation.schema):
+        for entry in self.warehouse_of(schema_relation).list_relations(schema_relation.schema):
             relations.append(
                 self.Relation.create(
+                    database=schema_relation.database,
                     schema=entry.schema,
                     identifier=entry.name,
                     type=RelationType.Table if entry.kind == "table" else RelationType.View,
@@ -314,15 +329,15 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         with its history. --full-refresh never comes here; it is an overwrite commit."""
         self.cache_dropped(relation)
         spark = self.spark
+        warehouse = self.warehouse_of(relation)
         if relation.schema and relation.identifier:
-            self.warehouse.drop_view(relation.schema, relation.identifier)
+            warehouse.drop_view(relation.schema, relation.identifier)
             if relation.type != RelationType.View:
-                self.warehouse.drop_table(relation.schema, relation.identifier)
-        name = ".".join(p for p in (relation.schema, relation.identifier) if p)
-        RUNTIME.views(spark).forget(name)
+                warehouse.drop_table(relation.schema, relation.identifier)
+        RUNTIME.views(spark).forget(relation.view_name)
         if relation.identifier:
             spark.catalog.dropTempView(relation.identifier)
-        metastore = self.config.credentials.metastore()
+        metastore = self.metastore_of(relation)
         if metastore is not None and relation.schema and relation.identifier:
             metastore.drop(relation.schema, relation.identifier)
 
@@ -335,20 +350,25 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
 
     @available.parse_none
     def rename_relation(self, from_relation: BaseRelation, to_relation: BaseRelation) -> None:
+        if (from_relation.database or None) != (to_relation.database or None):
+            raise DbtRuntimeError(
+                f"cannot rename {from_relation} to {to_relation}: they are in different catalogs (a rename "
+                f"stays inside one warehouse). Nothing was changed.")
         self.cache_renamed(from_relation, to_relation)
         spark = self.spark
-        self.warehouse.rename(
+        self.warehouse_of(from_relation).rename(
             from_relation.schema, from_relation.identifier, to_relation.schema, to_relation.identifier
         )
-        RUNTIME.views(spark).forget(f"{from_relation.schema}.{from_relation.identifier}")
-        metastore = self.config.credentials.metastore()
+        RUNTIME.views(spark).forget(from_relation.view_name)
+        metastore = self.metastore_of(from_relation)
         if metastore is not None:
             metastore.drop(from_relation.schema, from_relation.identifier)
         self._publish(to_relation)
 
     def get_columns_in_relation(self, relation: BaseRelation) -> List[DeltalogColumn]:
         schema, name = relation.schema, relation.identifier
-        if schema and name and self.warehouse.is_table(schema, name):
+        warehouse = self.warehouse_of(relation)
+        if schema and name and warehouse.is_table(schema, name):
             from pyspark.sql.types import StructType
 
             snap = self._snapshot(relation)
@@ -356,8 +376,8 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
             return [self._column(relation, i, f.name, f.dataType.simpleString()) for i, f in enumerate(fields)]
         spark = self.spark
         if schema and name:
-            RUNTIME.views(spark).ensure(self.warehouse, schema, name)
-        view = ".".join(p for p in (schema, name) if p)
+            RUNTIME.views(spark).ensure(warehouse, schema, name)
+        view = relation.view_name
         try:
             fields = spark.table(_q(view)).schema.fields
         except Exception:  # no such relation: dbt expects no columns, not an error
@@ -366,7 +386,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
 
     def _column(self, relation, index, name, dtype, stats=None) -> DeltalogColumn:
         return DeltalogColumn(
-            table_database=None,
+            table_database=relation.database or None,
             table_schema=relation.schema,
             table_name=relation.identifier,
             table_type=relation.type,
@@ -378,6 +398,9 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
 
     # ---- catalog for `dbt docs generate` ---------------------------------------------------
 
+    # dbt-spark allows one database; ours are the profile's warehouse and its attached catalogs
+    get_catalog = BaseAdapter.get_catalog
+
     def _get_one_catalog(self, information_schema: InformationSchema, schemas: Set[str], used_schemas):
         import agate
         from dbt_common.clients.agate_helper import DEFAULT_TYPE_TESTER
@@ -386,14 +409,17 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         from dbt.adapters.deltalog.catalog import Entry
 
         rows: List[Dict[str, Any]] = []
+        database = information_schema.database or None
+        warehouse = self.warehouse.of(database)
         for schema in schemas:
-            entries = self.warehouse.list_relations(schema) if self.warehouse.schema_exists(schema) else []
+            entries = warehouse.list_relations(schema) if warehouse.schema_exists(schema) else []
             listed = {e.name for e in entries}
             # sources whose tables live elsewhere (a declared location, or found in the metastore)
-            entries += [Entry("table", s, n, path) for (s, n), path in sorted(self.warehouse.external.items())
-                        if s == schema and n not in listed and self.warehouse.is_table(s, n)]
+            entries += [Entry("table", s, n, path) for s, n, path in warehouse.external_tables()
+                        if s == schema and n not in listed and warehouse.is_table(s, n)]
             for entry in entries:
                 relation = self.Relation.create(
+                    database=database,
                     schema=entry.schema,
                     identifier=entry.name,
                     type=RelationType.Table if entry.kind == "table" else RelationType.View,
@@ -407,7 +433,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
                     stats = _table_stats(snap)
                     table_comment = snap.metadata.description
                 else:
-                    docs = self.warehouse.read_view_docs(entry.schema, entry.name)
+                    docs = warehouse.read_view_docs(entry.schema, entry.name)
                     comments = {k.lower(): v for k, v in (docs.get("columns") or {}).items()}
                     fields = [(c.name, c.dtype, comments.get(c.name.lower()))
                               for c in self.get_columns_in_relation(relation)]
@@ -419,7 +445,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
                     col["column_type"] = col.pop("dtype")
                     col["column_comment"] = comment
                     col["table_comment"] = table_comment
-                    col["table_database"] = None
+                    col["table_database"] = database
                     col["table_type"] = "table" if entry.kind == "table" else "view"
                     rows.append(col)
         return agate.Table.from_object(rows, column_types=DEFAULT_TYPE_TESTER)
@@ -437,7 +463,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
     def write_table(self, relation: BaseRelation, sql: str, model: Any = None) -> AdapterResponse:
         """`table`, a first incremental build, and --full-refresh: create (version 0) or one
         overwrite commit that may change the schema. Never a drop: history is kept."""
-        existed = self.warehouse.is_table(relation.schema, relation.identifier)
+        existed = self.warehouse_of(relation).is_table(relation.schema, relation.identifier)
         df = self._model_dataframe(sql, model)
         config = _get(model, "config") or {}
         missing = _missing_unique_key(model, df) if _get(config, "materialized") == "incremental" else []
@@ -495,7 +521,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         from deltalog.errors import DeltaError
         from deltalog.spark.table_stream import stream_table
 
-        if not self.warehouse.is_table(relation.schema, relation.identifier):
+        if not self.warehouse_of(relation).is_table(relation.schema, relation.identifier):
             raise CompilationError(f"stream({relation}): there is no Delta table {relation} to read as a stream; "
                                    f"build it first (a stream reads a table, not a view).")
         uri = self.table_uri(relation)
@@ -523,11 +549,11 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
             definition = table_definition(self._model_config(relation, model), model)
             df = self._model_dataframe(sql, model)
             table_schema = None
-            if self.warehouse.is_table(relation.schema, relation.identifier) and not full_refresh:
+            if self.warehouse_of(relation).is_table(relation.schema, relation.identifier) and not full_refresh:
                 # the stream's columns against the table's, as an incremental model's: the first batch
                 # commits the schema change on_schema_change asks for, with its rows
                 df, table_schema = self._apply_schema_change(relation, df, on_schema_change, model)
-            self.warehouse.create_schema(relation.schema)
+            self.warehouse_of(relation).create_schema(relation.schema)
             done = streaming.run_streaming_table(
                 self.spark, df, self.table_uri(relation), full_refresh=full_refresh, trigger=trigger,
                 partition_by=_as_list(_get(config, "partition_by")), model=name, report=logger.info,
@@ -550,10 +576,10 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         definition = table_definition(cfg, model)
         _warn_missing_doc_columns(model, definition.column_comments, df.columns)
         self._place_table(relation, cfg)
-        existed = self.warehouse.is_table(relation.schema, relation.identifier)
-        if self.warehouse.is_view(relation.schema, relation.identifier):
+        existed = self.warehouse_of(relation).is_table(relation.schema, relation.identifier)
+        if self.warehouse_of(relation).is_view(relation.schema, relation.identifier):
             self.drop_relation(relation.incorporate(type=RelationType.View))
-        self.warehouse.create_schema(relation.schema)
+        self.warehouse_of(relation).create_schema(relation.schema)
         return operations.write_dataframe(
             df,
             self.table_uri(relation),
@@ -570,7 +596,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         """With location_root the table lives at `<location_root>/<identifier>` and the warehouse keeps
         a `.location` file naming it. A table is never moved silently between locations, and never
         written into a folder that holds other files (VACUUM would later delete them)."""
-        wh, schema, name = self.warehouse, relation.schema, relation.identifier
+        wh, schema, name = self.warehouse_of(relation), relation.schema, relation.identifier
         current = wh.location_of(schema, name) if wh.is_table(schema, name) else None
         wanted = None
         if cfg.location_root:
@@ -602,13 +628,13 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
     def _publish(self, relation: BaseRelation) -> None:
         """The relation as the warehouse now holds it: current in the session and, with a metastore
         (`catalog` in the profile), registered there (its entry dropped when the relation is gone)."""
-        RUNTIME.views(self.spark).ensure(self.warehouse, relation.schema, relation.identifier)
-        metastore = self.config.credentials.metastore()
+        RUNTIME.views(self.spark).ensure(self.warehouse_of(relation), relation.schema, relation.identifier)
+        metastore = self.metastore_of(relation)
         if metastore is not None:
             from dbt.adapters.deltalog.metastore import MetastoreError, publish
 
             try:
-                publish(metastore, self.warehouse, self.spark, relation.schema, relation.identifier)
+                publish(metastore, self.warehouse_of(relation), self.spark, relation.schema, relation.identifier)
             except MetastoreError as exc:
                 raise DbtRuntimeError(
                     f"{relation}: what was built is committed, but its entry in the Hive Metastore is not "
@@ -635,9 +661,9 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
             from dbt.adapters.deltalog.connections import _short_error
 
             raise DbtRuntimeError(_short_error(exc)) from exc
-        if self.warehouse.is_table(relation.schema, relation.identifier):
+        if self.warehouse_of(relation).is_table(relation.schema, relation.identifier):
             self.drop_relation(relation.incorporate(type=RelationType.Table))
-        self.warehouse.write_view_sql(relation.schema, relation.identifier, sql)
+        self.warehouse_of(relation).write_view_sql(relation.schema, relation.identifier, sql)
         docs = None
         if model is not None:
             definition = self._definition(relation, model)
@@ -647,7 +673,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
                                 if definition.column_comments.get(c)}}
             if not docs["description"] and not docs["columns"]:
                 docs = None
-        self.warehouse.write_view_docs(relation.schema, relation.identifier, docs)
+        self.warehouse_of(relation).write_view_docs(relation.schema, relation.identifier, docs)
         self._publish(relation)
         return AdapterResponse(_message="CREATE VIEW")
 
@@ -658,12 +684,12 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         no data copied), as version 0 or one overwrite commit of an existing table."""
         from deltalog.operations.clone import shallow_clone
 
-        if not self.warehouse.is_table(source.schema, source.identifier):
+        if not self.warehouse_of(source).is_table(source.schema, source.identifier):
             raise DbtRuntimeError(f"dbt clone: {source} is not a Delta table of the warehouse "
-                                  f"{self.warehouse.root}; nothing was cloned.")
-        if self.warehouse.is_view(relation.schema, relation.identifier):
+                                  f"{self.warehouse_of(source).root}; nothing was cloned.")
+        if self.warehouse_of(relation).is_view(relation.schema, relation.identifier):
             self.drop_relation(relation.incorporate(type=RelationType.View))
-        self.warehouse.create_schema(relation.schema)
+        self.warehouse_of(relation).create_schema(relation.schema)
         version = shallow_clone(self.table_uri(source), self.table_uri(relation),
                                 extra_commit_info={"dbtInvocationId": _invocation_id()})
         return self._refreshed(relation, "CLONE", version)
@@ -811,11 +837,12 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         """The version of `relation` the model's code reads, when it reads its own table (`{{ this }}`), else
         None. The commit is then made against that version: a commit landed since the model read it is a
         conflict (named, and nothing is written), never overwritten by rows computed before it."""
-        target = (relation.schema.lower(), relation.identifier.lower())
-        refs = referenced_relations(quote_warehouse_refs(code, self.warehouse))
-        if target not in {(s.lower(), n.lower()) for s, n in refs}:
+        warehouse = self.warehouse
+        target = ((relation.database or "").lower(), relation.schema.lower(), relation.identifier.lower())
+        refs = [warehouse.resolve(*ref) for ref in referenced_relations(quote_warehouse_refs(code, warehouse))]
+        if target not in {((w.name or "").lower(), s.lower(), n.lower()) for w, s, n in refs}:
             return None
-        return RUNTIME.views(self.spark).table_version(self.warehouse, relation.schema, relation.identifier)
+        return RUNTIME.views(self.spark).table_version(self.warehouse_of(relation), relation.schema, relation.identifier)
 
     def _apply_schema_change(self, relation, df, on_schema_change: str, model: Any):
         """Align the new rows with the table: (rows, the table's new schema JSON or None). With
@@ -902,7 +929,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         added = self._new_fields(target, columns)
         if added:
             self._commit_schema(relation, snap, StructType(list(target.fields) + added), model, added, [])
-            RUNTIME.views(self.spark).ensure(self.warehouse, relation.schema, relation.identifier)
+            RUNTIME.views(self.spark).ensure(self.warehouse_of(relation), relation.schema, relation.identifier)
 
     @staticmethod
     def _new_fields(target: Any, columns: List[Any]) -> List[Any]:
@@ -935,8 +962,8 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         self._alter_to_definition(target, model)
         # The staging view resolves the target's session view when it is read: register it at the latest
         # version (our own alteration included) and commit against that version.
-        RUNTIME.views(spark).ensure(self.warehouse, target.schema, target.identifier)
-        read_version = RUNTIME.views(spark).table_version(self.warehouse, target.schema, target.identifier)
+        RUNTIME.views(spark).ensure(self.warehouse_of(target), target.schema, target.identifier)
+        read_version = RUNTIME.views(spark).table_version(self.warehouse_of(target), target.schema, target.identifier)
         source = spark.table(staging.render())
         scd_id = _get(columns, "dbt_scd_id") or "dbt_scd_id"
         valid_to = _get(columns, "dbt_valid_to") or "dbt_valid_to"
@@ -989,13 +1016,14 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         from deltalog.stores import log_store_for
 
         schema, name = source.schema, source.identifier
-        if not schema or not name or not self.warehouse.is_table(schema, name):
+        warehouse = self.warehouse_of(source)
+        if not schema or not name or not warehouse.is_table(schema, name):
             raise DbtRuntimeError(
                 f"source {source}: there is no Delta table {schema}.{name} in the warehouse "
-                f"{self.warehouse.root} to take its freshness from. Build or load it there (or point the "
+                f"{warehouse.root} to take its freshness from. Build or load it there (or point the "
                 f"source's schema and identifier at it), or give the source a loaded_at_field.")
         try:
-            version, millis = last_commit_time(log_store_for(self.warehouse.table_path(schema, name)))
+            version, millis = last_commit_time(log_store_for(warehouse.table_path(schema, name)))
         except DeltaError as exc:
             raise DbtRuntimeError(f"source {source}: {exc}") from None
         logger.debug(f"freshness of {source}: version {version} committed at {millis} ms")
@@ -1005,9 +1033,13 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
     def debug_query(self) -> None:
         self.execute("select 1 as id")
         logger.info(f"  Spark server: {self.config.credentials.spark_server_status()}")
-        metastore = self.config.credentials.metastore()
-        if metastore is not None:  # reachable, or the MetastoreError naming its address fails the check
-            logger.info(f"  Hive Metastore: {metastore.uri}, {len(metastore.databases())} database(s)")
+        for catalog, metastore in self.config.credentials.metastores().items():
+            # reachable, or the MetastoreError naming its address fails the check
+            logger.info(f"  Hive Metastore{f' of catalog {catalog}' if catalog else ''}: {metastore.uri}, "
+                        f"{len(metastore.databases())} database(s)")
+        for name, catalog in self.warehouse.catalogs.items():
+            if name:
+                logger.info(f"  catalog {name}: {catalog.root}")
 
     @classmethod
     def _get_adapter_specific_run_info(cls, config) -> Dict[str, Any]:

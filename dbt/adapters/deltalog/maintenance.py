@@ -20,7 +20,7 @@ CHANGES_APP_PREFIX = "dbt-deltalog changes of "
 
 class MaintenanceMixin:
     """Delta configs and maintenance for `DeltalogAdapter` (which provides `spark`, `table_uri`,
-    `warehouse`)."""
+    `warehouse_of`)."""
 
     # ---- model configs ---------------------------------------------------------------------
 
@@ -33,7 +33,7 @@ class MaintenanceMixin:
         if cfg.zorder_by or cfg.clustering:
             existing = None
             try:
-                if self.warehouse.is_table(relation.schema, relation.identifier):
+                if self.warehouse_of(relation).is_table(relation.schema, relation.identifier):
                     from deltalog.snapshot import Snapshot
                     existing = Snapshot.load(self.table_uri(relation)).schema_json
             except Exception:
@@ -92,18 +92,21 @@ class MaintenanceMixin:
         return version
 
     def _relation(self, relation: Any) -> Any:
-        """A relation from a Relation or from 'schema.table' (what `dbt run-operation --args` passes)."""
+        """A relation from a Relation or from 'schema.table' or 'catalog.schema.table' (what `dbt
+        run-operation --args` passes)."""
         if not isinstance(relation, str):
             return relation
         parts = [p.strip().strip("`") for p in relation.strip().strip("`").split(".")]
-        if len(parts) != 2 or not all(parts):
-            raise CompilationError(f"{relation!r} is not a relation: pass ref('model') or 'schema.table'.")
-        return self.Relation.create(schema=parts[0], identifier=parts[1], type="table")
+        if len(parts) not in (2, 3) or not all(parts):
+            raise CompilationError(f"{relation!r} is not a relation: pass ref('model'), 'schema.table' or "
+                                   f"'catalog.schema.table'.")
+        database = parts[0] if len(parts) == 3 else None
+        return self.Relation.create(database=database, schema=parts[-2], identifier=parts[-1], type="table")
 
     def _refresh_view(self, relation: Any) -> None:
         from dbt.adapters.deltalog.runtime.session import RUNTIME
         try:
-            RUNTIME.views(self.spark).ensure(self.warehouse, relation.schema, relation.identifier)
+            RUNTIME.views(self.spark).ensure(self.warehouse_of(relation), relation.schema, relation.identifier)
         except Exception:
             pass
 
@@ -175,7 +178,7 @@ class MaintenanceMixin:
         if (version is None) == (timestamp is None):
             raise CompilationError(f"as_of({relation}): give exactly one of version or timestamp.")
         return self._engine_call(relation, "time travel", as_of_view, self.spark, self.table_uri(relation),
-                                 relation.schema, relation.identifier,
+                                 relation.view_name,
                                  version=_int_arg(relation, "as_of", "version", version, 0), timestamp=timestamp)
 
     @available
@@ -190,7 +193,7 @@ class MaintenanceMixin:
         start = _int_arg(relation, "table_changes", "start_version", start_version, 0)
         end = _int_arg(relation, "table_changes", "end_version", end_version, 0)
         return self._engine_call(relation, "table_changes", changes_view, self.spark, self.table_uri(relation),
-                                 relation.schema, relation.identifier, start, end)
+                                 relation.view_name, start, end)
 
     @available
     def deltalog_changes_since_last_run(self, relation: Any, this: Any, incremental: Any) -> str:
@@ -224,8 +227,8 @@ class MaintenanceMixin:
                                    self.table_uri(upstream), last + 1, upstream_snap.version)
         self.pending_app_transactions(target)[app_id] = upstream_snap.version
         from dbt.adapters.deltalog.catalog_sql import snapshot_view_name
-        view = snapshot_view_name(upstream.schema, upstream.identifier,
-                                  f"for_{target.schema}_{target.identifier}_{upstream_snap.version}")
+        view = snapshot_view_name(upstream.view_name,
+                                  f"for_{target.view_name.replace('.', '_')}_{upstream_snap.version}")
         df.createOrReplaceTempView(f"`{view}`")
         return f"`{view}`"
 

@@ -184,8 +184,9 @@ def refresh(adapter: Any, relation: Any, sql: str, model: Any, full_refresh: boo
     name = name or str(relation)
     sql = quote_warehouse_refs(sql, warehouse)
     referenced = referenced_relations(sql)
-    inputs = {ref: Snapshot.load(warehouse.table_path(*ref)) for ref in referenced if warehouse.is_table(*ref)}
-    existed = warehouse.is_table(relation.schema, relation.identifier)
+    located = {ref: warehouse.resolve(*ref) for ref in referenced}  # (its warehouse, schema, name)
+    inputs = {ref: Snapshot.load(wh.table_path(s, n)) for ref, (wh, s, n) in located.items() if wh.is_table(s, n)}
+    existed = adapter.warehouse_of(relation).is_table(relation.schema, relation.identifier)
     recorded = Snapshot.load(adapter.table_uri(relation)).app_transactions if existed else {}
     now = {app_id(s.metadata.id): s.version for s in inputs.values()}
     only_tables = bool(referenced) and len(inputs) == len(referenced)
@@ -218,14 +219,15 @@ def refresh(adapter: Any, relation: Any, sql: str, model: Any, full_refresh: boo
     log.info(f"{name}: materialized view refreshed by a full recompute: {why}")
     df = adapter._model_dataframe(sql, model)
     # the versions the query read: those its session views were registered at
-    read = {ref: RUNTIME.views(spark).table_version(warehouse, *ref) for ref in inputs}
+    read = {ref: RUNTIME.views(spark).table_version(*located[ref]) for ref in inputs}
     adapter.pending_app_transactions(relation).update(
         {app_id(inputs[ref].metadata.id): v for ref, v in read.items() if v is not None})
     version = adapter._replace_table(relation, df, model, "CREATE OR REPLACE TABLE AS SELECT" if existed
                                      else "CREATE TABLE AS SELECT")
     if plan is not None and state_columns(plan) and only_tables and read.get(plan.source) is not None:
         # the running sums and counts of the avg columns, from the same input version
-        source = Snapshot.load(warehouse.table_path(*plan.source), version=read[plan.source])
+        wh, s, n = located[plan.source]
+        source = Snapshot.load(wh.table_path(s, n), version=read[plan.source])
         _write_state(spark, adapter, relation, plan, source, app_id(source.metadata.id))
     return f"FULL RECOMPUTE ({why})", version
 

@@ -1,13 +1,16 @@
-"""A relation renders as ONE backquoted name, `schema.table`: the session temporary view that
-serves the table's latest snapshot (temporary views accept only one-part names)."""
+"""A relation renders as ONE backquoted name, `schema.table` (`catalog.schema.table` when its dbt
+`database` names a catalog the profile attaches): the session temporary view that serves the table's
+latest snapshot (temporary views accept only one-part names)."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from dbt.adapters.base.relation import Policy
 from dbt.adapters.spark.relation import SparkRelation
+from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.deltalog.model_config import _get
 from dbt.adapters.deltalog.runtime.session import RUNTIME
@@ -28,8 +31,34 @@ def source_location(source: Any) -> Optional[str]:
     return None
 
 
+@dataclass
+class DeltalogIncludePolicy(Policy):
+    database: bool = True  # an attached catalog's name; None for the profile's own warehouse
+    schema: bool = True
+    identifier: bool = True
+
+
 @dataclass(frozen=True, eq=False, repr=False)
 class DeltalogRelation(SparkRelation):
+    include_policy: Policy = field(default_factory=lambda: DeltalogIncludePolicy())
+
+    def __post_init__(self) -> None:
+        # dbt-spark refuses any database; ours names an attached catalog (or, as dbt-spark allows, the
+        # schema itself: `create` turns that into none)
+        if self.database and self.database not in RUNTIME.catalog_names:
+            attached = ", ".join(sorted(RUNTIME.catalog_names)) or "none"
+            raise DbtRuntimeError(
+                f"{self.schema}.{self.identifier}: database {self.database!r} is not a catalog of this profile "
+                f"(attached: {attached}). Leave `database` unset for the profile's warehouse, or attach a "
+                f"warehouse under that name in the profile's `catalogs`.")
+
+    @classmethod
+    def create(cls, database: Optional[str] = None, schema: Optional[str] = None, identifier: Optional[str] = None,
+               type: Any = None, **kwargs: Any):
+        if database and database == schema and database not in RUNTIME.catalog_names:
+            database = None  # dbt-spark's way to say "no catalog"
+        return super().create(database=database, schema=schema, identifier=identifier, type=type, **kwargs)
+
     @classmethod
     def create_from(cls, quoting: Any, relation_config: Any, **kwargs: Any):
         """As dbt builds it; a source with a location becomes a known external Delta table."""
@@ -37,13 +66,15 @@ class DeltalogRelation(SparkRelation):
         kind = getattr(relation_config, "resource_type", None)
         if str(getattr(kind, "value", kind)) == "source":
             location = source_location(relation_config)
-            if location is None and RUNTIME.metastore is not None and relation.schema and relation.identifier:
+            metastore = RUNTIME.metastores.get(relation.database or None)
+            if location is None and metastore is not None and relation.schema and relation.identifier:
                 # registered by someone else: the metastore knows where (None for a view or no entry)
-                location = RUNTIME.metastore.location(relation.schema, relation.identifier)
+                location = metastore.location(relation.schema, relation.identifier)
             if location is not None:
                 if "://" not in location and not location.startswith("/"):
                     location = os.path.abspath(os.path.join(RUNTIME.project_root or ".", os.path.expanduser(location)))
-                RUNTIME.external_tables[(relation.schema, relation.identifier)] = location
+                key = (relation.schema, relation.identifier)
+                RUNTIME.external_tables[(relation.database, *key) if relation.database else key] = location
         return relation
 
     def render(self) -> str:
@@ -52,9 +83,10 @@ class DeltalogRelation(SparkRelation):
         parts = [p for p in (schema, identifier) if p]
         if not parts:
             return ""
-        return "`" + ".".join(parts) + "`"
+        database = self.database if self.include_policy.database else None
+        return "`" + ".".join([database] + parts if database else parts) + "`"
 
     @property
     def view_name(self) -> str:
         """The temporary view's name, unquoted."""
-        return ".".join(p for p in (self.schema, self.identifier) if p)
+        return ".".join(p for p in (self.database, self.schema, self.identifier) if p)

@@ -7,16 +7,17 @@ Spark tokenizer (quotes and comments are never mistaken for names), and takes on
 - anything else: Spark runs it.
 
 On the way, from the same tokens, the statement's names of warehouse relations are written as their
-session views (`shop.orders` becomes `` `shop.orders` ``), a time-travel clause on a table
+session views (`shop.orders` becomes `` `shop.orders` ``, `raw.shop.orders` of the attached catalog
+`raw` becomes `` `raw.shop.orders` ``), a time-travel clause on a table
 (`VERSION AS OF 3`, `TIMESTAMP AS OF '...'`) becomes a view of that snapshot, and every relation the
 statement names is made current before it runs."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from dbt.adapters.deltalog.catalog import Warehouse, view_name
+from dbt.adapters.deltalog.catalog import Warehouse
 
 _STRING_TYPES = ("STRING", "RAW_STRING", "NATIONAL_STRING")
 
@@ -59,35 +60,62 @@ def _name_part(token: Token) -> Optional[str]:
 
 @dataclass(frozen=True)
 class Reference:
-    """`schema.name` where the statement names it: tokens [first, last]."""
+    """`schema.name` (`catalog.schema.name` for an attached catalog) where the statement names it:
+    tokens [first, last]."""
     schema: str
     name: str
     first: int
     last: int
+    catalog: Optional[str] = None
 
 
-def references(toks: List[Token]) -> List[Reference]:
+def _dotted(toks: List[Token], i: int, parts: int) -> Optional[List[str]]:
+    """The `parts` names of a dotted name written without spaces from token i, else None."""
+    names = []
+    for k in range(parts):
+        at = i + 2 * k
+        if at >= len(toks) or (k and (toks[at - 1].kind != "DOT" or toks[at - 1].start != toks[at - 2].end
+                                      or toks[at].start != toks[at - 1].end)):
+            return None
+        name = _name_part(toks[at])
+        if not name or "." in name:
+            return None
+        names.append(name)
+    return names
+
+
+def references(toks: List[Token], catalogs: Iterable[str] = ()) -> List[Reference]:
     """Every two-part name: `schema.name` as one backquoted part, or schema.name with either part plain
-    or backquoted; also as the qualifier of a column (shop.orders.id). One after a dot (the end of
-    catalog.schema.name) is none."""
+    or backquoted; also as the qualifier of a column (shop.orders.id). With `catalogs` (the attached
+    catalogs' names), also `catalog.schema.name` written either way. Any other name after a dot (the end
+    of another catalog's catalog.schema.name) is none."""
+    catalogs = set(catalogs)
     found = []
     i = 0
     while i < len(toks):
         t = toks[i]
         before_dot = i > 0 and toks[i - 1].kind == "DOT"
-        if t.kind == "IDENTIFIER" and t.text.count(".") == 1 and not before_dot:
-            schema, name = t.text.split(".")
-            if schema and name:
-                found.append(Reference(schema, name, i, i))
+        if before_dot:
             i += 1
             continue
-        if (not before_dot and i + 2 < len(toks) and toks[i + 1].kind == "DOT"
-                and toks[i + 1].start == t.end and toks[i + 2].start == toks[i + 1].end):
-            schema, name = _name_part(t), _name_part(toks[i + 2])
-            if schema and name and "." not in schema + name:
-                found.append(Reference(schema, name, i, i + 2))
-                i += 3
-                continue
+        if t.kind == "IDENTIFIER" and "." in t.text:
+            parts = t.text.split(".")
+            if len(parts) == 3 and parts[0] in catalogs and all(parts):
+                found.append(Reference(parts[1], parts[2], i, i, parts[0]))
+            elif len(parts) == 2 and all(parts):
+                found.append(Reference(parts[0], parts[1], i, i))
+            i += 1
+            continue
+        three = _dotted(toks, i, 3) if catalogs else None
+        if three and three[0] in catalogs:
+            found.append(Reference(three[1], three[2], i, i + 4, three[0]))
+            i += 5
+            continue
+        two = _dotted(toks, i, 2)
+        if two:
+            found.append(Reference(two[0], two[1], i, i + 2))
+            i += 3
+            continue
         i += 1
     return found
 
@@ -97,7 +125,7 @@ class Statement:
     """A statement as Spark is to run it: warehouse names written as their views, time travel replaced."""
     text: str
     tokens: List[Token]
-    relations: List[Tuple[str, str]]  # the warehouse relations it names, in order
+    relations: List[Tuple[Optional[str], str, str]]  # the warehouse relations it names: (catalog, schema, name)
 
     @property
     def head(self) -> str:
@@ -112,24 +140,25 @@ def read_statement(spark, warehouse: Warehouse, sql: str) -> Statement:
     except Exception:  # not something the tokenizer reads (Spark will say what is wrong)
         return Statement(sql, [], [])
     edits: List[Tuple[int, int, str]] = []
-    relations: List[Tuple[str, str]] = []
-    schemas = None
-    for ref in references(toks):
+    relations: List[Tuple[Optional[str], str, str]] = []
+    schemas: Dict[Optional[str], set] = {}
+    for ref in references(toks, [name for name in warehouse.catalogs if name]):
         plain = toks[ref.first].kind != "IDENTIFIER" or ref.first != ref.last
+        holder = warehouse.of(ref.catalog)
         if plain:
-            if schemas is None:
-                schemas = set(warehouse.list_schemas())
-            if ref.schema not in schemas or warehouse.lookup(ref.schema, ref.name) is None:
+            if ref.catalog not in schemas:
+                schemas[ref.catalog] = set(holder.list_schemas())
+            if ref.schema not in schemas[ref.catalog] or holder.lookup(ref.schema, ref.name) is None:
                 continue  # not a warehouse relation (an alias and its column, another catalog's table)
-        pair = (ref.schema, ref.name)
-        if pair not in relations:
-            relations.append(pair)
-        replacement = f"`{view_name(ref.schema, ref.name)}`"
-        end = toks[ref.last].end
+        key = (ref.catalog, ref.schema, ref.name)
+        if key not in relations:
+            relations.append(key)
+        view = f"`{holder.view_name(ref.schema, ref.name)}`"
+        replacement, end = view, toks[ref.last].end
         clause = _time_travel_clause(toks, ref.last + 1) if spark is not None else None
-        if clause is not None and warehouse.is_table(ref.schema, ref.name):
-            replacement, end = _snapshot_view(spark, warehouse, ref, clause, toks), toks[clause[1]].end
-        if plain or replacement != f"`{view_name(ref.schema, ref.name)}`":
+        if clause is not None and holder.is_table(ref.schema, ref.name):
+            replacement, end = _snapshot_view(spark, holder, ref, clause, toks), toks[clause[1]].end
+        if plain or replacement != view:
             edits.append((toks[ref.first].start, end, replacement))
     text = sql
     for start, end, replacement in reversed(edits):
@@ -183,7 +212,7 @@ def _snapshot_view(spark, warehouse: Warehouse, ref: Reference, clause: Tuple[st
     from dbt.adapters.deltalog.catalog_sql import as_of_view
 
     kind, literal_at = clause
-    name = view_name(ref.schema, ref.name)
+    name = warehouse.view_name(ref.schema, ref.name)
     if literal_at < 0:
         raise DbtRuntimeError(
             f"{kind} AS OF on {name}: give a literal here ({kind} AS OF 3 or TIMESTAMP AS OF "
@@ -194,10 +223,10 @@ def _snapshot_view(spark, warehouse: Warehouse, ref: Reference, clause: Tuple[st
         if kind == "VERSION":
             if literal.kind != "NUMBER" or not literal.text.isdigit():
                 raise ValueError(f"the version must be a whole number, not {literal.text!r}")
-            return as_of_view(spark, path, ref.schema, ref.name, version=int(literal.text))
+            return as_of_view(spark, path, name, version=int(literal.text))
         if literal.kind not in _STRING_TYPES:
             raise ValueError(f"the timestamp must be a quoted string, not {literal.text}")
-        return as_of_view(spark, path, ref.schema, ref.name, timestamp=literal.text)
+        return as_of_view(spark, path, name, timestamp=literal.text)
     except DbtRuntimeError:
         raise
     except Exception as exc:
@@ -229,8 +258,8 @@ def execute(spark, warehouse: Warehouse, sql: str, commit_info: Optional[Dict[st
         if shown is not None:
             return Outcome(dataframe=shown)
     views = RUNTIME.views(spark)
-    for schema, name in statement.relations:
-        views.ensure(warehouse, schema, name)
+    for catalog, schema, name in statement.relations:
+        views.ensure(warehouse.of(catalog), schema, name)
     if statement.head in ("INSERT", "UPDATE", "DELETE"):
         version = try_execute_dml(spark, warehouse, strip_leading_comments(statement.text), commit_info)
         if version != "not-dml":

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from typing import Dict, Optional, Tuple
+from typing import Any, Dict, Optional
 
 from dbt.adapters.deltalog.catalog import SessionViews
 from dbt.adapters.deltalog.runtime.jvm import Command, ensure_java, start_spark
@@ -27,13 +27,16 @@ class Runtime:
         self._checked: set = set()  # (session, warehouse) checked as shared with the executors
         self._described: set = set()  # warehouses whose data path was said in the log
         # (schema, name) -> location of the Delta tables of dbt sources that live elsewhere (a declared
-        # location, or the metastore's); filled as dbt resolves source() (DeltalogRelation.create_from),
-        # read wherever a relation is located
-        self.external_tables: Dict[Tuple[str, str], str] = {}
+        # location, or the metastore's), (catalog, schema, name) for an attached catalog's; filled as dbt
+        # resolves source() (DeltalogRelation.create_from), read wherever a relation is located
+        self.external_tables: Dict[tuple, str] = {}
         # the dbt project's folder: relative source locations and location_root are resolved against it
         self.project_root: Optional[str] = None
-        # the profile's Hive Metastore (`catalog`), where a source with no location is looked up by name
-        self.metastore = None
+        # the Hive Metastore of each catalog that has one (None: the profile's own warehouse), where a
+        # source with no location is looked up by name
+        self.metastores: Dict[Optional[str], Any] = {}
+        # the catalogs the profile attaches (`catalogs:`): the names a relation's `database` may take
+        self.catalog_names: frozenset = frozenset()
         self.command = Command()  # this dbt command's Spark jobs (their tag, Ctrl-C)
         # set by `python -m dbt.adapters.deltalog.stream` (streaming.Continuous): streams that run until stopped
         self.continuous = None

@@ -26,10 +26,15 @@
   {% do adapter.rename_relation(from_relation, to_relation) %}
 {%- endmacro %}
 
+{% macro deltalog__generate_database_name(custom_database_name=none, node=none) -%}
+  {#- a model's `database` names a catalog the profile attaches (`catalogs:`); none is the profile's warehouse -#}
+  {% do return(custom_database_name | trim if custom_database_name else none) %}
+{%- endmacro %}
+
 {% macro deltalog__make_temp_relation(base_relation, suffix) %}
   {#- unique per invocation and thread: parallel models never collide -#}
   {% set tmp_identifier = base_relation.identifier ~ adapter.temp_view_suffix() %}
-  {% do return(base_relation.incorporate(path={"identifier": tmp_identifier, "schema": none}, type='view')) %}
+  {% do return(base_relation.incorporate(path={"identifier": tmp_identifier, "schema": none, "database": none}, type='view')) %}
 {% endmacro %}
 
 {% macro deltalog__create_table_as(temporary, relation, compiled_code, language='sql') -%}
