@@ -129,6 +129,36 @@ def test_a_source_registered_by_someone_else_is_found_by_name(metastore, tmp_pat
     assert [(r["unique_id"], r["status"]) for r in results] == [("source.hms2.crm.customers", "pass")]
 
 
+def test_an_attached_catalog_registers_in_its_own_metastore(metastore, tmp_path):
+    """`catalogs: {lake: {warehouse, catalog}}`: what a model builds in `lake` is registered in lake's
+    metastore, and a source of `lake` with no location is found there by name."""
+    import deltalake
+    import pyarrow as pa
+
+    from deltalog import Snapshot, write_deltalake
+
+    elsewhere = str(tmp_path / "sales-lake" / "deals")
+    write_deltalake(elsewhere, pa.table({"id": pa.array([1, 2, 3], pa.int64()), "size": [5, 50, 500]}))
+    client = parse_catalog({"type": "hive", "uri": metastore.uri})
+    client.ensure_database("sales", str(tmp_path / "sales-lake"))
+    client.register_table("sales", "deals", elsewhere, Snapshot.load(elsewhere).schema_json, [], None)
+    project = write_project(tmp_path / "p", "hms4", {
+        "sources.yml": "version: 2\nsources:\n  - name: sales\n    database: lake\n    tables:\n      - name: deals\n",
+        "big_deals.sql": "{{ config(materialized='table', database='lake', schema='marts') }}\n"
+                         "select id from {{ source('sales', 'deals') }} where size > 10\n",
+        "deal_count.sql": "{{ config(materialized='table') }}\nselect count(*) as n from {{ ref('big_deals') }}\n",
+    }, profile_extra=f"catalogs:\n  lake: {{warehouse: {tmp_path / 'lake_wh'}, "
+                     f"catalog: {{type: hive, uri: '{metastore.uri}'}}}}\n")
+    result = dbt(project, "run")
+    assert result.returncode == 0, result.stdout[-3000:]
+    built = tmp_path / "lake_wh" / "analytics_marts" / "big_deals"
+    assert sorted(deltalake.DeltaTable(str(built)).to_pyarrow_table().column("id").to_pylist()) == [2, 3]
+    assert client.location("analytics_marts", "big_deals") == str(built)
+    # the profile's own warehouse has no metastore: its table is not registered in lake's
+    assert (tmp_path / "p" / "warehouse" / "analytics" / "deal_count" / "_delta_log").is_dir()
+    assert "deal_count" not in client.tables("analytics")
+
+
 def test_the_metastore_reads_view_sql_with_its_own_names():
     assert metastore_sql("select * from `shop.orders` o join `shop.x` using (id) where s = '`a.b`'") == \
         "select * from `shop`.`orders` o join `shop`.`x` using (id) where s = '`a.b`'"
