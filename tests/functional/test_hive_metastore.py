@@ -108,15 +108,28 @@ def test_a_source_registered_by_someone_else_is_found_by_name(metastore, tmp_pat
     client.ensure_database("crm", str(tmp_path / "crm-lake"))
     snap = Snapshot.load(elsewhere)
     client.register_table("crm", "customers", elsewhere, snap.schema_json, [], None)
+    # someone else's table, registered in the dbt schema itself: listed with the schema's own relations
+    partners = str(tmp_path / "crm-lake" / "partners")
+    write_deltalake(partners, pa.table({"id": pa.array([9], pa.int64()), "name": ["cy"]}))
+    client.ensure_database("analytics", str(tmp_path / "p" / "warehouse" / "analytics"))
+    client.register_table("analytics", "partners", partners, Snapshot.load(partners).schema_json, [], None)
     project = write_project(tmp_path / "p", "hms2", {
         "sources.yml": "version: 2\nsources:\n  - name: crm\n    freshness: {warn_after: {count: 1, period: day}}\n"
                        "    tables:\n      - name: customers\n",
-        "names.sql": "{{ config(materialized='table') }}\nselect upper(name) as name from {{ source('crm', 'customers') }}\n",
+        "names.sql": "{{ config(materialized='table') }}\nselect upper(name) as name from {{ source('crm', 'customers') }}\n"
+                     "union all select upper(name) from analytics.partners\n",
     }, profile_extra=f"catalog: {{type: hive, uri: '{metastore.uri}'}}\n")
+    (project / "macros").mkdir()
+    (project / "macros" / "found.sql").write_text(
+        "{% macro found() %}{% do log('FOUND ' ~ adapter.get_relation(none, 'analytics', 'partners'), info=true) %}"
+        "{% endmacro %}\n")
     result = dbt(project, "run")
     assert result.returncode == 0, result.stdout[-3000:]
     table = deltalake.DeltaTable(str(tmp_path / "p" / "warehouse" / "analytics" / "names"))
-    assert sorted(table.to_pyarrow_table().column("name").to_pylist()) == ["ANN", "BO"]
+    assert sorted(table.to_pyarrow_table().column("name").to_pylist()) == ["ANN", "BO", "CY"]
+    found = dbt(project, "run-operation", "found")
+    assert "FOUND `analytics.partners`" in found.stdout, found.stdout[-2000:]
+    assert client.location("analytics", "partners") == partners  # theirs: left as it was
     assert client.location("analytics", "names") == table.table_uri.removeprefix("file://").rstrip("/")
     docs = dbt(project, "docs", "generate")
     assert docs.returncode == 0, docs.stdout[-3000:]
@@ -162,6 +175,9 @@ def test_an_attached_catalog_registers_in_its_own_metastore(metastore, tmp_path)
 def test_the_metastore_reads_view_sql_with_its_own_names():
     assert metastore_sql("select * from `shop.orders` o join `shop.x` using (id) where s = '`a.b`'") == \
         "select * from `shop`.`orders` o join `shop`.`x` using (id) where s = '`a.b`'"
+    # in the metastore of the attached catalog `raw`, its own relations have two parts, others' three
+    assert metastore_sql("select * from `raw.shop.a` join `lake.shop.b` using (id)", "raw") == \
+        "select * from `shop`.`a` join `lake`.`shop`.`b` using (id)"
 
 
 @pytest.mark.parametrize("catalog, message", [

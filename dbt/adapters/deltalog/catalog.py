@@ -120,6 +120,11 @@ class Warehouse:
     def _external_key(self, schema: str, name: str) -> tuple:
         return (schema, name) if self.name is None else (self.name, schema, name)
 
+    def add_external(self, schema: str, name: str, location: str) -> None:
+        """The Delta table `schema.name` of this catalog lives at `location` (a source's, or one that
+        someone else registered in the catalog's metastore)."""
+        self.external[self._external_key(schema, name)] = location
+
     def external_tables(self) -> List[Tuple[str, str, str]]:
         """(schema, name, location) of the sources of this catalog that live outside its folder."""
         width = 2 if self.name is None else 3

@@ -309,19 +309,42 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
 
     # ---- relations -------------------------------------------------------------------------
 
+    @available.parse_none
+    def get_relation(self, database: Optional[str], schema: str, identifier: str) -> Optional[BaseRelation]:
+        """As dbt finds it, where `database` is an attached catalog; none (or, as dbt-spark projects write
+        it, the schema itself, or a node's missing `database`) is the profile's own warehouse."""
+        if not isinstance(database, str) or not database or (
+                database == schema and database not in RUNTIME.catalog_names):
+            database = None
+        return BaseAdapter.get_relation(self, database, schema, identifier)
+
     def list_relations_without_caching(self, schema_relation: BaseRelation) -> List[BaseRelation]:
-        relations = []
-        for entry in self.warehouse_of(schema_relation).list_relations(schema_relation.schema):
-            relations.append(
-                self.Relation.create(
-                    database=schema_relation.database,
-                    schema=entry.schema,
-                    identifier=entry.name,
-                    type=RelationType.Table if entry.kind == "table" else RelationType.View,
-                    is_delta=entry.kind == "table",
-                )
-            )
-        return relations
+        warehouse = self.warehouse_of(schema_relation)
+        entries = warehouse.list_relations(schema_relation.schema) if schema_relation.schema else []
+        entries += self._registered_by_others(schema_relation, {e.name for e in entries})
+        return [self.Relation.create(database=schema_relation.database, schema=entry.schema, identifier=entry.name,
+                                     type=RelationType.Table if entry.kind == "table" else RelationType.View,
+                                     is_delta=entry.kind == "table")
+                for entry in entries]
+
+    def _registered_by_others(self, schema_relation: BaseRelation, listed: Set[str]) -> List[Any]:
+        """The Delta tables that others registered in the catalog's metastore under this dbt schema (not in
+        the warehouse folder, so not in `listed`): known from then on as tables that live elsewhere. Their
+        views are not: their SQL is another engine's."""
+        from dbt.adapters.deltalog.catalog import Entry, latest_log_version
+
+        metastore, schema = self.metastore_of(schema_relation), schema_relation.schema
+        if metastore is None or not schema:
+            return []
+        warehouse, found = self.warehouse_of(schema_relation), []
+        for name in metastore.tables(schema):
+            if name in listed:
+                continue
+            location = metastore.location(schema, name)
+            if location and latest_log_version(location) is not None:
+                warehouse.add_external(schema, name, location)
+                found.append(Entry("table", schema, name, location))
+        return found
 
     @available.parse_none
     def drop_relation(self, relation: BaseRelation) -> None:

@@ -69,9 +69,11 @@ def _local_path(location: str) -> str:
     return location
 
 
-def metastore_sql(sql: str) -> str:
+def metastore_sql(sql: str, catalog: Optional[str] = None) -> str:
     """A dbt view's SQL with each session-view name (`` `shop.orders` ``) written as the metastore names
-    the relation (`` `shop`.`orders` ``), for engines that read the view from the metastore."""
+    the relation (`` `shop`.`orders` ``), for engines that read the view from the metastore. In the
+    metastore of the attached catalog `catalog`, that catalog's `` `catalog.shop.orders` `` is
+    `` `shop`.`orders` `` too; another catalog's name keeps its three parts."""
     from dbt.adapters.deltalog.sql_gateway import tokens
 
     try:
@@ -79,9 +81,11 @@ def metastore_sql(sql: str) -> str:
     except Exception:
         return sql
     for t in reversed(toks):
-        if t.kind == "IDENTIFIER" and t.text.count(".") == 1:
-            schema, name = t.text.split(".")
-            sql = sql[:t.start] + f"`{schema}`.`{name}`" + sql[t.end:]
+        parts = t.text.split(".") if t.kind == "IDENTIFIER" else []
+        if len(parts) == 3 and catalog and parts[0] == catalog:
+            parts = parts[1:]
+        if len(parts) in (2, 3) and all(parts):
+            sql = sql[:t.start] + ".".join(f"`{p}`" for p in parts) + sql[t.end:]
     return sql
 
 
@@ -182,11 +186,11 @@ class HiveMetastore:
                                tableType="EXTERNAL_TABLE"))
 
     def register_view(self, schema: str, name: str, sql: str, columns: List[Tuple[str, str]],
-                      comment: Optional[str]) -> None:
+                      comment: Optional[str], catalog: Optional[str] = None) -> None:
         """Create or update a view: its SQL with names as the metastore knows them, its columns."""
         from pymetastore.hive_metastore import ttypes
 
-        text = metastore_sql(sql)
+        text = metastore_sql(sql, catalog)
         params = {"spark.sql.create.version": "dbt-deltalog"}
         if comment:
             params["comment"] = comment
@@ -275,7 +279,8 @@ def publish(metastore: HiveMetastore, warehouse: Any, spark: Any, schema: str, n
         metastore.register_table(schema, name, entry.path, snapshot.schema_json, list(snapshot.partition_columns),
                                  snapshot.metadata.description)
         return
-    fields = spark.table(f"`{schema}.{name}`").schema.fields
+    fields = spark.table(f"`{warehouse.view_name(schema, name)}`").schema.fields
     docs = warehouse.read_view_docs(schema, name)
     metastore.register_view(schema, name, warehouse.read_view_sql(schema, name) or "",
-                            [(f.name, f.dataType.simpleString()) for f in fields], docs.get("description"))
+                            [(f.name, f.dataType.simpleString()) for f in fields], docs.get("description"),
+                            warehouse.name)

@@ -3,7 +3,7 @@
   {%- set strategy_name = config.get('strategy') -%}
 
   {% set target_relation_exists, target_relation = get_or_create_relation(
-          database=model.database, schema=model.schema, identifier=target_table, type='table') -%}
+          database=model.get('database'), schema=model.schema, identifier=target_table, type='table') -%}
   {%- if not target_relation.is_table -%}
     {% do exceptions.relation_wrong_type(target_relation, 'table') %}
   {%- endif -%}
