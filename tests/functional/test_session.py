@@ -47,6 +47,10 @@ def test_storage_option_secrets_never_show_in_dbt_debug_or_errors():
     creds = DeltalogCredentials.from_dict({"schema": "a", "warehouse": "s3://b/wh", "storage_options": options})
     shown = dict(creds.connection_info())["storage_options"]
     assert shown == {"AWS_ACCESS_KEY_ID": "****", "AWS_SECRET_ACCESS_KEY": "****", "AWS_REGION": "eu-west-1"}
+    # an attached catalog's own storage options too
+    attached = DeltalogCredentials.from_dict({"schema": "a", "catalogs": {"raw": {"warehouse": "s3://r/wh",
+                                                                                  "storage_options": options}}})
+    assert dict(attached.connection_info())["catalogs"]["raw"]["storage_options"] == shown
     filesystem.configure("s3://b/wh", options)
     try:
         message = _short_error(RuntimeError("signature with s3cr3t-value-123 for AKIAEXAMPLEID refused"))

@@ -264,6 +264,9 @@ class DeltalogCredentials(Credentials):
         to decide whether to parse the project again: nothing here may change between commands."""
         for key, value in super().connection_info(with_aliases=with_aliases):
             secret_keyed = key in ("spark_conf", "storage_options") and isinstance(value, dict)
+            if key == "catalogs" and isinstance(value, dict):  # each attached warehouse's storage options
+                value = {name: {**entry, "storage_options": redact_conf(entry.get("storage_options") or {})}
+                         for name, entry in value.items()}
             yield key, redact_conf(value) if secret_keyed else value
 
     def spark_server_status(self) -> str:
