@@ -43,6 +43,17 @@ class Entry:
     path: str  # table folder or view SQL file
 
 
+class UnknownCatalogError(DbtRuntimeError):
+    """A dbt `database` that names no catalog the profile attaches."""
+
+    def __init__(self, database: str, attached, where: str = ""):
+        names = ", ".join(sorted(attached)) or "none"
+        super().__init__(
+            f"{where}database {database!r} is not a catalog of this profile (attached: {names}). Leave "
+            f"`database` unset for the profile's own warehouse, or attach a warehouse under that name in the "
+            f"profile's `catalogs`. Nothing was read or written.")
+
+
 class UnsafeNameError(DbtRuntimeError):
     """A schema or relation name that would reach outside the warehouse (or into a hidden folder)."""
 
@@ -99,11 +110,7 @@ class Warehouse:
             return self.catalogs[None]
         found = self.catalogs.get(catalog)
         if found is None:
-            attached = ", ".join(sorted(n for n in self.catalogs if n)) or "none"
-            raise DbtRuntimeError(
-                f"database {catalog!r} is not a catalog of this profile (attached: {attached}). Leave "
-                f"`database` unset for the warehouse {self.catalogs[None].root}, or attach a warehouse under "
-                f"that name in the profile's `catalogs`. Nothing was read or written.")
+            raise UnknownCatalogError(catalog, [n for n in self.catalogs if n])
         return found
 
     def resolve(self, schema: str, name: str) -> Tuple["Warehouse", str, str]:

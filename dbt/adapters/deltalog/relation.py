@@ -10,8 +10,8 @@ from typing import Any, Optional
 
 from dbt.adapters.base.relation import Policy
 from dbt.adapters.spark.relation import SparkRelation
-from dbt_common.exceptions import DbtRuntimeError
 
+from dbt.adapters.deltalog.catalog import UnknownCatalogError
 from dbt.adapters.deltalog.model_config import _get
 from dbt.adapters.deltalog.runtime.session import RUNTIME
 
@@ -46,11 +46,7 @@ class DeltalogRelation(SparkRelation):
         # dbt-spark refuses any database; ours names an attached catalog (or, as dbt-spark allows, the
         # schema itself: `create` turns that into none)
         if self.database and self.database not in RUNTIME.catalog_names:
-            attached = ", ".join(sorted(RUNTIME.catalog_names)) or "none"
-            raise DbtRuntimeError(
-                f"{self.schema}.{self.identifier}: database {self.database!r} is not a catalog of this profile "
-                f"(attached: {attached}). Leave `database` unset for the profile's warehouse, or attach a "
-                f"warehouse under that name in the profile's `catalogs`.")
+            raise UnknownCatalogError(self.database, RUNTIME.catalog_names, f"{self.schema}.{self.identifier}: ")
 
     @classmethod
     def create(cls, database: Optional[str] = None, schema: Optional[str] = None, identifier: Optional[str] = None,
