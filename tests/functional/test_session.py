@@ -273,6 +273,11 @@ def test_attached_catalogs_resolve_from_the_project_folder():
     creds.resolve_warehouse("/project")
     warehouse = creds.warehouses()
     assert (warehouse.root, warehouse.of("raw").root) == ("/project/wh", "/project/raw_wh")
+    # a relative catalog beside an absolute warehouse is the project folder's too
+    mixed = DeltalogCredentials.from_dict({"schema": "analytics", "warehouse": "/data/wh",
+                                           "catalogs": {"raw": {"warehouse": "raw_wh"}}})
+    mixed.resolve_warehouse("/project")
+    assert mixed.warehouses().of("raw").root == "/project/raw_wh"
     assert warehouse.of(None) is warehouse and warehouse.of("raw").of(None) is warehouse
     assert warehouse.of("raw").view_name("s", "t") == "raw.s.t" and warehouse.view_name("s", "t") == "s.t"
     # `raw.s.t` as one quoted view name is read back to its catalog; `s.t` names the profile's warehouse

@@ -226,8 +226,7 @@ class DeltalogCredentials(Credentials):
 
     def warehouses(self) -> Warehouse:
         """The profile's warehouse, with its attached catalogs (`Warehouse.of`)."""
-        if not os.path.isabs(self.warehouse) and not is_object_store_uri(self.warehouse):
-            self.resolve_warehouse()
+        self.resolve_warehouse()  # a no-op once the adapter resolved them from the project folder
         warehouse = Warehouse(self.warehouse, RUNTIME.external_tables)
         for name, entry in self.catalogs.items():
             warehouse.attach(name, entry["warehouse"])

@@ -136,8 +136,8 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         else:
             super().__init__(config, mp_context)
         creds = config.credentials
-        if not os.path.isabs(os.path.expanduser(creds.warehouse)):
-            creds.resolve_warehouse(getattr(config, "project_root", None))
+        # relative warehouses (the profile's and each attached catalog's) are the project folder's
+        creds.resolve_warehouse(getattr(config, "project_root", None))
         for name, catalog in creds.warehouses().catalogs.items():
             if catalog.on_object_store:  # every table under it uses them
                 fs.configure(catalog.root, creds.storage_options_of(name))
