@@ -127,6 +127,8 @@ def test_a_spark_writer_killed_on_s3_leaves_the_last_landed_version(s3, hook):
     recover_and_vacuum(s3, uri, version)
 
 
+@full_only("a writer killed mid-commit on S3 is the commit_put case above; random kills on S3 are "
+           "tests/robustness/test_random_kills.py's S3 trial")
 def test_spark_writers_killed_at_random_moments_on_s3(s3):
     uri = create(s3, "random-kills")
     rng = random.Random(11)
