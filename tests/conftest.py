@@ -31,6 +31,7 @@ SLOWEST_FIRST = [
     "tests/functional/test_hive_metastore.py",
     "tests/functional/test_spark_server.py",
     "tests/functional/test_change_data_feed.py",
+    "tests/functional/test_three_part_names.py",
     "tests/robustness/test_crash.py",
     "tests/robustness/test_executor_loss.py",
     "tests/spark/test_deletion_vectors_spark.py",

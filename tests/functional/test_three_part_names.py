@@ -106,3 +106,23 @@ def test_a_database_that_is_not_attached_is_refused_by_name(tmp_path):
     assert "database 'finance' is not a catalog of this profile (attached: raw)" in result.stdout
     assert not (tmp_path / "raw_wh").exists() or not any((tmp_path / "raw_wh").rglob("_delta_log"))
     assert not any((tmp_path / "warehouse").rglob("_delta_log"))
+
+
+def test_an_attached_catalog_on_an_object_store_uses_its_own_storage_options(tmp_path):
+    """The profile's warehouse on local disk, `lake` on S3 (SeaweedFS) with its own keys: each table is
+    written where its catalog is, and the keys never show in the log."""
+    from tests.seaweed import seaweedfs_or_skip
+
+    with seaweedfs_or_skip() as s3:
+        options = "".join(f"\n      {k}: '{v}'" for k, v in s3.storage_options().items())
+        project = write_project(tmp_path, "s3cat", {
+            "events.sql": "{{ config(materialized='table', database='lake') }}\nselect id from range(0, 5)\n",
+            "event_count.sql": "{{ config(materialized='table') }}\nselect count(*) as n from {{ ref('events') }}\n",
+        }, profile_extra=f"catalogs:\n  lake:\n    warehouse: {s3.uri('lake_wh')}\n    storage_options:{options}\n")
+        result = dbt(project, "run")
+        assert result.returncode == 0, result.stdout[-3000:]
+        events = deltalake.DeltaTable(s3.uri("lake_wh", "analytics", "events"), storage_options=s3.storage_options())
+        assert sorted(events.to_pyarrow_table().column("id").to_pylist()) == [0, 1, 2, 3, 4]
+        assert _rows(tmp_path / "warehouse" / "analytics" / "event_count", "n") == [{"n": 5}]
+        log = (project / "logs" / "dbt.log").read_text(errors="replace")
+        assert s3.storage_options()["AWS_SECRET_ACCESS_KEY"] not in log + result.stdout
