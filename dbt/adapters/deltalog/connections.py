@@ -15,10 +15,10 @@ from dbt.adapters.spark.connections import SparkConnectionManager
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.deltalog.catalog import Warehouse
-from deltalog.filesystem import is_object_store_uri
 from dbt.adapters.deltalog.sql_gateway import execute
 from dbt.adapters.deltalog.runtime.session import RUNTIME
 from deltalog.errors import DeltaError
+from deltalog.filesystem import is_object_store_uri
 
 logger = AdapterLogger("Deltalog")
 
