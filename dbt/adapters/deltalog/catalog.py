@@ -31,6 +31,11 @@ LOG_DIR = "_delta_log"
 _RELATION_REF = re.compile(r"`([^`.\s]+)\.([^`\s]+)`")
 
 
+def external_key(catalog: Optional[str], schema: str, name: str) -> tuple:
+    """A table's key among those that live outside their warehouse's folder (`Warehouse.external`)."""
+    return (schema, name) if catalog is None else (catalog, schema, name)
+
+
 def view_name(schema: str, name: str, catalog: Optional[str] = None) -> str:
     return f"{catalog}.{schema}.{name}" if catalog else f"{schema}.{name}"
 
@@ -124,13 +129,10 @@ class Warehouse:
     def view_name(self, schema: str, name: str) -> str:
         return view_name(schema, name, self.name)
 
-    def _external_key(self, schema: str, name: str) -> tuple:
-        return (schema, name) if self.name is None else (self.name, schema, name)
-
     def add_external(self, schema: str, name: str, location: str) -> None:
         """The Delta table `schema.name` of this catalog lives at `location` (a source's, or one that
         someone else registered in the catalog's metastore)."""
-        self.external[self._external_key(schema, name)] = location
+        self.external[external_key(self.name, schema, name)] = location
 
     def external_tables(self) -> List[Tuple[str, str, str]]:
         """(schema, name, location) of the sources of this catalog that live outside its folder."""
@@ -147,7 +149,7 @@ class Warehouse:
 
     def table_path(self, schema: str, name: str) -> str:
         """The table's location: an external source's, the one a `.location` file names, or the folder."""
-        external = self.external.get(self._external_key(schema, name))
+        external = self.external.get(external_key(self.name, schema, name))
         if external is not None:
             return external
         return self.location_of(schema, name) or self.folder_path(schema, name)

@@ -11,7 +11,7 @@ from typing import Any, Optional
 from dbt.adapters.base.relation import Policy
 from dbt.adapters.spark.relation import SparkRelation
 
-from dbt.adapters.deltalog.catalog import UnknownCatalogError
+from dbt.adapters.deltalog.catalog import UnknownCatalogError, external_key
 from dbt.adapters.deltalog.model_config import _get
 from dbt.adapters.deltalog.runtime.session import RUNTIME
 
@@ -69,8 +69,8 @@ class DeltalogRelation(SparkRelation):
             if location is not None:
                 if "://" not in location and not location.startswith("/"):
                     location = os.path.abspath(os.path.join(RUNTIME.project_root or ".", os.path.expanduser(location)))
-                key = (relation.schema, relation.identifier)
-                RUNTIME.external_tables[(relation.database, *key) if relation.database else key] = location
+                key = external_key(relation.database or None, relation.schema, relation.identifier)
+                RUNTIME.external_tables[key] = location
         return relation
 
     def render(self) -> str:
