@@ -47,7 +47,8 @@ def spark_version() -> str:
 def _sets() -> dict[str, list[str]]:
     return {
         "delta-spark": [f"io.delta:delta-spark_2.13:{DELTA_SPARK_VERSION}"],
-        # S3A and its AWS SDK bundle; pyspark's shaded hadoop-client-api / -runtime are the rest of Hadoop
+        # S3A and the AWS SDK modules it loads (SDK_MODULES); pyspark's shaded hadoop-client-api / -runtime
+        # are the rest of Hadoop
         "hadoop-aws": [f"org.apache.hadoop:hadoop-aws:{hadoop_version()}"],
         # ABFS (Hadoop 3.5 removed WASB: its class only says to use ABFS)
         "hadoop-azure": [f"org.apache.hadoop:hadoop-azure:{hadoop_version()}"],
@@ -62,21 +63,29 @@ def _sets() -> dict[str, list[str]]:
 GROUPS: dict[str, list[str]] = {
     "delta-spark": ["io.delta"],
     "hadoop-azure": ["org.apache.hadoop"],  # pyspark ships the HTTP client and codecs it uses
+    # pyspark ships Netty, Apache's HTTP client, codecs and logging, which the SDK modules also name
+    "hadoop-aws": ["org.apache.hadoop", "software.amazon", "org.reactivestreams", "org.wildfly"],
     "spark-kafka": ["org.apache.spark", "org.apache.kafka", "org.apache.commons"],  # + kafka-clients, pool2
 }
 _SPARK_GROUPS = ("org.apache.spark",)
+
+# hadoop-aws depends on the AWS SDK's `bundle`: every AWS service in one 690 MB jar, which Spark copies
+# into each session and each executor that lists it in `spark.jars` (3 s a local session here). S3A loads
+# only these modules; they are taken at the bundle's own version instead.
+SDK_BUNDLE = "software.amazon.awssdk:bundle"
+SDK_MODULES = {"hadoop-aws": ["s3", "sts", "s3-transfer-manager"]}
 
 
 class MavenUnavailable(RuntimeError):
     """The jars could not be resolved; the message says why."""
 
 
-def _pom(coordinates: list[str]) -> str:
+def _pom(coordinates: list[str], excluded: tuple[str, ...] = ()) -> str:
     deps = []
     for c in coordinates:
         group, artifact, version = c.split(":")
-        exclusions = "".join(f"<exclusion><groupId>{g}</groupId><artifactId>*</artifactId></exclusion>"
-                             for g in _SPARK_GROUPS)
+        exclusions = "".join(f"<exclusion><groupId>{g}</groupId><artifactId>{a}</artifactId></exclusion>"
+                             for g, a in [(g, "*") for g in _SPARK_GROUPS] + [tuple(e.split(":")) for e in excluded])
         deps.append(f"<dependency><groupId>{group}</groupId><artifactId>{artifact}</artifactId>"
                     f"<version>{version}</version><exclusions>{exclusions}</exclusions></dependency>")
     return ("<project xmlns=\"http://maven.apache.org/POM/4.0.0\"><modelVersion>4.0.0</modelVersion>"
@@ -96,7 +105,8 @@ def jars(name: str) -> list[str]:
 def _resolve(name: str, coordinates: list[str]) -> list[str]:
     folder = CACHE / name
     stamp = folder / ".stamp"
-    key = hashlib.sha256("\n".join(coordinates + GROUPS.get(name, [])).encode()).hexdigest()
+    named = coordinates + GROUPS.get(name, []) + SDK_MODULES.get(name, [])
+    key = hashlib.sha256("\n".join(named).encode()).hexdigest()
     out = folder / "jars"
     if stamp.exists() and stamp.read_text() == key:
         return sorted(str(p) for p in out.glob("*.jar"))
@@ -105,7 +115,12 @@ def _resolve(name: str, coordinates: list[str]) -> list[str]:
         raise MavenUnavailable(f"{name}: Maven (`mvn`) is not installed, so {coordinates} cannot be resolved")
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    (folder / "pom.xml").write_text(_pom(coordinates))
+    if name in SDK_MODULES:
+        version = _dependency_version(mvn, folder, coordinates, SDK_BUNDLE)
+        coordinates = coordinates + [f"software.amazon.awssdk:{m}:{version}" for m in SDK_MODULES[name]]
+        (folder / "pom.xml").write_text(_pom(coordinates, excluded=(SDK_BUNDLE,)))
+    else:
+        (folder / "pom.xml").write_text(_pom(coordinates))
     run = subprocess.run([mvn, "-q", "-B", "-f", str(folder / "pom.xml"), "dependency:copy-dependencies",
                           f"-DoutputDirectory={out}", "-DincludeScope=runtime",
                           *([f"-DincludeGroupIds={','.join(GROUPS[name])}"] if name in GROUPS else [])],
@@ -116,6 +131,20 @@ def _resolve(name: str, coordinates: list[str]) -> list[str]:
         raise MavenUnavailable(f"{name}: Maven could not resolve {coordinates}: " + " ".join(lines)[-1500:])
     stamp.write_text(key)
     return sorted(str(p) for p in out.glob("*.jar"))
+
+
+def _dependency_version(mvn: str, folder: Path, coordinates: list[str], dependency: str) -> str:
+    """The version of `dependency` (group:artifact) in the tree of `coordinates`, read from Maven."""
+    (folder / "pom.xml").write_text(_pom(coordinates))
+    tree = folder / "tree.txt"
+    run = subprocess.run([mvn, "-q", "-B", "-f", str(folder / "pom.xml"), "dependency:tree", f"-DoutputFile={tree}",
+                          f"-DincludeGroupIds={dependency.split(':')[0]}"], capture_output=True, text=True, timeout=1800)
+    match = re.search(re.escape(dependency) + r":jar:([^:\s]+)", tree.read_text() if tree.exists() else "")
+    if run.returncode != 0 or match is None:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise MavenUnavailable(f"Maven could not read the version of {dependency} that {coordinates} name: "
+                               + (run.stdout + run.stderr)[-1500:])
+    return match.group(1)
 
 
 def in_ci() -> bool:
