@@ -1,8 +1,8 @@
 """Spark's S3A connector for tests of the native data path on S3: Apache `hadoop-aws` at the version of the
 Hadoop this pyspark ships (pyspark 4.3: 3.5.0) and the AWS SDK modules it calls (not the 690 MB bundle),
-resolved from Maven Central by `tests/maven/jars.py` into `.ci-cache/maven/hadoop-aws` (never part of the product's install).
-`$DELTALOG_HADOOP_AWS_JARS` (a folder of jars) points elsewhere. Tests skip, saying why, without them;
-in CI they fail."""
+resolved from Maven Central by `tests/maven/jars.py` into `.ci-cache/maven/hadoop-aws` (never part of the
+product's install). `$DELTALOG_HADOOP_AWS_JARS` (a folder of jars) points elsewhere. Tests skip, saying
+why, without them; in CI they fail."""
 from __future__ import annotations
 
 import glob
