@@ -7,8 +7,8 @@
   permissions with a system call and writes no `.crc` files.
 - Clustering's per-row work in JVM code: `io.deltalog.cluster` ranks values among sampled cut points
   with a branch-free search, keys strings straight from their bytes and computes curve keys
-  (zorder.py uses them when `runs_jar_classes`; other sessions get the same numbers from plain Spark
-  expressions).
+  (zorder.py uses them when `runs_jar_classes`, over Spark Connect too, where the jar is an artifact
+  of the session; other sessions get the same numbers from plain Spark expressions).
 - Deletion vectors in JVM code: `io.deltalog.dv.DeletedRows` tells a scanned row (file, row index)
   deleted by looking its file up once per run of rows (reader.py, when `has_jar_class`; otherwise an
   anti-join on the row index).
@@ -23,6 +23,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
 
 JAR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jars", "deltalog-spark.jar")
 FILE_SYSTEM_CLASS = "io.deltalog.hadoop.NoForkLocalFileSystem"
@@ -56,10 +60,35 @@ def embedded_session_conf(conf: dict[str, str], master: str = "local[*]") -> dic
     return out
 
 
+def add_jar_artifact(spark) -> bool:
+    """Sends the jar to a Spark Connect session as an artifact: its classes join that session's class
+    path on the server and its executors, and its UDFs are registered by class name (`jar_function`).
+    False, with the reason in `spark._deltalog_jar_refused`, where the server refuses it (the plain-Spark
+    paths are used then)."""
+    if not os.path.exists(JAR):
+        spark._deltalog_jar_artifact, spark._deltalog_jar_refused = False, f"{JAR} is not installed"
+        return False
+    try:
+        spark.addArtifacts(JAR)
+        spark.udf.registerJavaFunction(_PROBE, "io.deltalog.cluster.Rank$WithArgs")
+        spark._deltalog_jar_artifact = True
+    except Exception as exc:
+        spark._deltalog_jar_artifact = False
+        spark._deltalog_jar_refused = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+    return spark._deltalog_jar_artifact
+
+
+_PROBE = "__deltalog_jar_probe"
+
+
 def runs_jar_classes(spark) -> bool:
     """Whether every task of `spark` can load the jar's classes: a local master (its tasks run in this
-    JVM) that has the jar on its class path, or a cluster whose executors were shown to load them
-    (one tiny job, once per session). False for Spark Connect sessions."""
+    JVM) that has the jar on its class path, a cluster whose executors were shown to load them (one tiny
+    job, once per session), or a Spark Connect session the jar was added to (`add_jar_artifact`)."""
+    from .connect import is_connect
+
+    if is_connect(spark):
+        return bool(getattr(spark, "_deltalog_jar_artifact", False))
     try:
         sc = spark.sparkContext
         if not sc.master.startswith("local"):
@@ -77,9 +106,12 @@ def runs_jar_classes(spark) -> bool:
 
 
 def has_jar_class(spark, class_name: str) -> bool:
-    """Whether every task of `spark` can load the jar's `io.deltalog.<class_name>` (a Spark server started
-    by an older install of this package may run an older jar)."""
-    if not runs_jar_classes(spark):
+    """Whether every task of `spark` can load the jar's `io.deltalog.<class_name>` through Py4J (a Spark
+    server started by an older install of this package may run an older jar). False over Connect: what
+    this asks for is used through Py4J."""
+    from .connect import is_connect
+
+    if is_connect(spark) or not runs_jar_classes(spark):
         return False
     try:
         from py4j.java_gateway import JavaClass
@@ -103,6 +135,28 @@ def jar_class(spark, class_name: str):
         if isinstance(found, JavaClass):  # (a missing class is a JavaPackage: asked again next time)
             known[class_name] = found
     return found
+
+
+def jar_function(spark, class_name: str, *args, returns: str = "IntegerType") -> Callable[..., Column]:
+    """The jar's UDF `io.deltalog.<class_name>` built from `args`, as a function of columns. Over Spark
+    Connect its `WithArgs` sibling is registered by class name and `args` go with each call as literals
+    (Connect builds registered classes with no arguments)."""
+    from pyspark.sql import functions as F
+
+    from .connect import is_connect
+
+    if is_connect(spark):
+        name = f"__deltalog_{class_name.replace('.', '_').lower()}_with_args"
+        registered = spark.__dict__.setdefault("_deltalog_registered", set())
+        if name not in registered:
+            from pyspark.sql import types as T
+
+            spark.udf.registerJavaFunction(name, f"io.deltalog.{class_name}$WithArgs", getattr(T, returns)())
+            registered.add(name)
+        literals = [F.lit(bytes(a) if isinstance(a, bytearray) else a) for a in args]
+        return lambda *columns: F.call_function(name, *literals, *columns)
+    name = register_jar_function(spark, class_name, *args, returns=returns)
+    return lambda *columns: F.call_function(name, *columns)
 
 
 def register_jar_function(spark, class_name: str, *args, returns: str = "IntegerType",

@@ -34,7 +34,7 @@ from pyspark.sql.types import (
     StringType, TimestampNTZType, TimestampType,
 )
 
-from .embedded import register_jar_function, runs_jar_classes
+from .embedded import jar_function, runs_jar_classes
 
 DEFAULT_NUM_RANGES = 1000
 DEFAULT_SAMPLE_ROWS = 100_000
@@ -192,10 +192,9 @@ class RangeModel:
         cuts = _packed_doubles(self.splits[column][1:-1])  # the splits without their -inf and +inf
         if isinstance(df.schema[column].dataType, StringType):
             prefix = (self.prefixes.get(column) or "").encode("utf-8")
-            name = register_jar_function(df.sparkSession, "cluster.StringRangeId", bytearray(prefix), cuts, self.bits)
-            return F.call_function(name, F.col(_q(column)).cast("binary"))
-        name = register_jar_function(df.sparkSession, "cluster.RangeId", cuts, self.bits)
-        return F.call_function(name, order_key(df, column))
+            range_id = jar_function(df.sparkSession, "cluster.StringRangeId", bytearray(prefix), cuts, self.bits)
+            return range_id(F.col(_q(column)).cast("binary"))
+        return jar_function(df.sparkSession, "cluster.RangeId", cuts, self.bits)(order_key(df, column))
 
 
 def _packed_doubles(values: Sequence[float]) -> bytearray:
@@ -437,7 +436,7 @@ def _with_file_ids(model: RangeModel, frame: DataFrame, curve: str, num_files: i
     if not cuts:
         return keyed.withColumn(fid, F.lit(offset).cast("int")), keys
     if runs_jar_classes(frame.sparkSession):
-        rank = F.call_function(register_jar_function(frame.sparkSession, "cluster.Rank", _packed_doubles(cuts)), pkey)
+        rank = jar_function(frame.sparkSession, "cluster.Rank", _packed_doubles(cuts))(pkey)
         return keyed.withColumn(fid, (rank + F.lit(offset)).cast("int")), keys
     from pyspark.ml.feature import Bucketizer
     pk = f"{_INTERNAL}pkey"
@@ -495,9 +494,9 @@ def _curve(model: RangeModel, df: DataFrame, curve: str) -> tuple[DataFrame, lis
         packed = F.lit(0).cast("long")
         for i, c in enumerate(id_names):
             packed = packed.bitwiseOR(F.shiftleft(F.col(c).cast("long"), bits * (n - 1 - i)))
-        name = register_jar_function(df.sparkSession, "cluster.CurveKey", curve == "hilbert", n, bits, returns="LongType")
+        curve_key = jar_function(df.sparkSession, "cluster.CurveKey", curve == "hilbert", n, bits, returns="LongType")
         key = f"{_INTERNAL}z0"
-        return out.select(*[F.col(_q(c)) for c in df.columns], F.call_function(name, packed).alias(key)), [key]
+        return out.select(*[F.col(_q(c)) for c in df.columns], curve_key(packed).alias(key)), [key]
     if curve == "hilbert":
         out, id_names = hilbert_transpose(out, id_names, model.bits)
     zs = interleave_bits([F.col(c) for c in id_names], model.bits)

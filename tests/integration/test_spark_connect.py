@@ -188,6 +188,8 @@ def test_every_materialization_over_connect(connect_url, tmp_path):
     (project / "models" / "orders_stream.sql").unlink()
 
     _check_features(project, uri, None)
+    log = (project / "logs" / "dbt.log").read_text(errors="replace")
+    assert "the jar's classes (clustering ranks and curve keys) run on the server" in log
 
     # dbt clone: a second target clones the tables of the first (shallow clones of their versions)
     (project / "state").mkdir()
@@ -196,6 +198,37 @@ def test_every_materialization_over_connect(connect_url, tmp_path):
     (project / "profiles.yml").write_text(profile.replace("schema: analytics", "schema: analytics_clone"))
     _ok(_dbt(project, "clone", "--state", "state", "-s", "events", "zordered"))
     assert _rows(uri("../analytics_clone/events")) == _rows(uri("events"))
+
+
+def test_the_jar_reaches_the_server_as_an_artifact_and_its_functions_match_plain_spark(connect_url):
+    """The jar's clustering functions (range ids of numbers and strings, curve keys, file ranks) run on the
+    server, registered by class name in this session (the server was started without the jar): the same
+    numbers as the plain-Spark spelling of each, for both curves."""
+    from dbt.adapters.deltalog.runtime.connect import connect_session
+    from deltalog.spark import zorder
+
+    FILE = "__deltalog_cluster_file"
+    spark = connect_session(connect_url)
+    try:
+        assert spark._deltalog_jar_artifact is True, getattr(spark, "_deltalog_jar_refused", None)
+        df = spark.sql("select id, concat('user-', cast(id * 7919 % 1000 as string)) as s, "
+                       "case when id % 50 = 0 then null else (id * 37 % 211) / 3.0 end as d from range(0, 3000)")
+        model = zorder.fit_ranges(df, ["s", "d"], num_ranges=64)
+        for curve in zorder.CURVES:
+            got = {}
+            for with_jar in (True, False):
+                spark._deltalog_jar_artifact = with_jar
+                keyed, keys = zorder._with_file_ids(model, df, curve, 7, 0, None, 42)
+                ids, rids = model.with_range_ids(df)
+                got[with_jar] = (sorted(tuple(r) for r in keyed.select("id", *keys, FILE).collect()),
+                                 sorted(tuple(r) for r in ids.select("id", *rids).collect()))
+            spark._deltalog_jar_artifact = True
+            assert got[True] == got[False], curve
+            assert len({r[-1] for r in got[True][0]}) == 7  # rows spread over the 7 files
+        assert {f"__deltalog_cluster_{c}_with_args" for c in ("rangeid", "stringrangeid", "curvekey", "rank")} \
+            <= spark._deltalog_registered
+    finally:
+        spark.stop()
 
 
 @full_only("over Connect, object-store data goes through the same pyarrow tasks as a session without a "

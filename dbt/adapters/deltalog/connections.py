@@ -440,6 +440,12 @@ class DeltalogConnectionManager(SparkConnectionManager):
             where = f"Spark Connect ({creds.host})" if creds.method == "connect" else f"Spark ({creds.master})"
             raise FailedToConnectError(
                 redact_text(f"could not start {where}: {exc}", creds.spark_conf)) from None
+        if creds.method == "connect" and RUNTIME.first_description("spark-connect-jar"):
+            refused = getattr(spark, "_deltalog_jar_refused", None)
+            logger.debug("Spark Connect: the jar's classes (clustering ranks and curve keys) run on the server, "
+                         "sent as an artifact of this session" if refused is None else
+                         f"Spark Connect: the server refused the jar as an artifact ({refused}): clustering "
+                         f"ranks and curve keys come from plain Spark expressions")
         warehouse = creds.warehouses()
         for name, catalog in warehouse.catalogs.items():
             options = creds.storage_options_of(name)

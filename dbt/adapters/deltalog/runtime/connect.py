@@ -88,4 +88,9 @@ def connect_session(url: str, spark_conf: Optional[Dict[str, str]] = None):
                 f"the Spark Connect server at {shown} refused the setting {key}={value} ({first[:200]}). Over "
                 f"Connect, `spark_conf` may only hold settings a session can change; settings of the server "
                 f"itself (memory, master, jars) are given when the server starts.") from None
+    # the jar's classes (clustering's ranks and curve keys) reach the server and its executors as an
+    # artifact of this session; a server that refuses it gets the same numbers from plain Spark
+    from deltalog.spark.embedded import add_jar_artifact
+
+    add_jar_artifact(spark)
     return spark

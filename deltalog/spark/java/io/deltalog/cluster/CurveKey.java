@@ -1,6 +1,7 @@
 package io.deltalog.cluster;
 
 import org.apache.spark.sql.api.java.UDF1;
+import org.apache.spark.sql.api.java.UDF4;
 
 /**
  * A row's position on the Z-order or Hilbert curve from its range ids, packed into one long
@@ -74,5 +75,19 @@ public final class CurveKey implements UDF1<Long, Long> {
       }
     }
     return acc;
+  }
+
+  /** {@link RangeId.WithArgs}' counterpart: the curve, n and bits come first, as literals. */
+  public static final class WithArgs implements UDF4<Boolean, Integer, Integer, Long, Long> {
+    private static final long serialVersionUID = 1L;
+    private transient CurveKey function;
+
+    @Override
+    public Long call(Boolean hilbert, Integer n, Integer bits, Long packed) {
+      if (function == null || function.hilbert != hilbert || function.n != n || function.bits != bits) {
+        function = new CurveKey(hilbert, n, bits);
+      }
+      return function.call(packed);
+    }
   }
 }

@@ -1,8 +1,10 @@
 package io.deltalog.cluster;
 
 import java.nio.ByteBuffer;
+import java.util.Arrays;
 
 import org.apache.spark.sql.api.java.UDF1;
+import org.apache.spark.sql.api.java.UDF3;
 
 /**
  * A value's range id: its rank among sorted cut points, spread over a {@code bits}-bit space.
@@ -51,5 +53,27 @@ public final class RangeId implements UDF1<Double, Integer> {
   static int spread(int rank, int ranges, int bits) {
     long id = ((long) rank << bits) / ranges;
     return (int) Math.min(id, (1L << bits) - 1);
+  }
+
+  /**
+   * The same function for a session that registers it by class name (Spark Connect's
+   * registerJavaFunction, which builds it with no arguments): the cut points and bits come first, as
+   * literals, and the function built from them is kept while they stay the same.
+   */
+  public static final class WithArgs implements UDF3<byte[], Integer, Double, Integer> {
+    private static final long serialVersionUID = 1L;
+    private transient byte[] cuts;
+    private transient int bits;
+    private transient RangeId function;
+
+    @Override
+    public Integer call(byte[] cuts, Integer bits, Double value) {
+      if (function == null || bits != this.bits || (cuts != this.cuts && !Arrays.equals(cuts, this.cuts))) {
+        function = new RangeId(cuts, bits);
+        this.cuts = cuts;
+        this.bits = bits;
+      }
+      return function.call(value);
+    }
   }
 }

@@ -3,6 +3,7 @@ package io.deltalog.cluster;
 import java.util.Arrays;
 
 import org.apache.spark.sql.api.java.UDF1;
+import org.apache.spark.sql.api.java.UDF4;
 
 /**
  * A string's range id from its UTF-8 bytes: the order key of zorder.order_key (the big-endian number
@@ -40,5 +41,26 @@ public final class StringRangeId implements UDF1<byte[], Integer> {
       key = (key << 8) | (at < value.length ? value[at] & 0xff : 0);
     }
     return (double) key;
+  }
+
+  /** {@link RangeId.WithArgs}' counterpart: the prefix, cut points and bits come first, as literals. */
+  public static final class WithArgs implements UDF4<byte[], byte[], Integer, byte[], Integer> {
+    private static final long serialVersionUID = 1L;
+    private transient byte[] prefix;
+    private transient byte[] cuts;
+    private transient int bits;
+    private transient StringRangeId function;
+
+    @Override
+    public Integer call(byte[] prefix, byte[] cuts, Integer bits, byte[] value) {
+      if (function == null || bits != this.bits || (prefix != this.prefix && !Arrays.equals(prefix, this.prefix))
+          || (cuts != this.cuts && !Arrays.equals(cuts, this.cuts))) {
+        function = new StringRangeId(prefix, cuts, bits);
+        this.prefix = prefix;
+        this.cuts = cuts;
+        this.bits = bits;
+      }
+      return function.call(value);
+    }
   }
 }
