@@ -47,6 +47,16 @@ SPARK_READER = textwrap.dedent("""
 """)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def spark_servers():
+    """The module's dbt commands share local Spark servers (spark_server: true), as a user's commands
+    do; stopped when the module ends."""
+    yield
+    from dbt.adapters.deltalog.runtime.spark_server import stop_servers
+
+    stop_servers()
+
+
 @pytest.fixture(scope="module")
 def metastore():
     with hive_metastore(java_or_skip()) as running:
@@ -54,7 +64,7 @@ def metastore():
 
 
 def test_tables_and_views_are_registered_and_spark_lists_them(metastore, tmp_path):
-    project = write_project(tmp_path, "hms", MODELS,
+    project = write_project(tmp_path, "hms", MODELS, spark_server=True,
                             profile_extra=f"catalog: {{type: hive, uri: '{metastore.uri}'}}\n")
     result = dbt(project, "run")
     assert result.returncode == 0, result.stdout[-3000:]
@@ -113,7 +123,7 @@ def test_a_source_registered_by_someone_else_is_found_by_name(metastore, tmp_pat
     write_deltalake(partners, pa.table({"id": pa.array([9], pa.int64()), "name": ["cy"]}))
     client.ensure_database("analytics", str(tmp_path / "p" / "warehouse" / "analytics"))
     client.register_table("analytics", "partners", partners, Snapshot.load(partners).schema_json, [], None)
-    project = write_project(tmp_path / "p", "hms2", {
+    project = write_project(tmp_path / "p", "hms2", spark_server=True, models={
         "sources.yml": "version: 2\nsources:\n  - name: crm\n    freshness: {warn_after: {count: 1, period: day}}\n"
                        "    tables:\n      - name: customers\n",
         "names.sql": "{{ config(materialized='table') }}\nselect upper(name) as name from {{ source('crm', 'customers') }}\n"
@@ -155,7 +165,7 @@ def test_an_attached_catalog_registers_in_its_own_metastore(metastore, tmp_path)
     client = parse_catalog({"type": "hive", "uri": metastore.uri})
     client.ensure_database("sales", str(tmp_path / "sales-lake"))
     client.register_table("sales", "deals", elsewhere, Snapshot.load(elsewhere).schema_json, [], None)
-    project = write_project(tmp_path / "p", "hms4", {
+    project = write_project(tmp_path / "p", "hms4", spark_server=True, models={
         "sources.yml": "version: 2\nsources:\n  - name: sales\n    database: lake\n    tables:\n      - name: deals\n",
         "big_deals.sql": "{{ config(materialized='table', database='lake', schema='marts') }}\n"
                          "select id from {{ source('sales', 'deals') }} where size > 10\n",
@@ -205,7 +215,7 @@ def test_a_run_with_an_unreachable_metastore_fails_before_committing(tmp_path):
     from tests.standalone import free_port
 
     address = f"thrift://127.0.0.1:{free_port()}"
-    project = write_project(tmp_path, "hms3", {"orders.sql": MODELS["orders.sql"]},
+    project = write_project(tmp_path, "hms3", {"orders.sql": MODELS["orders.sql"]}, spark_server=True,
                             profile_extra=f"catalog: {{type: hive, uri: '{address}'}}\n")
     result = dbt(project, "run")
     assert result.returncode != 0
