@@ -1,6 +1,6 @@
 """The README's project built with `warehouse: s3://…` on a real S3 server (SeaweedFS on 127.0.0.1,
-started here), embedded Spark: both batches build, and every table delta-rs reads back from S3 holds
-exactly the rows of the same project built on local disk. Twice: as the Spark here is (no S3
+started here), on a local Spark the builds share (spark_server): both batches build, and every table
+delta-rs reads back from S3 holds exactly the rows of the same project built on local disk. Twice: as the Spark here is (no S3
 connector: executors write files at their final keys with pyarrow, a Python data source reads them),
 and with Spark's S3A connector on its class path (hadoop-aws, tests/hadoop_aws.py: Spark's own Parquet
 writer through the jar's DirectCommitProtocol, and its own reader). The log goes through obstore's
@@ -28,6 +28,16 @@ ROOT = Path(__file__).resolve().parents[2]
 RUN_TIME_COLUMNS = {"dbt_valid_from", "dbt_valid_to", "dbt_updated_at", "dbt_scd_id", "first_loaded_at"}
 
 
+@pytest.fixture(scope="module", autouse=True)
+def spark_servers():
+    """The builds share a local Spark server (spark_server: true), as a user's commands do: one JVM start
+    instead of one per command. Stopped when the module ends."""
+    yield
+    from dbt.adapters.deltalog.runtime.spark_server import stop_servers
+
+    stop_servers()
+
+
 @pytest.fixture(scope="module")
 def s3():
     with seaweedfs_or_skip() as server:
@@ -44,7 +54,7 @@ def _project(base: Path, warehouse_lines: list[str]) -> Path:
     shutil.copytree(ROOT / "integration_tests", project, ignore=shutil.ignore_patterns(
         "target", "logs", "warehouse", "dbt_packages", *SPARK_LITTER))
     profiles = project / "profiles.yml"
-    profiles.write_text(profiles.read_text().rstrip("\n") + "\n      spark_server: false\n"
+    profiles.write_text(profiles.read_text().rstrip("\n") + "\n      spark_server: true\n"
                         + "".join(f"      {line}\n" for line in warehouse_lines))
     return project
 
