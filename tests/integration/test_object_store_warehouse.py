@@ -1,10 +1,10 @@
 """The README's project built with `warehouse: s3://…` on a real S3 server (SeaweedFS on 127.0.0.1,
 started here), on a local Spark the builds share (spark_server): both batches build, and every table
-delta-rs reads back from S3 holds exactly the rows of the same project built on local disk. Twice: as the Spark here is (no S3
-connector: executors write files at their final keys with pyarrow, a Python data source reads them),
-and with Spark's S3A connector on its class path (hadoop-aws, tests/hadoop_aws.py: Spark's own Parquet
-writer through the jar's DirectCommitProtocol, and its own reader). The log goes through obstore's
-put-if-absent either way."""
+delta-rs reads back from S3 holds exactly the rows of the same project built on local disk. Twice: as
+the Spark here is (no S3 connector: executors write files at their final keys with pyarrow, a Python
+data source reads them), and, in the full suite, with Spark's S3A connector on its class path
+(hadoop-aws, tests/hadoop_aws.py: Spark's own Parquet writer through the jar's DirectCommitProtocol, and
+its own reader). The log goes through obstore's put-if-absent either way."""
 from __future__ import annotations
 
 import os
