@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from test_shop_project import BATCH_2, SCHEMA_OF, SPARK_LITTER  # tests/integration is on sys.path
+from test_shop_project import BATCH_2, EVERY_KIND, SCHEMA_OF, SPARK_LITTER  # tests/integration is on sys.path
 from tests.hadoop_aws import WHY_SKIPPED as NO_CONNECTOR, connector_jars, s3a_spark_conf
 from tests.seaweed import seaweedfs_or_skip
 from tests.selection import FULL, full_only
@@ -59,11 +59,9 @@ def _project(base: Path, warehouse_lines: list[str]) -> Path:
     return project
 
 
-# The suite builds the models that cover every kind of node (seeds, views, tables, the incremental
-# strategies, a python model, a snapshot) on S3, both ways; test_shop_project.py builds the whole project
-# on local disk. DELTALOG_FULL_SUITE=1 builds the whole project on S3, both ways.
-SELECTION = ["--select", "+orders_merge +dim_customers +product_sales +orders_snapshot +payments_daily "
-                 "+orders_microbatch", "--indirect-selection", "cautious"]
+# The suite builds the models that cover every kind of node on S3 (EVERY_KIND); test_shop_project.py
+# builds the whole project on local disk. DELTALOG_FULL_SUITE=1 builds the whole project on S3.
+SELECTION = EVERY_KIND
 TABLES = sorted(SCHEMA_OF) if FULL else ["customers", "dim_customers", "fct_orders", "orders", "orders_merge",
                                               "orders_snapshot", "payments", "payments_daily", "product_sales"]
 
