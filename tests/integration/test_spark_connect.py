@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -201,35 +202,50 @@ def test_every_materialization_over_connect(connect_url, tmp_path):
     assert _rows(uri("../analytics_clone/events")) == _rows(uri("events"))
 
 
-def test_the_jar_reaches_the_server_as_an_artifact_and_its_functions_match_plain_spark(connect_url):
-    """The jar's clustering functions (range ids of numbers and strings, curve keys, file ranks) run on the
-    server, registered by class name in this session (the server was started without the jar): the same
-    numbers as the plain-Spark spelling of each, for both curves."""
+JAR_CHECK = textwrap.dedent("""
+    import json, sys
     from dbt.adapters.deltalog.runtime.connect import connect_session
     from deltalog.spark import zorder
 
     FILE = "__deltalog_cluster_file"
-    spark = connect_session(connect_url)
-    try:
-        assert spark._deltalog_jar_artifact is True, getattr(spark, "_deltalog_jar_refused", None)
-        df = spark.sql("select id, concat('user-', cast(id * 7919 % 1000 as string)) as s, "
-                       "case when id % 50 = 0 then null else (id * 37 % 211) / 3.0 end as d from range(0, 3000)")
-        model = zorder.fit_ranges(df, ["s", "d"], num_ranges=64)
-        for curve in zorder.CURVES:
-            got = {}
-            for with_jar in (True, False):
-                spark._deltalog_jar_artifact = with_jar
-                keyed, keys = zorder._with_file_ids(model, df, curve, 7, 0, None, 42)
-                ids, rids = model.with_range_ids(df)
-                got[with_jar] = (sorted(tuple(r) for r in keyed.select("id", *keys, FILE).collect()),
-                                 sorted(tuple(r) for r in ids.select("id", *rids).collect()))
-            spark._deltalog_jar_artifact = True
-            assert got[True] == got[False], curve
-            assert len({r[-1] for r in got[True][0]}) == 7  # rows spread over the 7 files
-        assert {f"__deltalog_cluster_{c}_with_args" for c in ("rangeid", "stringrangeid", "curvekey", "rank")} \
-            <= spark._deltalog_registered
-    finally:
-        spark.stop()
+    spark = connect_session(sys.argv[1])
+    report = {"artifact": spark._deltalog_jar_artifact, "refused": getattr(spark, "_deltalog_jar_refused", None),
+              "curves": {}}
+    df = spark.sql("select id, concat('user-', cast(id * 7919 % 1000 as string)) as s, "
+                   "case when id % 50 = 0 then null else (id * 37 % 211) / 3.0 end as d from range(0, 3000)")
+    model = zorder.fit_ranges(df, ["s", "d"], num_ranges=64)
+    for curve in zorder.CURVES:
+        got = {}
+        for with_jar in (True, False):
+            spark._deltalog_jar_artifact = with_jar and report["artifact"]
+            keyed, keys = zorder._with_file_ids(model, df, curve, 7, 0, None, 42)
+            ids, rids = model.with_range_ids(df)
+            got[with_jar] = (sorted(tuple(r) for r in keyed.select("id", *keys, FILE).collect()),
+                             sorted(tuple(r) for r in ids.select("id", *rids).collect()))
+        spark._deltalog_jar_artifact = report["artifact"]
+        report["curves"][curve] = {"same": got[True] == got[False], "files": len({r[-1] for r in got[True][0]})}
+    report["registered"] = sorted(getattr(spark, "_deltalog_registered", ()))
+    spark.stop()
+    print("JAR-CHECK " + json.dumps(report))
+""")
+
+
+def test_the_jar_reaches_the_server_as_an_artifact_and_its_functions_match_plain_spark(connect_url):
+    """The jar's clustering functions (range ids of numbers and strings, curve keys, file ranks) run on the
+    server, registered by class name in this session (the server was started without the jar): the same
+    numbers as the plain-Spark spelling of each, for both curves. In a process of its own: a Connect
+    session marks its process (SPARK_CONNECT_MODE_ENABLED), and later classic sessions there would fail."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    run = subprocess.run([sys.executable, "-c", JAR_CHECK, connect_url], capture_output=True, text=True,
+                         timeout=600, env=env)
+    line = [x for x in run.stdout.splitlines() if x.startswith("JAR-CHECK ")]
+    assert line, run.stdout[-3000:] + run.stderr[-3000:]
+    report = json.loads(line[0][len("JAR-CHECK "):])
+    assert report["artifact"] is True, report["refused"]
+    for curve, seen in report["curves"].items():
+        assert seen == {"same": True, "files": 7}, curve  # rows spread over the 7 files, as plain Spark puts them
+    assert {f"__deltalog_cluster_{c}_with_args" for c in ("rangeid", "stringrangeid", "curvekey", "rank")} \
+        <= set(report["registered"])
 
 
 @full_only("over Connect, object-store data goes through the same pyarrow tasks as a session without a "
