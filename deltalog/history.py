@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from .actions import commit_objects
+from .committer import commit_file_name
 from .errors import CorruptLogError, NotATableError, VersionNotFoundError
 from .storage import LogFile, LogStore
 from .stores import store_of
@@ -97,6 +98,14 @@ def history(table: str | LogStore, limit: int | None = None) -> list[dict[str, A
             row[key] = info.get(key)
         rows.append(row)
     return rows
+
+
+def commit_info(table: str | LogStore, version: int) -> dict[str, Any] | None:
+    """The commitInfo of one commit; None when it has none or its file is gone (a log cleanup)."""
+    try:
+        return _first_commit_info(store_of(table).read(commit_file_name(version)))
+    except FileNotFoundError:
+        return None
 
 
 def last_commit_time(store: LogStore) -> tuple[int, int]:

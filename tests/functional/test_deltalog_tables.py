@@ -424,3 +424,55 @@ class TestStructFieldsInAnotherOrder:
                 rows = sorted(deltalake.DeltaTable(path).to_pyarrow_table().to_pylist(), key=lambda r: r["id"])
                 assert rows == [{"id": 1, "info": {"a": "A1", "b": "B1"}},
                                 {"id": 2, "info": {"a": "A2", "b": "B2"}}], (strategy, osc)
+
+
+class TestSeedsLoadOnlyWhatChanged:
+    """A seed whose rows, types and config are those of its table's last commit is not loaded again (a
+    second `dbt build` rewrote every seed); a changed CSV or config, a commit by anything else since, or
+    --full-refresh load it."""
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def seeds(cls):
+        return {"people.csv": SEED_CSV}
+
+    def test_unchanged_seeds_commit_nothing(self, project, deltalog_warehouse):
+        path = table_dir(deltalog_warehouse, project, "people")
+        cols = ["id", "name", "amount"]
+        run_dbt(["seed"])
+        assert deltalake.DeltaTable(path).version() == 0
+
+        results, out = run_dbt_and_capture(["seed"])
+        assert deltalake.DeltaTable(path).version() == 0
+        assert "UNCHANGED 4" in out and results[0].adapter_response["rows_affected"] == 0
+
+        # a changed row: loaded (one overwrite commit), then unchanged again
+        csv = os.path.join(project.project_root, "seeds", "people.csv")
+        with open(csv, "w") as f:
+            f.write(SEED_CSV.replace("bob,us,20.0", "bob,us,21.0"))
+        run_dbt(["seed"])
+        assert deltalake.DeltaTable(path).version() == 1
+        assert (2, "bob", 21.0) in delta_rows(path, cols)
+        run_dbt(["seed"])
+        assert deltalake.DeltaTable(path).version() == 1
+
+        # a commit by something else since the last load: the seed is loaded again, and its rows are back
+        project.run_sql(f"delete from `{project.test_schema}.people` where id = 1")
+        assert deltalake.DeltaTable(path).version() == 2
+        run_dbt(["seed"])
+        assert deltalake.DeltaTable(path).version() == 3
+        assert len(delta_rows(path, cols)) == 4
+
+        # a changed config (column types): loaded
+        with open(os.path.join(project.project_root, "seeds", "people.yml"), "w") as f:
+            f.write("version: 2\nseeds:\n  - name: people\n    config:\n"
+                    "      column_types: {amount: 'decimal(10,2)'}\n")
+        run_dbt(["seed"])
+        dt = deltalake.DeltaTable(path)
+        types = {f.name: str(f.type).lower() for f in dt.schema().fields}
+        assert dt.version() == 4 and "decimal" in types["amount"], types
+
+        # --full-refresh loads it anyway
+        run_dbt(["seed", "--full-refresh"])
+        assert deltalake.DeltaTable(path).version() == 5
+        assert len(delta_rows(path, cols)) == 4

@@ -6,8 +6,9 @@
 
   {{ run_hooks(pre_hooks) }}
 
-  {#- typed columns (inferred, or column_types), one commit: version 0, then overwrites -#}
-  {% set response = adapter.write_seed(target_relation, agate_table, model) %}
+  {#- typed columns (inferred, or column_types), one commit: version 0, then overwrites (none when the
+      rows, types and config are those of its last load, unless --full-refresh) -#}
+  {% set response = adapter.write_seed(target_relation, agate_table, model, full_refresh=should_full_refresh()) %}
   {% do store_result('main', response=response) %}
 
   {{ run_hooks(post_hooks) }}
