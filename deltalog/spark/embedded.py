@@ -60,6 +60,9 @@ def embedded_session_conf(conf: dict[str, str], master: str = "local[*]") -> dic
     return out
 
 
+_PROBE = "__deltalog_jar_probe"  # the function add_jar_artifact registers to check the server loads the jar
+
+
 def add_jar_artifact(spark) -> bool:
     """Sends the jar to a Spark Connect session as an artifact: its classes join that session's class
     path on the server and its executors, and its UDFs are registered by class name (`jar_function`).
@@ -76,9 +79,6 @@ def add_jar_artifact(spark) -> bool:
         spark._deltalog_jar_artifact = False
         spark._deltalog_jar_refused = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
     return spark._deltalog_jar_artifact
-
-
-_PROBE = "__deltalog_jar_probe"
 
 
 def runs_jar_classes(spark) -> bool:
