@@ -1,4 +1,5 @@
-"""A merge-on-read MERGE with a small source and key equality alone is matched on the driver (the
+"""A MERGE with a small source and key equality alone (merge-on-read, or copy-on-write whose updates set
+every column from the source) is matched on the driver (the
 target's key columns read with pyarrow, `deltalog.row_match`), not by a Spark scan of the table. Each
 test runs the same merge both ways (the driver match turned off by a zero row limit) and checks that
 the tables end the same, as delta-rs reads them."""
@@ -54,9 +55,9 @@ def _both_ways(spark, tmp_path, monkeypatch, build, change) -> tuple[list[dict],
     return results[0], matched_on_driver
 
 
-def _table(spark, uri, files=4):
+def _table(spark, uri, files=4, configuration=DVS):
     ops.write_dataframe(spark.range(1000).selectExpr("id", "id % 7 AS k", "'a' AS s").repartition(files), uri,
-                        configuration=DVS)
+                        configuration=configuration)
 
 
 def test_an_upsert_matches_on_the_driver_and_deleted_rows_never_match(spark, tmp_path, monkeypatch):
@@ -158,3 +159,45 @@ def test_a_small_merge_on_read_writes_its_changed_rows_as_one_file_both_ways(spa
         assert sum(r["s"] == "b" for r in rows) == ids
         assert [len(adds) for adds in new_files.values()] == [1, 1]
         assert [sum(a.num_records for a in adds) for adds in new_files.values()] == [ids, ids]
+
+
+def test_a_copy_on_write_upsert_matches_on_the_driver_and_copies_the_rest_of_each_touched_file(
+        spark, tmp_path, monkeypatch):
+    """Without deletion vectors the touched files are rewritten whole: their unmatched rows copied, the
+    matched ones replaced by the source's (metrics as delta-spark counts them), both ways alike."""
+    def change(uri):
+        source = spark.sql("SELECT id, 100L AS k, 'b' AS s FROM range(3, 2000, 50)")
+        ops.merge(spark, uri, source, ON, source_alias="s", target_alias="t",
+                  when_matched_update="*", when_not_matched_insert="*")
+        table = deltalake.DeltaTable(uri)
+        metrics = table.history()[0]["operationMetrics"]
+        assert (metrics["numTargetRowsUpdated"], metrics["numTargetRowsInserted"]) == ("20", "20"), metrics
+        assert metrics["numTargetRowsCopied"] == str(1000 - 20) and metrics["numTargetFilesRemoved"] == "4"
+        assert not any(a.deletion_vector for a in Snapshot.load(uri).add_files())  # nothing marked: rewritten
+
+    rows, on_driver = _both_ways(spark, tmp_path, monkeypatch,
+                                 lambda uri: _table(spark, uri, configuration={}), change)
+    assert on_driver == 1
+    by_id = {r["id"]: (r["k"], r["s"]) for r in rows}
+    assert len(by_id) == len(rows) == 1000 + 20
+    assert by_id[53] == (100, "b") and by_id[1953] == (100, "b") and by_id[54] == (54 % 7, "a")
+
+
+def test_copy_on_write_over_files_with_deletion_vectors_keeps_deleted_rows_deleted(spark, tmp_path, monkeypatch):
+    """A table whose files still carry deletion vectors after they were turned off: the copy leaves out
+    both the rows deleted before and the rows this merge replaces."""
+    def build(uri):
+        _table(spark, uri)
+        ops.delete(spark, uri, "id % 10 = 0")  # marked in DVs
+        deltalake.DeltaTable(uri).alter.set_table_properties({"delta.enableDeletionVectors": "false"})
+
+    def change(uri):
+        source = spark.sql("SELECT id, 9L AS k, 'u' AS s FROM range(0, 1000, 4)")  # ids % 20 == 0 are gone
+        ops.merge(spark, uri, source, ON, source_alias="s", target_alias="t",
+                  when_matched_update="*", when_not_matched_insert="*")
+
+    rows, on_driver = _both_ways(spark, tmp_path, monkeypatch, build, change)
+    assert on_driver == 1
+    by_id = {r["id"]: (r["k"], r["s"]) for r in rows}
+    assert len(by_id) == len(rows) == 950  # 100 deleted, the 50 of them in the source inserted again
+    assert by_id[20] == (9, "u") and by_id[4] == (9, "u") and 10 not in by_id and by_id[7] == (0, "a")

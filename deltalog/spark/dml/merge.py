@@ -319,11 +319,21 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
             # match, on the source rows of updated pairs: the matching join then carries row positions, not
             # new rows, and broadcasts only the source columns `on` and the conditions use.
             late_update = _source_only(src, update) if carry and update else set()
+            # Copy-on-write matches on the driver too when the updated rows are the source's own (SET * and
+            # the like): the touched files are then copied with the matched rows left out as inline deletion
+            # vectors (no join of every row), and the updated rows come from the source, as merge-on-read's.
+            copy_from_driver = (not marking and not by_source and update is not None
+                                and _source_only(src, update) == set(target_columns)
+                                and not row_tracking.keeps_row_ids(snapshot.protocol, snapshot.configuration,
+                                                                   candidates))
             on_driver = None
-            if (candidates.num_rows and carry and not feed and small_source and num_source <= _DRIVER_MATCH_SOURCE_ROWS
-                    and late_update == set(target_columns) and not when_matched_condition
+            if (candidates.num_rows and (carry or copy_from_driver) and not feed and small_source
+                    and num_source <= _DRIVER_MATCH_SOURCE_ROWS
+                    and (copy_from_driver or late_update == set(target_columns)) and not when_matched_condition
                     and not when_matched_delete_condition):
                 on_driver = _match_on_driver(spark, snapshot, candidates, source, on, keys, target_schema)
+                if on_driver is not None and copy_from_driver:
+                    late_update = set(target_columns)
             # (an upsert whose every row updates one target row: its new rows are the source's own rows)
             each_source_row_once = False
             # row tracking: updated rows keep their row IDs, written into the hidden columns (driver match)
@@ -457,7 +467,9 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
             # merge-on-read: the changed rows are marked in deletion vectors and only their new versions
             # are written; copy-on-write rewrites every row of the touched files
             marked = None
-            if touched.num_rows and carry:
+            if touched.num_rows and (carry or on_driver is not None):
+                if on_driver is not None and not marking:  # copy-on-write: the rows the merge did not change
+                    parts.append(files_dataframe(spark, snapshot, _without_rows(snapshot, touched, driver_marks)))
                 if acting is None:  # (matched on the driver) no join: each source row updates one target row
                     updated, deleted = src, None
                 else:
@@ -704,6 +716,20 @@ def _match_on_driver(spark: SparkSession, snapshot: Any, candidates: pa.Table, s
     each_source_row_once = (pairs.num_rows == source_keys.num_rows
                             and pc.count_distinct(pairs.column(_SOURCE_ID)).as_py() == pairs.num_rows)
     return matched, touched, marks, each_source_row_once
+
+
+def _without_rows(snapshot: Any, touched: pa.Table, marks: list[tuple[Any, Any]]) -> pa.Table:
+    """`touched` (rows of `snapshot.files`) with each file's `marks` (from `_match_on_driver`, in the same
+    order) added to its deletion vector, inline: read through it, the files give the rows not marked.
+    Nothing is written; the descriptors exist only for this read."""
+    from pyroaring import BitMap64
+
+    descriptors = []
+    for (add, rows), stored in zip(marks, touched.column("deletion_vector").to_pylist()):
+        old = deletion_vectors.read_deletion_vector(snapshot.store, stored) if stored else BitMap64()
+        descriptors.append(deletion_vectors.inline_descriptor(old | BitMap64(np.asarray(rows, dtype=np.uint64))))
+    at = touched.schema.get_field_index("deletion_vector")
+    return touched.set_column(at, touched.schema.field(at), pa.array(descriptors, touched.schema.field(at).type))
 
 
 def _matched_row_ids(snapshot: Any, candidates: pa.Table, pairs: pa.Table) -> pa.Array:
