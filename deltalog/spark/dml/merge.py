@@ -469,7 +469,10 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
             marked = None
             if touched.num_rows and (carry or on_driver is not None):
                 if on_driver is not None and not marking:  # copy-on-write: the rows the merge did not change
-                    parts.append(files_dataframe(spark, snapshot, _without_rows(snapshot, touched, driver_marks)))
+                    kept = files_dataframe(spark, snapshot, _without_rows(snapshot, touched, driver_marks))
+                    parts.append(kept.select(*[
+                        _stored_value(quote_identifier(c), stored.get(c.lower()), target_schema[c].dataType).alias(c)
+                        for c in target_columns]))
                 if acting is None:  # (matched on the driver) no join: each source row updates one target row
                     updated, deleted = src, None
                 else:
