@@ -201,3 +201,35 @@ def test_copy_on_write_over_files_with_deletion_vectors_keeps_deleted_rows_delet
     by_id = {r["id"]: (r["k"], r["s"]) for r in rows}
     assert len(by_id) == len(rows) == 950  # 100 deleted, the 50 of them in the source inserted again
     assert by_id[20] == (9, "u") and by_id[4] == (9, "u") and 10 not in by_id and by_id[7] == (0, "a")
+
+
+def test_copy_on_write_on_the_driver_keeps_partitions_and_mapped_column_names(spark, tmp_path, monkeypatch):
+    """The copied rows are read back by logical name (column mapping) with their partition values."""
+    def build(uri):
+        df = spark.range(600).selectExpr("id", "id % 3 AS `part key`", "CAST(id AS STRING) AS `a b`")
+        ops.write_dataframe(df.repartition(4), uri, partition_by=["part key"],
+                            configuration={"delta.columnMapping.mode": "name"})
+
+    def change(uri):
+        source = spark.sql("SELECT id, id % 3 AS `part key`, 'new' AS `a b` FROM range(5, 700, 10)")
+        ops.merge(spark, uri, source, ON, source_alias="s", target_alias="t",
+                  when_matched_update="*", when_not_matched_insert="*")
+
+    def rows(uri):
+        query = deltalake.QueryBuilder().register("t", deltalake.DeltaTable(uri)).execute(
+            'select id, "part key", "a b" from t')
+        return sorted((r["id"], r["part key"], r["a b"]) for r in pa.table(query.read_all()).to_pylist())
+
+    results, calls = [], []
+    original = row_match.matching_rows
+    for on_driver in (True, False):
+        uri = str(tmp_path / f"t_{on_driver}")
+        build(uri)
+        with monkeypatch.context() as m:
+            m.setattr(row_match, "matching_rows", lambda *a, **k: calls.append(1) or original(*a, **k))
+            if not on_driver:
+                m.setattr(merge_module, "_DRIVER_MATCH_SOURCE_ROWS", 0)
+            change(uri)
+        results.append(rows(uri))
+    assert calls == [1] and results[0] == results[1]
+    assert len(results[0]) == 600 + 10 and (15, 0, "new") in results[0] and (16, 1, "16") in results[0]
