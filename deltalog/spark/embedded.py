@@ -105,6 +105,15 @@ def runs_jar_classes(spark) -> bool:
         return False
 
 
+def reads_with_jar_format(spark, class_name: str) -> bool:
+    """Whether `spark.read.format("io.deltalog.<class_name>")` works in every task: over Connect, when
+    the jar is this session's artifact (the server looks the format up in the session's class loader);
+    else as `has_jar_class` says."""
+    from .connect import is_connect
+
+    return runs_jar_classes(spark) if is_connect(spark) else has_jar_class(spark, class_name)
+
+
 def has_jar_class(spark, class_name: str) -> bool:
     """Whether every task of `spark` can load the jar's `io.deltalog.<class_name>` through Py4J (a Spark
     server started by an older install of this package may run an older jar). False over Connect: what

@@ -23,7 +23,7 @@ from ..paths import (
 )
 from ..schema import nullable_type, partition_column_types, quote_identifier, without_columns
 from .connect import empty_dataframe
-from .embedded import has_jar_class, jar_class, register_jar_function
+from .embedded import has_jar_class, jar_class, reads_with_jar_format, register_jar_function
 from .writer import spark_schema
 
 # Spark lists the given files with a distributed job above this many paths, which is slow to plan.
@@ -210,7 +210,7 @@ def deletion_flags_option(spark: SparkSession, snapshot: Any, files: Any) -> str
     import base64
     import struct
 
-    if not has_jar_class(spark, "dv.DeletionVectorParquetFormat"):
+    if not reads_with_jar_format(spark, "dv.DeletionVectorParquetFormat"):
         return None
     bitmaps = _portable_bitmaps(snapshot, files.column("deletion_vector").to_pylist())
     if any(b is None for b in bitmaps):

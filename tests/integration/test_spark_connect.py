@@ -225,19 +225,33 @@ JAR_CHECK = textwrap.dedent("""
         spark._deltalog_jar_artifact = report["artifact"]
         report["curves"][curve] = {"same": got[True] == got[False], "files": len({r[-1] for r in got[True][0]})}
     report["registered"] = sorted(getattr(spark, "_deltalog_registered", ()))
+    # a table with deletion vectors, read through the jar's Parquet format (the server's own Spark does not
+    # have it), equal to what pyarrow reads
+    from deltalog.scan import read_table
+    from deltalog.snapshot import Snapshot
+    from deltalog.spark import operations as ops, reader
+    uri = sys.argv[2]
+    ops.write_dataframe(spark.range(0, 1000, 1, 4), uri, configuration={"delta.enableDeletionVectors": "true"})
+    ops.delete(spark, uri, "id % 7 = 0")
+    snap = Snapshot.load(uri)
+    dvs = reader.files_dataframe(spark, snap, snap.files)
+    report["dv"] = {"spark": sorted(r[0] for r in dvs.collect()),
+                    "pyarrow": sorted(read_table(snap).column("id").to_pylist()),
+                    "format": "Format: Parquet with deletion vectors" in dvs._explain_string(extended=True)}
     spark.stop()
     print("JAR-CHECK " + json.dumps(report))
 """)
 
 
-def test_the_jar_reaches_the_server_as_an_artifact_and_its_functions_match_plain_spark(connect_url):
+def test_the_jar_reaches_the_server_as_an_artifact_and_its_functions_match_plain_spark(connect_url, tmp_path):
     """The jar's clustering functions (range ids of numbers and strings, curve keys, file ranks) run on the
     server, registered by class name in this session (the server was started without the jar): the same
-    numbers as the plain-Spark spelling of each, for both curves. In a process of its own: a Connect
-    session marks its process (SPARK_CONNECT_MODE_ENABLED), and later classic sessions there would fail."""
+    numbers as the plain-Spark spelling of each, for both curves. Its Parquet format applies deletion
+    vectors there too. In a process of its own: a Connect session marks its process
+    (SPARK_CONNECT_MODE_ENABLED), and later classic sessions there would fail."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
-    run = subprocess.run([sys.executable, "-c", JAR_CHECK, connect_url], capture_output=True, text=True,
-                         timeout=600, env=env)
+    run = subprocess.run([sys.executable, "-c", JAR_CHECK, connect_url, str(tmp_path / "dv")], capture_output=True,
+                         text=True, timeout=600, env=env)
     line = [x for x in run.stdout.splitlines() if x.startswith("JAR-CHECK ")]
     assert line, run.stdout[-3000:] + run.stderr[-3000:]
     report = json.loads(line[0][len("JAR-CHECK "):])
@@ -246,6 +260,8 @@ def test_the_jar_reaches_the_server_as_an_artifact_and_its_functions_match_plain
         assert seen == {"same": True, "files": 7}, curve  # rows spread over the 7 files, as plain Spark puts them
     assert {f"__deltalog_cluster_{c}_with_args" for c in ("rangeid", "stringrangeid", "curvekey", "rank")} \
         <= set(report["registered"])
+    dv = report["dv"]
+    assert dv["format"] and dv["spark"] == dv["pyarrow"] == [i for i in range(1000) if i % 7]
 
 
 @full_only("over Connect, object-store data goes through the same pyarrow tasks as a session without a "
