@@ -314,8 +314,8 @@ def _has_log(table_path: str) -> bool:
 
 
 def latest_log_version(table_path: str) -> Optional[int]:
-    """The newest version named in `_delta_log` (a cheap listing, not a snapshot load);
-    used only to decide whether a session view is stale."""
+    """The newest version named in `_delta_log` (a cheap listing, not a snapshot load): whether a
+    session view is stale."""
     from deltalog.log_segment import latest_version
     from deltalog.stores import log_store_for
 

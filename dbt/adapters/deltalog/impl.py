@@ -593,16 +593,19 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         """The table's version when its last commit is a seed load of exactly `fingerprint`, else None."""
         from deltalog.errors import DeltaError
         from deltalog.history import commit_info
+        from deltalog.log_segment import latest_version
+        from deltalog.stores import log_store_for
 
         wh = self.warehouse_of(relation)
         if not wh.is_table(relation.schema, relation.identifier):
             return None
-        try:
-            snapshot = self._snapshot(relation)
-            info = commit_info(snapshot.store, snapshot.version) or {}
+        try:  # the last commit's info alone: no snapshot load (making the seed's view current loads one)
+            store = log_store_for(self.table_uri(relation))
+            version = latest_version(store)
+            info = (commit_info(store, version) if version is not None else None) or {}
         except (DeltaError, OSError):
             return None  # the load then says what is wrong
-        return snapshot.version if info.get(SEED_FINGERPRINT) == fingerprint else None
+        return version if info.get(SEED_FINGERPRINT) == fingerprint else None
 
     def _replace_table(self, relation: BaseRelation, df: Any, model: Any, operation: str,
                        commit_info: Optional[Dict[str, Any]] = None) -> Optional[int]:
