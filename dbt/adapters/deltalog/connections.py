@@ -124,6 +124,9 @@ class DeltalogCredentials(Credentials):
     # the CI variable is set (one-shot runs gain nothing from a server left behind).
     spark_server: Union[bool, str] = "auto"
     spark_server_idle_timeout: int = 900
+    # data tests over small tables answered in the dbt process by DuckDB when their SQL means the same
+    # there (driver_queries.py); false: every test is a Spark job
+    small_tests_here: bool = True
     # where Spark runs: `session` (in this process: embedded, or driving a cluster) or `connect` (a Spark
     # Connect server at `host`, sc://host:15002, with an optional bearer `token` and TLS)
     method: str = "session"
@@ -302,11 +305,13 @@ class DeltalogCursor:
     """DB-API-like cursor: each statement goes through the SQL gateway (sql_gateway.py); rows are
     fetched on demand."""
 
-    def __init__(self, spark, warehouse: Warehouse):
+    def __init__(self, spark, warehouse: Warehouse, small_query_here: bool = False):
         self.spark = spark
         self.warehouse = warehouse
+        self.small_query_here = small_query_here  # a data test's: see sql_gateway.execute
         self._df = None
         self._rows: Optional[List] = None
+        self._columns: Optional[List] = None
 
     def execute(self, sql: str, bindings: Optional[List[Any]] = None) -> None:
         sql = sql.strip()
@@ -314,8 +319,8 @@ class DeltalogCursor:
             sql = sql[:-1].rstrip()
         if bindings:
             sql = sql % tuple(_literal(b) for b in bindings)
-        outcome = execute(self.spark, self.warehouse, sql, _dml_commit_info())
-        self._df, self._rows = outcome.dataframe, outcome.rows
+        outcome = execute(self.spark, self.warehouse, sql, _dml_commit_info(), self.small_query_here)
+        self._df, self._rows, self._columns = outcome.dataframe, outcome.rows, outcome.columns
 
     def fetchall(self) -> List:
         if self._rows is None:
@@ -335,6 +340,8 @@ class DeltalogCursor:
 
     @property
     def description(self):
+        if self._columns is not None:
+            return [(name, kind.lower(), None, None, None, None, True) for name, kind in self._columns]
         if self._df is None:
             return []
         return [
@@ -347,7 +354,7 @@ class DeltalogCursor:
         return self._df
 
     def close(self) -> None:
-        self._df, self._rows = None, None
+        self._df, self._rows, self._columns = None, None, None
 
 
 def _dml_commit_info() -> Dict[str, Any]:
@@ -379,14 +386,19 @@ def _literal(value: Any) -> str:
 class DeltalogHandle:
     """What dbt holds as `connection.handle`; `cursor()` returns a fresh cursor."""
 
-    def __init__(self, spark, warehouse: Warehouse):
+    def __init__(self, spark, warehouse: Warehouse, connection: Optional[Connection] = None,
+                 small_tests_here: bool = False):
         self.spark = spark
         self.warehouse = warehouse
+        self._connection = connection  # dbt names it after the node it runs
+        self._small_tests_here = small_tests_here
         self._cursor: Optional[DeltalogCursor] = None
 
     def cursor(self) -> DeltalogCursor:
         RUNTIME.command.tag_thread(self.spark)  # statements of this thread are this command's jobs
-        self._cursor = DeltalogCursor(self.spark, self.warehouse)
+        node = str(getattr(self._connection, "name", None) or "")
+        self._cursor = DeltalogCursor(self.spark, self.warehouse,
+                                      small_query_here=self._small_tests_here and node.startswith("test."))
         return self._cursor
 
     def cancel(self) -> None:
@@ -433,6 +445,10 @@ class DeltalogConnectionManager(SparkConnectionManager):
         if connection.state == ConnectionState.OPEN:
             return connection
         creds: DeltalogCredentials = connection.credentials
+        if creds.small_tests_here:
+            from dbt.adapters.deltalog.driver_queries import warm_up
+
+            warm_up()
         try:
             spark = RUNTIME.get_spark(creds.master, creds.spark_conf, server=creds.uses_spark_server(),
                                       idle_timeout=creds.spark_server_idle_timeout, remote=creds.connect_url())
@@ -457,7 +473,7 @@ class DeltalogConnectionManager(SparkConnectionManager):
             except DeltaError as exc:
                 raise FailedToConnectError(str(exc)) from None
         RUNTIME.command.tag_thread(spark)  # the opening thread runs this connection's models: its jobs are ours
-        connection.handle = DeltalogHandle(spark, warehouse)
+        connection.handle = DeltalogHandle(spark, warehouse, connection, creds.small_tests_here)
         connection.state = ConnectionState.OPEN
         return connection
 

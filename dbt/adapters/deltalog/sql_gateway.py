@@ -235,13 +235,17 @@ def _snapshot_view(spark, warehouse: Warehouse, ref: Reference, clause: Tuple[st
 
 @dataclass
 class Outcome:
-    """What a statement gave: a DataFrame to fetch from, or rows already known (DML, empty)."""
+    """What a statement gave: a DataFrame to fetch from, or rows already known (DML, empty, a query
+    answered here: then with its columns as (name, type))."""
     dataframe: Any = None
     rows: Optional[List] = None
+    columns: Optional[List[Tuple[str, str]]] = None
 
 
-def execute(spark, warehouse: Warehouse, sql: str, commit_info: Optional[Dict[str, Any]] = None) -> Outcome:
-    """Run one statement (see the module's doc)."""
+def execute(spark, warehouse: Warehouse, sql: str, commit_info: Optional[Dict[str, Any]] = None,
+            small_query_here: bool = False) -> Outcome:
+    """Run one statement (see the module's doc). With `small_query_here` (a data test), a query over small
+    warehouse tables is answered in this process when it means the same there (driver_queries.py)."""
     from dbt.adapters.deltalog.catalog_sql import describe_statement, show_statement
     from dbt.adapters.deltalog.dml import try_execute_dml
     from dbt.adapters.deltalog.runtime.session import RUNTIME
@@ -257,6 +261,10 @@ def execute(spark, warehouse: Warehouse, sql: str, commit_info: Optional[Dict[st
         shown = describe_statement(spark, warehouse, statement.tokens)
         if shown is not None:
             return Outcome(dataframe=shown)
+    if small_query_here and statement.head in ("SELECT", "WITH") and statement.relations:
+        answered = _answer_here(warehouse, statement)
+        if answered is not None:
+            return answered
     views = RUNTIME.views(spark)
     for catalog, schema, name in statement.relations:
         views.ensure(warehouse.of(catalog), schema, name)
@@ -265,6 +273,21 @@ def execute(spark, warehouse: Warehouse, sql: str, commit_info: Optional[Dict[st
         if version != "not-dml":
             return Outcome(rows=[])
     return Outcome(dataframe=spark.sql(statement.text))
+
+
+def _answer_here(warehouse: Warehouse, statement: Statement) -> Optional[Outcome]:
+    from dbt.adapters.events.logging import AdapterLogger
+
+    from dbt.adapters.deltalog.driver_queries import NotHere, answer
+
+    logger = AdapterLogger("deltalog")
+    try:
+        answered = answer(warehouse, statement.text, statement.relations)
+    except NotHere as why:
+        logger.debug(f"run by Spark, not in this process: {why}")
+        return None
+    logger.debug(f"answered in this process by DuckDB over {', '.join(answered.tables)}")
+    return Outcome(rows=answered.rows, columns=answered.columns)
 
 
 def statements(sql: str) -> List[str]:
