@@ -105,6 +105,7 @@ REFUSED = {
     "ordering": ("select id from shop.orders where id is null order by id", "ORDER"),
     "a subquery in IN": ("select id from shop.orders where customer_id in (select id from shop.customers)",
                          "subquery"),
+    "a number as a condition": ("select id from shop.orders where customer_id", "not a boolean"),
     "a cross join": ("select o.id from shop.orders o cross join shop.customers c where o.id = c.id", "join"),
 }
 
@@ -116,8 +117,16 @@ def test_what_could_differ_goes_to_spark(spark, warehouse, name):
     statement = read_statement(spark, warehouse, _wrap(sql))
     with pytest.raises(driver_queries.NotHere, match=reason):
         driver_queries.answer(warehouse, statement.text, statement.relations)
-    # (Spark runs it: lazily here, since `status = 1` is an error in Spark's ANSI mode)
-    assert execute(spark, warehouse, _wrap(sql), small_query_here=True).dataframe is not None
+    # Spark runs it (lazily: `status = 1` fails when its rows are read, in Spark's ANSI mode), or refuses
+    # it at once (a WHERE that is not a boolean), where DuckDB would have answered
+    from pyspark.errors import AnalysisException
+
+    try:
+        outcome = execute(spark, warehouse, _wrap(sql), small_query_here=True)
+    except AnalysisException as exc:
+        assert "NOT_BOOLEAN" in str(exc)
+    else:
+        assert outcome.dataframe is not None
 
 
 @pytest.mark.spark
@@ -168,15 +177,18 @@ class TestDataTestsHere:
     answered here and with every test on Spark."""
 
     @pytest.fixture(scope="class")
-    def seeds(self):
+    @classmethod
+    def seeds(cls):
         return SEEDS
 
     @pytest.fixture(scope="class")
-    def models(self):
+    @classmethod
+    def models(cls):
         return MODELS
 
     @pytest.fixture(scope="class")
-    def dbt_profile_target(self, dbt_profile_target):
+    @classmethod
+    def dbt_profile_target(cls, dbt_profile_target):
         return dict(dbt_profile_target,
                     small_tests_here="{{ env_var('DELTALOG_TEST_SMALL_TESTS_HERE', 'True') | as_bool }}")
 

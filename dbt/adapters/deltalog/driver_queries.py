@@ -163,6 +163,13 @@ def _checked(tree: Any, schema: Dict[str, Dict[str, str]]) -> Any:
             raise NotHere(f"{type(node).__name__} ({node.sql(dialect='spark')[:80]})")
         if isinstance(node, exp.Literal) and not node.is_string and not node.is_int:
             raise NotHere(f"the literal {node.sql(dialect='spark')} (only strings and whole numbers)")
+        if isinstance(node, (exp.Where, exp.Having)):
+            _boolean(node.this)
+        elif isinstance(node, (exp.And, exp.Or)):
+            _boolean(node.this)
+            _boolean(node.expression)
+        elif isinstance(node, exp.Not):
+            _boolean(node.this)
         if isinstance(node, _COMPARISONS):
             _same_kind(node, [node.this, node.expression])
         elif isinstance(node, exp.In):
@@ -170,6 +177,8 @@ def _checked(tree: Any, schema: Dict[str, Dict[str, str]]) -> Any:
                 raise NotHere(f"IN over a subquery ({node.sql(dialect='spark')[:80]})")
             _same_kind(node, [node.this, *node.expressions])
         elif isinstance(node, exp.Join):
+            if node.args.get("on") is not None:
+                _boolean(node.args["on"])
             if node.side not in ("", "LEFT") or node.kind not in ("", "INNER", "OUTER") or not node.args.get("on") \
                     or node.args.get("using") or node.args.get("method"):
                 raise NotHere(f"the join {node.sql(dialect='spark')[:80]} (only [LEFT] JOIN ... ON)")
@@ -183,7 +192,7 @@ def _checked(tree: Any, schema: Dict[str, Dict[str, str]]) -> Any:
         elif isinstance(node, exp.Limit):
             if not (isinstance(node.expression, exp.Literal) and node.expression.is_int):
                 raise NotHere("a LIMIT that is not a whole number")
-        elif isinstance(node, exp.Select) and node.args.get("distinct") is None:
+        elif isinstance(node, exp.Select):
             for extra in ("order", "qualify", "windows", "laterals", "pivots", "sort", "cluster", "distribute"):
                 if node.args.get(extra):
                     raise NotHere(f"{extra.upper()} in a SELECT")
@@ -214,6 +223,12 @@ def _same_kind(node: Any, operands: List[Any]) -> None:
     kinds = {_kind(o) for o in operands}
     if len(kinds) != 1 or "" in kinds:
         raise NotHere(f"{node.sql(dialect='spark')[:80]} compares {', '.join(sorted(k or 'other' for k in kinds))}")
+
+
+def _boolean(condition: Any) -> None:
+    """A condition is a boolean: DuckDB would read a number as one, where Spark refuses the query."""
+    if _kind(condition) != "boolean":
+        raise NotHere(f"the condition {condition.sql(dialect='spark')[:80]} is not a boolean")
 
 
 def _not_float(node: Any, key: Any) -> None:
