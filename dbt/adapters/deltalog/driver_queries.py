@@ -72,15 +72,19 @@ class _Inputs:
         path = warehouse.table_path(schema, name)
         if path in self._by_path:
             return self._by_path[path]
+        from deltalog.errors import DeltaError
         from deltalog.snapshot import Snapshot
 
-        snapshot = Snapshot.load(path)
-        self.total_bytes += snapshot.size_bytes
-        if self.total_bytes > MAX_BYTES:
-            raise NotHere(f"{schema}.{name} and the query's other tables hold more than {MAX_BYTES} bytes")
-        registered = f"__deltalog_t{len(self.tables)}"
-        self.schema[registered] = _column_types(snapshot.schema_json, f"{schema}.{name}")
-        self.tables[registered] = _rows(snapshot)
+        try:
+            snapshot = Snapshot.load(path)
+            self.total_bytes += snapshot.size_bytes
+            if self.total_bytes > MAX_BYTES:
+                raise NotHere(f"{schema}.{name} and the query's other tables hold more than {MAX_BYTES} bytes")
+            registered = f"__deltalog_t{len(self.tables)}"
+            self.schema[registered] = _column_types(snapshot.schema_json, f"{schema}.{name}")
+            self.tables[registered] = _rows(snapshot)
+        except (DeltaError, OSError) as exc:  # Spark's route reads it, or says what is wrong
+            raise NotHere(f"{schema}.{name} is not read here: {exc}") from None
         self.labels.append(f"{schema}.{name}@v{snapshot.version}")
         self._by_path[path] = registered
         return registered
@@ -238,6 +242,8 @@ def _not_float(node: Any, key: Any) -> None:
 
 
 def _run(sql: str, inputs: _Inputs) -> Answer:
+    import duckdb
+
     cursor = _duckdb_cursor()
     try:
         for registered, table in inputs.tables.items():
@@ -245,6 +251,8 @@ def _run(sql: str, inputs: _Inputs) -> Answer:
         result = cursor.execute(sql)
         rows = result.fetchall()
         columns = [(d[0], str(d[1])) for d in result.description]
+    except duckdb.Error as exc:  # not expected of what passed the checks: Spark's route decides
+        raise NotHere(f"DuckDB did not run it: {exc}") from None
     finally:
         cursor.close()
     return Answer(columns, rows, inputs.labels)
