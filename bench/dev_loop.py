@@ -17,6 +17,8 @@ and four ways to build each, each a fresh `dbt build` process, wall time measure
   deltalog-connect   dbt-deltalog with `method: connect` on a local Spark Connect server (pyspark's own,
                      local[*], started by this script before the rounds: its start is not in any build)
   deltalog-inprocess dbt-deltalog with `spark_server: false`: a JVM per command (the old behaviour)
+  deltalog-spark-tests  as deltalog-server, with `small_tests_here: false`: every data test a Spark job
+                     (not run unless named in --ways)
 
 A round is: first build, then a second build of the unchanged project (dbt's partial parse, the
 server warm), per way. Reported: the best of the rounds for each, and the ratios to dbt-duckdb.
@@ -322,6 +324,8 @@ def run_project(work: Path, env: dict, kind: str, rounds: int, way_names: list[s
         "deltalog-connect": {"type": "deltalog", "schema": "main", "threads": 4, "method": "connect",
                              "host": connect_url},
         "deltalog-inprocess": {"type": "deltalog", "schema": "main", "threads": 4, "spark_server": False},
+        "deltalog-spark-tests": {"type": "deltalog", "schema": "main", "threads": 4, "spark_server": True,
+                                 "small_tests_here": False},
     }
     ways = {name: profiles[name] for name in way_names}
     for name, profile in ways.items():
