@@ -13,7 +13,7 @@ from dbt.tests.util import run_dbt_and_capture
 from deltalog import Snapshot, write_deltalake
 from dbt.adapters.deltalog import driver_queries
 from dbt.adapters.deltalog.catalog import Warehouse
-from dbt.adapters.deltalog.sql_gateway import execute, read_statement
+from dbt.adapters.deltalog.sql_gateway import relations_of_sql, execute, read_statement
 
 UTC = dt.timezone.utc
 
@@ -116,7 +116,7 @@ def test_what_could_differ_goes_to_spark(spark, warehouse, name):
     sql, reason = REFUSED[name]
     statement = read_statement(spark, warehouse, _wrap(sql))
     with pytest.raises(driver_queries.NotHere, match=reason):
-        driver_queries.answer(warehouse, statement.text, statement.relations)
+        driver_queries.answer(warehouse, statement.text, statement.relations, relations_of_sql)
     # Spark runs it (lazily: `status = 1` fails when its rows are read, in Spark's ANSI mode), or refuses
     # it at once (a WHERE that is not a boolean), where DuckDB would have answered
     from pyspark.errors import AnalysisException
@@ -134,7 +134,7 @@ def test_tables_past_the_size_limit_go_to_spark(spark, warehouse, monkeypatch):
     monkeypatch.setattr(driver_queries, "MAX_BYTES", 100)
     statement = read_statement(spark, warehouse, _wrap(ANSWERED_HERE["not_null"]))
     with pytest.raises(driver_queries.NotHere, match="more than 100"):
-        driver_queries.answer(warehouse, statement.text, statement.relations)
+        driver_queries.answer(warehouse, statement.text, statement.relations, relations_of_sql)
 
 
 @pytest.mark.spark

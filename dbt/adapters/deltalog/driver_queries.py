@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import sqlglot
 from sqlglot import exp
@@ -42,16 +42,21 @@ class NotHere(Exception):
     """Why a query goes to Spark instead."""
 
 
-def answer(warehouse: Any, sql: str, relations: List[Tuple[Optional[str], str, str]]) -> Answer:
-    """Run `sql` (as the SQL gateway rewrote it: warehouse relations named by their session views; the
-    warehouse relations it names are `relations`) with DuckDB over the tables' rows; NotHere says why
-    it cannot be."""
+Relations = List[Tuple[Optional[str], str, str]]  # (catalog, schema, name) of warehouse relations
+# How the SQL gateway reads a statement: (its text with warehouse relations named by their session views,
+# the relations it names). Given by the gateway, which calls this module.
+ReadSql = Callable[[Any, str], Tuple[str, Relations]]
+
+
+def answer(warehouse: Any, sql: str, relations: Relations, read_sql: ReadSql) -> Answer:
+    """Run `sql` (as the SQL gateway rewrote it, naming `relations`) with DuckDB over the tables' rows;
+    NotHere says why it cannot be. `read_sql` reads a dbt view's SQL the same way."""
     try:
         tree = sqlglot.parse_one(sql, read="spark")
     except SqlglotError as exc:
         raise NotHere(f"not parsed: {exc}") from None
     inputs = _Inputs()
-    tree = _inline(tree, warehouse, relations, inputs, 0)
+    tree = _inline(tree, warehouse, relations, read_sql, inputs, 0)
     if inputs.total_bytes > MAX_BYTES:
         raise NotHere(f"its tables hold {inputs.total_bytes} bytes of Parquet, more than {MAX_BYTES}")
     checked = _checked(tree, inputs.schema)
@@ -90,11 +95,9 @@ class _Inputs:
         return registered
 
 
-def _inline(tree: Any, warehouse: Any, relations: List[Tuple[Optional[str], str, str]], inputs: _Inputs,
+def _inline(tree: Any, warehouse: Any, relations: Relations, read_sql: ReadSql, inputs: _Inputs,
             depth: int) -> Any:
     """`tree` with each warehouse table named as a registered input and each dbt view as its SQL."""
-    from dbt.adapters.deltalog.sql_gateway import read_statement
-
     if depth > _VIEW_DEPTH:
         raise NotHere(f"views nested more than {_VIEW_DEPTH} deep")
     named = {}
@@ -118,12 +121,12 @@ def _inline(tree: Any, warehouse: Any, relations: List[Tuple[Optional[str], str,
         view_sql = holder.read_view_sql(schema, name)
         if view_sql is None:
             raise NotHere(f"{schema}.{name} is neither a table nor a view of the warehouse")
-        statement = read_statement(None, holder, view_sql)
+        view_text, view_relations = read_sql(holder, view_sql)
         try:
-            view = sqlglot.parse_one(statement.text, read="spark")
+            view = sqlglot.parse_one(view_text, read="spark")
         except SqlglotError as exc:
             raise NotHere(f"the view {schema}.{name} is not parsed: {exc}") from None
-        view = _inline(view, holder, statement.relations, inputs, depth + 1)
+        view = _inline(view, holder, view_relations, read_sql, inputs, depth + 1)
         table.replace(exp.Subquery(this=view, alias=alias))
     return tree
 

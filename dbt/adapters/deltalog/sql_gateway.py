@@ -282,12 +282,18 @@ def _answer_here(warehouse: Warehouse, statement: Statement) -> Optional[Outcome
 
     logger = AdapterLogger("deltalog")
     try:
-        answered = answer(warehouse, statement.text, statement.relations)
+        answered = answer(warehouse, statement.text, statement.relations, relations_of_sql)
     except NotHere as why:
         logger.debug(f"run by Spark, not in this process: {why}")
         return None
     logger.debug(f"answered in this process by DuckDB over {', '.join(answered.tables)}")
     return Outcome(rows=answered.rows, columns=answered.columns)
+
+
+def relations_of_sql(warehouse: Warehouse, sql: str) -> Tuple[str, List[Tuple[Optional[str], str, str]]]:
+    """`sql` with warehouse relations named by their session views, and the relations it names."""
+    statement = read_statement(None, warehouse, sql)
+    return statement.text, statement.relations
 
 
 def statements(sql: str) -> List[str]:
