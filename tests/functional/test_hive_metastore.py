@@ -132,13 +132,19 @@ def test_a_source_registered_by_someone_else_is_found_by_name(metastore, tmp_pat
     (project / "macros").mkdir()
     (project / "macros" / "found.sql").write_text(
         "{% macro found() %}{% do log('FOUND ' ~ adapter.get_relation(none, 'analytics', 'partners'), info=true) %}"
-        "{% endmacro %}\n")
+        "{% endmacro %}\n"
+        "{% macro shown() %}{% set t = run_query('show tables in analytics') %}"
+        "{% do log('SHOWN ' ~ (t.columns[1].values() | sort | join(',')), info=true) %}{% endmacro %}\n")
     result = dbt(project, "run")
     assert result.returncode == 0, result.stdout[-3000:]
     table = deltalake.DeltaTable(str(tmp_path / "p" / "warehouse" / "analytics" / "names"))
     assert sorted(table.to_pyarrow_table().column("name").to_pylist()) == ["ANN", "BO", "CY"]
     found = dbt(project, "run-operation", "found")
     assert "FOUND `analytics.partners`" in found.stdout, found.stdout[-2000:]
+    # SHOW TABLES lists them too, as list_relations does
+    shown = dbt(project, "run-operation", "shown")
+    listed = next(line.split("SHOWN ", 1)[1].split(",") for line in shown.stdout.splitlines() if "SHOWN " in line)
+    assert {"names", "partners"} <= set(listed), shown.stdout[-2000:]  # (and what other tests registered)
     assert client.location("analytics", "partners") == partners  # theirs: left as it was
     assert client.location("analytics", "names") == table.table_uri.removeprefix("file://").rstrip("/")
     docs = dbt(project, "docs", "generate")

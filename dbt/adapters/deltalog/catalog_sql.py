@@ -6,8 +6,8 @@ time travel on a view. The SQL gateway (sql_gateway.py) hands SHOW and DESCRIBE 
 its tokens:
 
 - SHOW SCHEMAS | DATABASES [LIKE p], SHOW TABLES | VIEWS {IN | FROM} schema [[LIKE] p] and
-  SHOW TABLE EXTENDED {IN | FROM} schema LIKE p are answered from the warehouse folder, with the
-  columns Spark gives them (what dbt-spark and spark-utils parse);
+  SHOW TABLE EXTENDED {IN | FROM} schema LIKE p are answered from the warehouse folder (and, with a
+  metastore, the Delta tables others registered there under the schema), with the columns Spark gives them (what dbt-spark and spark-utils parse);
 - DESCRIBE [TABLE] EXTENDED | FORMATTED schema.name, with the detailed information Spark gives.
 
 Time travel on a table (`VERSION AS OF n`, `TIMESTAMP AS OF 'ts'`) is a temporary view of that
@@ -67,7 +67,10 @@ def show_statement(spark, warehouse: Warehouse, tokens: List[Any]):
             f"[SCHEMA_NOT_FOUND] The schema `{schema}` is not in the warehouse {warehouse.root}; its schemas "
             f"are: {', '.join(warehouse.list_schemas()) or 'none yet'}.")
     match = like_pattern(pattern).fullmatch if pattern is not None else (lambda _: True)
-    entries = [e for e in warehouse.list_relations(schema) if match(e.name)]
+    entries = warehouse.list_relations(schema)
+    if words[1] != "VIEWS":
+        entries += _registered_by_others(warehouse, schema, {e.name for e in entries})
+    entries = [e for e in entries if match(e.name)]
     if words[1] == "VIEWS":
         rows = [(schema, e.name, False) for e in entries if e.kind == "view"]
         return spark.createDataFrame(rows, "namespace string, viewName string, isTemporary boolean")
@@ -76,6 +79,19 @@ def show_statement(spark, warehouse: Warehouse, tokens: List[Any]):
         return spark.createDataFrame(rows, "namespace string, tableName string, isTemporary boolean")
     rows = [(schema, e.name, False, _information(spark, warehouse, e)) for e in entries]
     return spark.createDataFrame(rows, "namespace string, tableName string, isTemporary boolean, information string")
+
+
+def _registered_by_others(warehouse: Warehouse, schema: str, listed: set) -> list:
+    """With a metastore for this catalog (profile `catalog`), the Delta tables others registered under
+    the schema, as `list_relations` lists them."""
+    from dbt.adapters.deltalog.runtime.session import RUNTIME
+
+    metastore = RUNTIME.metastores.get(warehouse.name)
+    if metastore is None:
+        return []
+    from dbt.adapters.deltalog.metastore import registered_by_others
+
+    return registered_by_others(metastore, warehouse, schema, listed)
 
 
 def _identifier(token: Any) -> Optional[str]:

@@ -328,23 +328,12 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
                 for entry in entries]
 
     def _registered_by_others(self, schema_relation: BaseRelation, listed: Set[str]) -> List[Any]:
-        """The Delta tables that others registered in the catalog's metastore under this dbt schema (not in
-        the warehouse folder, so not in `listed`): known from then on as tables that live elsewhere. Their
-        views are not: their SQL is another engine's."""
-        from dbt.adapters.deltalog.catalog import Entry, latest_log_version
-
         metastore, schema = self.metastore_of(schema_relation), schema_relation.schema
         if metastore is None or not schema:
             return []
-        warehouse, found = self.warehouse_of(schema_relation), []
-        for name in metastore.tables(schema):
-            if name in listed:
-                continue
-            location = metastore.location(schema, name)
-            if location and latest_log_version(location) is not None:
-                warehouse.add_external(schema, name, location)
-                found.append(Entry("table", schema, name, location))
-        return found
+        from dbt.adapters.deltalog.metastore import registered_by_others
+
+        return registered_by_others(metastore, self.warehouse_of(schema_relation), schema, listed)
 
     @available.parse_none
     def drop_relation(self, relation: BaseRelation) -> None:
