@@ -57,15 +57,15 @@ def read_data_file(store: Any, schema_json: dict[str, Any], configuration: dict[
     return pa.table(columns, schema=schema)
 
 
-def read_file(snapshot: Any, index: int) -> pa.Table:
-    """The live rows of the snapshot's `index`-th file, in the table's schema."""
+def read_file(snapshot: Any, index: int, columns: list[str] | None = None) -> pa.Table:
+    """The live rows of the snapshot's `index`-th file, in the table's schema (or only its `columns`)."""
     files = snapshot.files
     path = files.column("path")[index].as_py()
     try:
         return read_data_file(snapshot.store, snapshot.schema_json, snapshot.configuration,
                               snapshot.partition_columns, path,
                               dict(files.column("partition_values")[index].as_py() or []),
-                              files.column("deletion_vector")[index].as_py())
+                              files.column("deletion_vector")[index].as_py(), columns=columns)
     except FileNotFoundError:
         uri = absolute_file_path(snapshot.table_uri, path)
         if not exists(uri, snapshot.store.options):
@@ -73,7 +73,10 @@ def read_file(snapshot: Any, index: int) -> pa.Table:
         raise
 
 
-def read_table(snapshot: Any) -> pa.Table:
-    """Every live row of the snapshot."""
-    parts = [read_file(snapshot, i) for i in range(snapshot.num_files)]
-    return pa.concat_tables(parts) if parts else to_arrow_schema(snapshot.schema_json).empty_table()
+def read_table(snapshot: Any, columns: list[str] | None = None) -> pa.Table:
+    """Every live row of the snapshot (only its `columns`, top-level names in that order, when given)."""
+    parts = [read_file(snapshot, i, columns) for i in range(snapshot.num_files)]
+    if parts:
+        return pa.concat_tables(parts)
+    schema = to_arrow_schema(snapshot.schema_json)
+    return (schema if columns is None else pa.schema([schema.field(c) for c in columns])).empty_table()

@@ -211,3 +211,14 @@ class TestDataTestsHere:
         assert here["accepted_values_members_team__a__b"] == ("warn", 1)
         assert here["relationships_members_team__team__ref_teams_"] == ("fail", 1)
         assert here["not_null_members_id"] == ("pass", 0)
+
+
+@pytest.mark.spark
+def test_only_the_columns_the_query_reads_are_read(spark, warehouse):
+    driver_queries._cache.clear()
+    assert _both(spark, warehouse, _wrap(ANSWERED_HERE["not_null"]))[0] == [(2, True, True)]
+    assert [key[3] for key in driver_queries._cache] == [("customer_id",)]
+    # count(*) alone still needs the rows: one column is read
+    driver_queries._cache.clear()
+    assert _both(spark, warehouse, _wrap("select 1 as one from shop.orders"))[0] == [(7, True, True)]
+    assert [key[3] for key in driver_queries._cache] == [("id",)]

@@ -14,7 +14,7 @@ import os
 import re
 import threading
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import pyarrow.fs as pafs
 from dbt_common.exceptions import DbtRuntimeError
@@ -320,6 +320,21 @@ def latest_log_version(table_path: str) -> Optional[int]:
     from deltalog.stores import log_store_for
 
     return latest_version(log_store_for(table_path))
+
+
+def registered_by_others(metastore: Any, warehouse: "Warehouse", schema: str, listed: Any) -> List["Entry"]:
+    """The Delta tables that others registered in the metastore under `schema` (not in the warehouse
+    folder, so not in `listed`): known to `warehouse` from then on as tables that live elsewhere. Their
+    views are not: their SQL is another engine's."""
+    found = []
+    for name in metastore.tables(schema):
+        if name in listed:
+            continue
+        location = metastore.location(schema, name)
+        if location and latest_log_version(location) is not None:
+            warehouse.add_external(schema, name, location)
+            found.append(Entry("table", schema, name, location))
+    return found
 
 
 def referenced_relations(sql: str) -> List[Tuple[str, str]]:

@@ -89,7 +89,7 @@ def _registered_by_others(warehouse: Warehouse, schema: str, listed: set) -> lis
     metastore = RUNTIME.metastores.get(warehouse.name)
     if metastore is None:
         return []
-    from dbt.adapters.deltalog.metastore import registered_by_others
+    from dbt.adapters.deltalog.catalog import registered_by_others
 
     return registered_by_others(metastore, warehouse, schema, listed)
 

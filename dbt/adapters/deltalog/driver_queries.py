@@ -4,7 +4,7 @@ A data test counts failing rows. On a dev loop's tables (seeds, staging views, s
 0.1-0.5 s per test planning and scheduling a job over a few kilobytes. When a test's query is built only
 from constructs that mean the same in Spark SQL and in DuckDB, over warehouse tables and dbt views whose
 live files total at most `MAX_BYTES`, the tables' live rows are read with pyarrow (deletion vectors
-applied: `deltalog.scan`) and DuckDB runs the query. Anything else goes to Spark as before, and `answer`
+applied: `deltalog.scan`; only the columns the query reads) and DuckDB runs the query. Anything else goes to Spark as before, and `answer`
 says why not.
 
 What counts as the same (checked on the query after dbt views are inlined and the columns nobody reads
@@ -27,8 +27,9 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 MAX_BYTES = 64 << 20  # the live Parquet files one query may read here, summed over its tables
-_CACHE_BYTES = 256 << 20  # tables kept in memory between tests, by table, version and table id
+_CACHE_BYTES = 256 << 20  # columns kept in memory between tests, by table, version, table id and columns
 _VIEW_DEPTH = 20
+_PREFIX = "__deltalog_t"  # the names the tables are registered under in DuckDB
 
 
 @dataclass
@@ -60,14 +61,26 @@ def answer(warehouse: Any, sql: str, relations: Relations, read_sql: ReadSql) ->
     if inputs.total_bytes > MAX_BYTES:
         raise NotHere(f"its tables hold {inputs.total_bytes} bytes of Parquet, more than {MAX_BYTES}")
     checked = _checked(tree, inputs.schema)
+    inputs.read(_columns_read(checked))
     return _run(checked.sql(dialect="duckdb"), inputs)
+
+
+def _columns_read(tree: Any) -> Dict[str, set]:
+    """The columns the query reads of each registered table (lower-cased, as sqlglot qualified them)."""
+    registered = {t.alias_or_name: t.name for t in tree.find_all(exp.Table) if t.name.startswith(_PREFIX)}
+    read: Dict[str, set] = {name: set() for name in registered.values()}
+    for column in tree.find_all(exp.Column):
+        if column.table in registered:
+            read[registered[column.table]].add(column.name.lower())
+    return read
 
 
 class _Inputs:
     """The tables a query reads: their registered names, Arrow rows and column types."""
 
     def __init__(self) -> None:
-        self.tables: Dict[str, Any] = {}  # registered name -> pyarrow Table
+        self.snapshots: Dict[str, Any] = {}  # registered name -> Snapshot
+        self.tables: Dict[str, Any] = {}  # registered name -> pyarrow Table (of the columns read)
         self.schema: Dict[str, Dict[str, str]] = {}  # registered name -> column -> sqlglot type
         self.labels: List[str] = []
         self.total_bytes = 0
@@ -85,14 +98,27 @@ class _Inputs:
             self.total_bytes += snapshot.size_bytes
             if self.total_bytes > MAX_BYTES:
                 raise NotHere(f"{schema}.{name} and the query's other tables hold more than {MAX_BYTES} bytes")
-            registered = f"__deltalog_t{len(self.tables)}"
+            registered = f"{_PREFIX}{len(self.snapshots)}"
             self.schema[registered] = _column_types(snapshot.schema_json, f"{schema}.{name}")
-            self.tables[registered] = _rows(snapshot)
+            self.snapshots[registered] = snapshot
         except (DeltaError, OSError) as exc:  # Spark's route reads it, or says what is wrong
             raise NotHere(f"{schema}.{name} is not read here: {exc}") from None
         self.labels.append(f"{schema}.{name}@v{snapshot.version}")
         self._by_path[path] = registered
         return registered
+
+    def read(self, columns: Dict[str, set]) -> None:
+        """Read the live rows of the columns the query reads (one column at least: count(*) needs the
+        rows)."""
+        from deltalog.errors import DeltaError
+
+        for registered, snapshot in self.snapshots.items():
+            names = [f["name"] for f in snapshot.schema_json["fields"]]
+            wanted = [n for n in names if n.lower() in columns.get(registered, ())] or names[:1]
+            try:
+                self.tables[registered] = _rows(snapshot, wanted)
+            except (DeltaError, OSError) as exc:
+                raise NotHere(f"{snapshot.table_uri} is not read here: {exc}") from None
 
 
 def _inline(tree: Any, warehouse: Any, relations: Relations, read_sql: ReadSql, inputs: _Inputs,
@@ -298,20 +324,20 @@ def warm_up() -> None:
 
 
 _warming = False
-_cache: "OrderedDict[Tuple[str, int, str], Any]" = OrderedDict()
+_cache: "OrderedDict[Tuple[str, int, str, tuple], Any]" = OrderedDict()
 _cache_lock = threading.Lock()
 
 
-def _rows(snapshot: Any) -> Any:
-    """The snapshot's live rows, kept for the next test of the same version of the same table."""
+def _rows(snapshot: Any, columns: List[str]) -> Any:
+    """The snapshot's live rows of `columns`, kept for the next test of the same version of the table."""
     from deltalog.scan import read_table
 
-    key = (snapshot.table_uri, snapshot.version, snapshot.metadata.id)
+    key = (snapshot.table_uri, snapshot.version, snapshot.metadata.id, tuple(columns))
     with _cache_lock:
         if key in _cache:
             _cache.move_to_end(key)
             return _cache[key]
-    table = read_table(snapshot)
+    table = read_table(snapshot, columns)
     with _cache_lock:
         _cache[key] = table
         while sum(t.nbytes for t in _cache.values()) > _CACHE_BYTES and len(_cache) > 1:

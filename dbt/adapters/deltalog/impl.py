@@ -331,7 +331,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         metastore, schema = self.metastore_of(schema_relation), schema_relation.schema
         if metastore is None or not schema:
             return []
-        from dbt.adapters.deltalog.metastore import registered_by_others
+        from dbt.adapters.deltalog.catalog import registered_by_others
 
         return registered_by_others(metastore, self.warehouse_of(schema_relation), schema, listed)
 

@@ -263,23 +263,6 @@ class HiveMetastore:
         return _local_path(location) if location else None
 
 
-def registered_by_others(metastore: HiveMetastore, warehouse: Any, schema: str, listed: Any) -> List[Any]:
-    """The Delta tables that others registered in the metastore under `schema` (not in the warehouse
-    folder, so not in `listed`): known to `warehouse` from then on as tables that live elsewhere. Their
-    views are not: their SQL is another engine's."""
-    from dbt.adapters.deltalog.catalog import Entry, latest_log_version
-
-    found = []
-    for name in metastore.tables(schema):
-        if name in listed:
-            continue
-        location = metastore.location(schema, name)
-        if location and latest_log_version(location) is not None:
-            warehouse.add_external(schema, name, location)
-            found.append(Entry("table", schema, name, location))
-    return found
-
-
 def publish(metastore: HiveMetastore, warehouse: Any, spark: Any, schema: str, name: str) -> None:
     """Register the warehouse's relation `schema.name` as it now is (a table or a view), or drop its
     entry when the warehouse no longer holds it."""
