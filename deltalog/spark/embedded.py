@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
@@ -31,6 +32,10 @@ if TYPE_CHECKING:
 JAR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jars", "deltalog-spark.jar")
 FILE_SYSTEM_CLASS = "io.deltalog.hadoop.NoForkLocalFileSystem"
 JIT_OPTION = "-XX:-DontCompileHugeMethods"
+# A local Spark runs its tasks in the driver JVM on this machine's few cores, where G1 (the JVM's choice
+# on two or more) spends them on concurrent collection: the throughput collector builds the dev loop's
+# project 15 % faster on a new JVM and 10 % on the next build (bench/dev_loop.py, 2 cores).
+LOCAL_GC_OPTION = "-XX:+UseParallelGC"
 
 
 def _joined(conf: dict[str, str], key: str, value: str, sep: str) -> str:
@@ -40,12 +45,18 @@ def _joined(conf: dict[str, str], key: str, value: str, sep: str) -> str:
 
 def embedded_session_conf(conf: dict[str, str], master: str = "local[*]") -> dict[str, str]:
     """Settings to add to `conf`, the configuration of a new session whose driver JVM this process
-    starts. A local master also gets the no-fork file system (left alone when the jar is missing or
-    the user chose one for file:// paths); a cluster master ships the jar to its executors
+    starts. A local master also gets the throughput collector (unless the user chose one) and the
+    no-fork file system (left alone when the jar is missing or the user chose one for file:// paths);
+    a cluster master ships the jar to its executors
     (`spark.jars`) and gives them the JIT option too."""
     out = {}
-    if JIT_OPTION not in conf.get("spark.driver.extraJavaOptions", ""):
-        out["spark.driver.extraJavaOptions"] = _joined(conf, "spark.driver.extraJavaOptions", JIT_OPTION, " ")
+    driver_options = conf.get("spark.driver.extraJavaOptions", "")
+    if JIT_OPTION not in driver_options:
+        driver_options = _joined(conf, "spark.driver.extraJavaOptions", JIT_OPTION, " ")
+    if master.startswith("local") and not re.search(r"-XX:\+Use\w*GC\b", driver_options):
+        driver_options += " " + LOCAL_GC_OPTION  # unless the user chose a collector
+    if driver_options != conf.get("spark.driver.extraJavaOptions", ""):
+        out["spark.driver.extraJavaOptions"] = driver_options
     if not os.path.exists(JAR):
         return out
     out["spark.driver.extraClassPath"] = _joined(conf, "spark.driver.extraClassPath", JAR, os.pathsep)

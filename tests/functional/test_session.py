@@ -159,6 +159,12 @@ def test_embedded_jvm_compiles_large_generated_methods(spark):
     assert "-XX:-DontCompileHugeMethods" in list(args)
 
 
+def test_local_jvm_collects_with_the_throughput_collector(spark):
+    """A local Spark's tasks run in the driver JVM: G1's concurrent threads would take their cores."""
+    beans = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
+    assert {bean.getName() for bean in beans} == {"PS Scavenge", "PS MarkSweep"}
+
+
 def test_embedded_settings_add_to_the_users():
     from deltalog.spark.embedded import JAR, embedded_session_conf
 
@@ -168,8 +174,14 @@ def test_embedded_settings_add_to_the_users():
     # JVM options are added to, not replaced
     conf = embedded_session_conf({"spark.hadoop.fs.file.impl": "my.FileSystem",
                                   "spark.driver.extraJavaOptions": "-Dx=1"})
-    assert conf == {"spark.driver.extraJavaOptions": "-Dx=1 -XX:-DontCompileHugeMethods",
+    assert conf == {"spark.driver.extraJavaOptions": "-Dx=1 -XX:-DontCompileHugeMethods -XX:+UseParallelGC",
                     "spark.driver.extraClassPath": JAR}
+    # a collector the user chose is kept (the JVM refuses two); a cluster's driver keeps the JVM's choice
+    for options in ("-XX:+UseG1GC", "-XX:+UseZGC -Xmx2g"):
+        conf = embedded_session_conf({"spark.driver.extraJavaOptions": options})
+        assert conf["spark.driver.extraJavaOptions"] == options + " -XX:-DontCompileHugeMethods"
+    conf = embedded_session_conf({}, "spark://host:7077")
+    assert conf["spark.driver.extraJavaOptions"] == "-XX:-DontCompileHugeMethods"
 
 
 def test_jar_classes_are_used_only_where_every_task_has_them(spark):
