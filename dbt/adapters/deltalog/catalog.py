@@ -354,19 +354,41 @@ class SessionViews:
 
     def __init__(self, spark):
         self.spark = spark
-        self._lock = threading.RLock()
+        self._lock = threading.Lock()  # held only to read or change the two dicts
         # view name -> (kind, warehouse root, version or SQL text)
         self._registered: Dict[str, Tuple[str, str, object]] = {}
+        # view name -> the lock its registration is made under: dbt's threads register different
+        # relations side by side (the JVM's work of one overlaps another's), the same one once
+        self._name_locks: Dict[str, threading.RLock] = {}
+
+    def _lock_of(self, name: str) -> threading.RLock:
+        with self._lock:
+            return self._name_locks.setdefault(name, threading.RLock())
+
+    def _known(self, name: str) -> Optional[Tuple[str, str, object]]:
+        with self._lock:
+            return self._registered.get(name)
+
+    def _set(self, name: str, state: Optional[Tuple[str, str, object]]) -> None:
+        with self._lock:
+            if state is None:
+                self._registered.pop(name, None)
+            else:
+                self._registered[name] = state
+
+    def changed(self, name: str) -> None:
+        """`name` was written by this process: its view is made again when a statement next names it."""
+        with self._lock_of(name):
+            self._set(name, None)
 
     def forget(self, name: str) -> None:
-        with self._lock:
-            self._registered.pop(name, None)
+        with self._lock_of(name):
+            self._set(name, None)
             self.spark.catalog.dropTempView(name)
 
     def table_version(self, warehouse: Warehouse, schema: str, name: str) -> Optional[int]:
         """The version of the table `schema.name` of `warehouse` its view was last registered at."""
-        with self._lock:
-            known = self._registered.get(warehouse.view_name(schema, name))
+        known = self._known(warehouse.view_name(schema, name))
         if known is None or known[0] != "table" or known[1] != warehouse.root:
             return None
         return int(known[2])
@@ -378,15 +400,15 @@ class SessionViews:
     def ensure(self, warehouse: Warehouse, schema: str, name: str, _depth: int = 0) -> bool:
         """Make `schema.name` current; returns whether the warehouse holds such a relation."""
         vname = warehouse.view_name(schema, name)
-        with self._lock:
-            known = self._registered.get(vname)
+        with self._lock_of(vname):
+            known = self._known(vname)
             if warehouse.is_table(schema, name):
                 version = latest_log_version(warehouse.table_path(schema, name))
                 if known != ("table", warehouse.root, version):
                     from deltalog.spark import reader
 
                     reader.register_view(self.spark, vname, warehouse.table_path(schema, name), version=version)
-                    self._registered[vname] = ("table", warehouse.root, version)
+                    self._set(vname, ("table", warehouse.root, version))
                 return True
             sql = warehouse.read_view_sql(schema, name)
             if sql is not None:
@@ -400,11 +422,11 @@ class SessionViews:
                 state = ("view", warehouse.root, sql, repr(sorted(docs.items())))
                 if known != state:
                     self.spark.sql(f"create or replace temporary view `{vname}`{_view_docs_clause(self.spark, sql, docs)} as\n{sql}")
-                    self._registered[vname] = state
+                    self._set(vname, state)
                 return True
             if known is not None and known[1] == warehouse.root:
                 # gone from the folder (dropped elsewhere): do not serve stale data
-                self._registered.pop(vname, None)
+                self._set(vname, None)
                 self.spark.catalog.dropTempView(vname)
             return False
 

@@ -588,7 +588,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         wh = self.warehouse_of(relation)
         if not wh.is_table(relation.schema, relation.identifier):
             return None
-        try:  # the last commit's info alone: no snapshot load (making the seed's view current loads one)
+        try:  # the last commit's info alone: no snapshot load
             store = log_store_for(self.table_uri(relation))
             version = latest_version(store)
             info = (commit_info(store, version) if version is not None else None) or {}
@@ -657,11 +657,14 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         wh.set_location(schema, name, wanted)
 
     def _publish(self, relation: BaseRelation) -> None:
-        """The relation as the warehouse now holds it: current in the session and, with a metastore
-        (`catalog` in the profile), registered there (its entry dropped when the relation is gone)."""
-        RUNTIME.views(self.spark).ensure(self.warehouse_of(relation), relation.schema, relation.identifier)
+        """The relation as the warehouse now holds it, registered in the metastore (`catalog` in the
+        profile; its entry dropped when the relation is gone). The Spark session's view of it is made
+        again by the next statement that names it (SessionViews.ensure), not here: the tables at the
+        end of a DAG, and those only data tests read in this process, never need one."""
+        RUNTIME.changed(self.warehouse_of(relation).view_name(relation.schema, relation.identifier))
         metastore = self.metastore_of(relation)
         if metastore is not None:
+            RUNTIME.views(self.spark).ensure(self.warehouse_of(relation), relation.schema, relation.identifier)
             from dbt.adapters.deltalog.metastore import MetastoreError, publish
 
             try:

@@ -78,6 +78,15 @@ class Runtime:
                 self._views = SessionViews(spark)
             return self._views
 
+    def changed(self, view_name: str) -> None:
+        """This process just wrote the relation: its session view, if it has one, is made again when a
+        statement next names it (a table dropped and built again can be back at the version the view
+        was made at, with other files)."""
+        with self._lock:
+            views = self._views
+        if views is not None:
+            views.changed(view_name)
+
     def first_description(self, warehouse: str) -> bool:
         """True the first time the warehouse's data path is to be said in the log."""
         with self._lock:
