@@ -10,6 +10,7 @@ take one-part names); this module keeps them in step with the folders."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import threading
@@ -358,12 +359,22 @@ class SessionViews:
         # view name -> (kind, warehouse root, version or SQL text)
         self._registered: Dict[str, Tuple[str, str, object]] = {}
         # view name -> the lock its registration is made under: dbt's threads register different
-        # relations side by side (the JVM's work of one overlaps another's), the same one once
+        # tables side by side (the JVM's work of one overlaps another's), the same one once. dbt views
+        # register under one more lock, taken first, as are the tables they read after it: views that
+        # name each other cannot deadlock two threads.
         self._name_locks: Dict[str, threading.RLock] = {}
+        self._views_lock = threading.RLock()
 
     def _lock_of(self, name: str) -> threading.RLock:
         with self._lock:
             return self._name_locks.setdefault(name, threading.RLock())
+
+    def _either_lock(self, name: str) -> Any:
+        """Both locks a change of `name` may race with: a table's and the views'."""
+        stack = contextlib.ExitStack()
+        stack.enter_context(self._views_lock)
+        stack.enter_context(self._lock_of(name))
+        return stack
 
     def _known(self, name: str) -> Optional[Tuple[str, str, object]]:
         with self._lock:
@@ -378,11 +389,11 @@ class SessionViews:
 
     def changed(self, name: str) -> None:
         """`name` was written by this process: its view is made again when a statement next names it."""
-        with self._lock_of(name):
+        with self._either_lock(name):
             self._set(name, None)
 
     def forget(self, name: str) -> None:
-        with self._lock_of(name):
+        with self._either_lock(name):
             self._set(name, None)
             self.spark.catalog.dropTempView(name)
 
@@ -400,16 +411,17 @@ class SessionViews:
     def ensure(self, warehouse: Warehouse, schema: str, name: str, _depth: int = 0) -> bool:
         """Make `schema.name` current; returns whether the warehouse holds such a relation."""
         vname = warehouse.view_name(schema, name)
-        with self._lock_of(vname):
-            known = self._known(vname)
-            if warehouse.is_table(schema, name):
+        if warehouse.is_table(schema, name):
+            with self._lock_of(vname):
                 version = latest_log_version(warehouse.table_path(schema, name))
-                if known != ("table", warehouse.root, version):
+                if self._known(vname) != ("table", warehouse.root, version):
                     from deltalog.spark import reader
 
                     reader.register_view(self.spark, vname, warehouse.table_path(schema, name), version=version)
                     self._set(vname, ("table", warehouse.root, version))
                 return True
+        with self._either_lock(vname):
+            known = self._known(vname)
             sql = warehouse.read_view_sql(schema, name)
             if sql is not None:
                 if _depth < 50:
