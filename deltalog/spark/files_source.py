@@ -14,6 +14,7 @@ whole files: the native reader is used wherever Spark can reach the files itself
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any, Iterator
 from urllib.parse import quote
 
@@ -22,6 +23,16 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 SOURCE_NAME = "deltalog_files"
+_registering = threading.Lock()
+
+
+def register_source(spark: SparkSession, source: type) -> None:
+    """Register a Python data source in the session. Spark refuses one that two threads register at once
+    ("already exists"); one at a time, a registration replaces the last."""
+    with _registering:
+        spark.dataSource.register(source)
+
+
 # Spark redacts option values whose key matches spark.redaction.regex (`secret` does by default).
 _SECRET_OPTION = "secret_storage_options"
 _TARGET_PARTITION_BYTES = 128 * 1024 * 1024
@@ -96,7 +107,7 @@ def read_files(spark: SparkSession, snapshot: Any, files: Any, schema: StructTyp
                with_row_index: bool, skip_deleted: bool, file_column: str, row_index_column: str) -> DataFrame:
     """The rows of `files` (rows of `snapshot.files`) in the Spark schema `schema` of the table, plus the
     file column and the row index column when asked."""
-    spark.dataSource.register(DeltaFilesSource)
+    register_source(spark, DeltaFilesSource)
     fields = list(schema.fields)
     if with_file:
         fields.append(StructField(file_column, StringType()))

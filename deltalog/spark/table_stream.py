@@ -35,7 +35,7 @@ except ImportError:  # pragma: no cover - PySpark 4.0/4.1
     ReadAllAvailable = ReadMaxBytes = ReadMaxFiles = None
     SupportsTriggerAvailableNow = object
 
-from .files_source import FilesPartition
+from .files_source import FilesPartition, register_source
 
 SOURCE_NAME = "deltalog_table"
 DEFAULT_MAX_FILES = 1000  # Delta's maxFilesPerTrigger when neither limit is given
@@ -290,6 +290,6 @@ def stream_table(spark: Any, table_uri: str, **options: Any) -> Any:
         raise InvalidTableError(f"stream of {table_uri}: option(s) {', '.join(unknown)} unknown; a stream of a table "
                                 f"takes {', '.join(OPTIONS)}.")
     read_limits(table_uri, {k: str(v) for k, v in options.items()})
-    spark.dataSource.register(DeltaTableStreamSource)
+    register_source(spark, DeltaTableStreamSource)
     return spark.readStream.format(SOURCE_NAME).options(**{k: json.dumps(v) if not isinstance(v, str) else v
                                                             for k, v in options.items()}).load(table_uri)
