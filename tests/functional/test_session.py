@@ -114,6 +114,41 @@ def test_spark_scratch_space_is_not_the_working_directory():
     assert conf["spark.ui.enabled"] == "false"
 
 
+def test_users_driver_options_are_added_to_ours_not_put_in_their_place():
+    ours = jvm.default_conf("local[2]")
+    conf = jvm.with_users_settings(ours, {"spark.driver.extraJavaOptions": "-Dx=1 -Xss4m",
+                                          "spark.sql.session.timeZone": "Europe/Paris"})
+    assert conf["spark.driver.extraJavaOptions"] == ours["spark.driver.extraJavaOptions"] + " -Dx=1 -Xss4m"
+    assert conf["spark.sql.session.timeZone"] == "Europe/Paris"  # other settings: the user's replace ours
+    assert jvm.with_users_settings(ours, {"spark.driver.extraJavaOptions": " "}) == ours
+
+
+def test_a_users_driver_options_keep_spark_logs_and_scratch_out_of_the_project(tmp_path):
+    """Once, a profile's `spark.driver.extraJavaOptions` replaced ours: Spark's log went to the console
+    between dbt's lines and Derby's log to the project folder."""
+    code = (
+        "from dbt.adapters.deltalog.runtime import session\n"
+        "spark = session.get_spark('local[1]', {'spark.driver.extraJavaOptions': '-Ddeltalog.mark=yes'})\n"
+        "system = spark.sparkContext._jvm.java.lang.System\n"
+        "print('mark', system.getProperty('deltalog.mark'))\n"
+        "print('derby', system.getProperty('derby.system.home'))\n"
+        "print('log4j', system.getProperty('log4j2.configurationFile'))\n"
+        "spark.sparkContext.setLogLevel('WARN')\n"
+        "spark.sparkContext._jvm.org.apache.logging.log4j.LogManager.getLogger('deltalog.test')"
+        ".warn('to the log file')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=str(tmp_path), capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    props = dict(line.split(" ", 1) for line in done.stdout.splitlines() if line.split(" ")[0] in
+                 ("mark", "derby", "log4j"))
+    assert props["mark"] == "yes"
+    assert props["derby"] != "None" and not props["derby"].startswith(str(tmp_path))
+    assert props["log4j"].startswith("file:")
+    assert "to the log file" not in done.stdout + done.stderr
+    assert os.listdir(tmp_path) == []
+
+
 def test_unquoted_warehouse_names_are_quoted(tmp_path):
     (tmp_path / "shop" / "orders" / "_delta_log").mkdir(parents=True)
     (tmp_path / "shop" / "daily.view.sql").write_text("select 1")

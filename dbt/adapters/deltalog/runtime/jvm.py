@@ -13,7 +13,7 @@ import tempfile
 import threading
 import time
 import uuid
-from typing import Dict, Optional
+from typing import Any, Dict, Optional
 
 
 def ensure_java() -> None:
@@ -137,6 +137,21 @@ def default_conf(master: str, log_file: Optional[str] = None) -> Dict[str, str]:
     return conf
 
 
+def with_users_settings(conf: Dict[str, str], spark_conf: Dict[str, Any]) -> Dict[str, str]:
+    """`conf` with the profile's `spark_conf` over it. The driver's JVM options are joined, ours first:
+    the JVM takes the last of a repeated option, so the user's win, and Spark's scratch space and log
+    file stay out of the project folder and the console."""
+    out = dict(conf)
+    for key, value in spark_conf.items():
+        key, value = str(key), str(value)
+        if key == "spark.driver.extraJavaOptions" and out.get(key):
+            if not value.strip():
+                continue
+            value = out[key] + " " + value
+        out[key] = value
+    return out
+
+
 class Command:
     """This dbt command's Spark jobs. Each carries the command's tag, so that Ctrl-C cancels exactly
     them (on a Spark server, other commands' jobs run in the same JVM). Spark's job tags are per thread:
@@ -208,8 +223,7 @@ def start_spark(master: str, spark_conf: Optional[Dict[str, str]] = None, log_fi
     from deltalog.spark.embedded import embedded_session_conf
 
     builder = SparkSession.builder.master(master).appName("dbt-deltalog")
-    conf = default_conf(master, log_file)
-    conf.update({str(k): str(v) for k, v in (spark_conf or {}).items()})
+    conf = with_users_settings(default_conf(master, log_file), spark_conf or {})
     if SparkContext._active_spark_context is None:
         conf.update(embedded_session_conf(conf, master))  # class path, JVM options: only for a JVM we start
     for key, value in conf.items():
