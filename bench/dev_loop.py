@@ -21,7 +21,9 @@ and four ways to build each, each a fresh `dbt build` process, wall time measure
                      (not run unless named in --ways)
 
 A round is: first build, then a second build of the unchanged project (dbt's partial parse, the
-server warm), per way. Reported: the best of the rounds for each, and the ratios to dbt-duckdb.
+server warm), per way; with `--later N`, N more builds after those (a dev loop's later builds, on a
+server whose JVM has compiled more of Spark). Reported: the best of the rounds for each (for later
+builds, the median of each round's, then the best), and the ratios to dbt-duckdb.
 Every deltalog table is read back with `deltalake` and compared with DuckDB's rows.
 """
 
@@ -34,6 +36,7 @@ import json
 import os
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -283,6 +286,7 @@ def main() -> None:
     parser.add_argument("--projects", nargs="+", choices=sorted(PROJECTS), default=sorted(PROJECTS))
     parser.add_argument("--ways", nargs="+", default=["duckdb", "deltalog-server", "deltalog-connect",
                                                       "deltalog-inprocess"])
+    parser.add_argument("--later", type=int, default=0, help="builds after the second, per round")
     args = parser.parse_args()
     try:
         import dbt.adapters.duckdb  # noqa: F401
@@ -303,20 +307,24 @@ def main() -> None:
             print(f"local Spark Connect server started in {time.perf_counter() - started:.1f} s", flush=True)
         results = {}
         for kind in args.projects:
-            results[kind] = run_project(work, env, kind, args.rounds, args.ways, connect_url)
+            results[kind] = run_project(work, env, kind, args.rounds, args.ways, connect_url, args.later)
     for kind, best in results.items():
         duck = best["duckdb"]
         print(f"\n{kind}: {PROJECTS[kind]}-node project, best of {args.rounds} rounds (wall seconds of `dbt build`)\n")
-        print("| way | first build | second build | first / duckdb | second / duckdb |")
-        print("|---|---|---|---|---|")
+        later = " later builds | later / duckdb |" if args.later else ""
+        print("| way | first build | second build | first / duckdb | second / duckdb |" + later)
+        print("|---|---|---|---|---|" + ("---|---|" if args.later else ""))
         for name, b in best.items():
-            print(f"| {name} | {b['first']:.1f} s | {b['second']:.1f} s | {b['first'] / duck['first']:.1f}x "
-                  f"| {b['second'] / duck['second']:.1f}x |")
+            row = (f"| {name} | {b['first']:.1f} s | {b['second']:.1f} s | {b['first'] / duck['first']:.1f}x "
+                   f"| {b['second'] / duck['second']:.1f}x |")
+            if args.later:
+                row += f" {b['later']:.1f} s | {b['later'] / duck['later']:.1f}x |"
+            print(row)
     shutil.rmtree(work, ignore_errors=True)
 
 
 def run_project(work: Path, env: dict, kind: str, rounds: int, way_names: list[str],
-                connect_url: str | None) -> dict:
+                connect_url: str | None, later: int = 0) -> dict:
     base = work / kind
     profiles = {
         "duckdb": {"type": "duckdb", "path": str(base / "duckdb" / "dev.duckdb"), "schema": "main", "threads": 4},
@@ -332,7 +340,7 @@ def run_project(work: Path, env: dict, kind: str, rounds: int, way_names: list[s
         if name != "duckdb":
             profile["warehouse"] = str(base / f"warehouse-{name}")
     projects = {name: make_project(base / name, profile, kind) for name, profile in ways.items()}
-    times = {name: {"first": [], "second": []} for name in ways}
+    times = {name: {"first": [], "second": [], "later": []} for name in ways}
     try:
         for r in range(rounds):
             for name, project in projects.items():
@@ -340,12 +348,16 @@ def run_project(work: Path, env: dict, kind: str, rounds: int, way_names: list[s
                 shutil.rmtree(project / "target", ignore_errors=True)
                 for run in ("first", "second"):
                     times[name][run].append(build(project, env, PROJECTS[kind]))
+                laters = [build(project, env, PROJECTS[kind]) for _ in range(later)]
+                if laters:
+                    times[name]["later"].append(statistics.median(laters))
                 print(f"{kind} round {r + 1} {name}: first {times[name]['first'][-1]:.1f} s, "
-                      f"second {times[name]['second'][-1]:.1f} s", flush=True)
+                      f"second {times[name]['second'][-1]:.1f} s"
+                      + (f", later {' '.join(f'{t:.1f}' for t in laters)} s" if laters else ""), flush=True)
         compare_rows(work, kind, [w for w in ways if w != "duckdb"])
     finally:
         stop_servers(env)
-    return {name: {run: min(v) for run, v in runs.items()} for name, runs in times.items()}
+    return {name: {run: min(v) for run, v in runs.items() if v} for name, runs in times.items()}
 
 
 if __name__ == "__main__":

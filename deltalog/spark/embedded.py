@@ -47,8 +47,7 @@ def embedded_session_conf(conf: dict[str, str], master: str = "local[*]") -> dic
     """Settings to add to `conf`, the configuration of a new session whose driver JVM this process
     starts. A local master also gets the throughput collector (unless the user chose one) and the
     no-fork file system (left alone when the jar is missing or the user chose one for file:// paths);
-    a cluster master ships the jar to its executors
-    (`spark.jars`) and gives them the JIT option too."""
+    a cluster master ships the jar to its executors (`spark.jars`) and gives them the JIT option too."""
     out = {}
     driver_options = conf.get("spark.driver.extraJavaOptions", "")
     if JIT_OPTION not in driver_options:

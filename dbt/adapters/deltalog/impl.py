@@ -661,14 +661,15 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         profile; its entry dropped when the relation is gone). The Spark session's view of it is made
         again by the next statement that names it (SessionViews.ensure), not here: the tables at the
         end of a DAG, and those only data tests read in this process, never need one."""
-        RUNTIME.changed(self.warehouse_of(relation).view_name(relation.schema, relation.identifier))
+        warehouse = self.warehouse_of(relation)
+        RUNTIME.changed(warehouse.view_name(relation.schema, relation.identifier))
         metastore = self.metastore_of(relation)
         if metastore is not None:
-            RUNTIME.views(self.spark).ensure(self.warehouse_of(relation), relation.schema, relation.identifier)
+            RUNTIME.views(self.spark).ensure(warehouse, relation.schema, relation.identifier)
             from dbt.adapters.deltalog.metastore import MetastoreError, publish
 
             try:
-                publish(metastore, self.warehouse_of(relation), self.spark, relation.schema, relation.identifier)
+                publish(metastore, warehouse, self.spark, relation.schema, relation.identifier)
             except MetastoreError as exc:
                 raise DbtRuntimeError(
                     f"{relation}: what was built is committed, but its entry in the Hive Metastore is not "
