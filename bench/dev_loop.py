@@ -315,10 +315,10 @@ def main() -> None:
         print("| way | first build | second build | first / duckdb | second / duckdb |" + later)
         print("|---|---|---|---|---|" + ("---|---|" if args.later else ""))
         for name, b in best.items():
-            row = (f"| {name} | {b['first']:.1f} s | {b['second']:.1f} s | {b['first'] / duck['first']:.1f}x "
-                   f"| {b['second'] / duck['second']:.1f}x |")
+            row = (f"| {name} | {b['first']:.1f} s | {b['second']:.1f} s | {b['first'] / duck['first']:.2f}x "
+                   f"| {b['second'] / duck['second']:.2f}x |")
             if args.later:
-                row += f" {b['later']:.1f} s | {b['later'] / duck['later']:.1f}x |"
+                row += f" {b['later']:.1f} s | {b['later'] / duck['later']:.2f}x |"
             print(row)
     shutil.rmtree(work, ignore_errors=True)
 
