@@ -1,5 +1,6 @@
-"""Loading the plugin freezes what the process holds (gc.freeze): a dbt command's full collections,
-and the one at exit, then skip dbt's and our modules. Objects made later are collected as before."""
+"""Loading the plugin freezes what the process holds (gc.freeze) and makes the collector run less
+often, unless the process set its own thresholds: a dbt command's collections, and the one at exit,
+then skip dbt's and our modules. Objects made later are collected as before."""
 
 import subprocess
 import sys
@@ -13,6 +14,7 @@ def test_plugin_import_freezes_modules_and_later_cycles_are_still_collected():
         import dbt.adapters.deltalog
         frozen = gc.get_freeze_count()
         assert frozen > 50_000, f"only {frozen} objects frozen"
+        assert gc.get_threshold() == (10_000, 10, 10), gc.get_threshold()
 
         class Node:
             pass
@@ -29,3 +31,15 @@ def test_plugin_import_freezes_modules_and_later_cycles_are_still_collected():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("ok")
+
+
+def test_a_process_s_own_collector_thresholds_are_kept():
+    code = textwrap.dedent("""
+        import gc
+        gc.set_threshold(500, 5, 5)
+        import dbt.adapters.deltalog
+        assert gc.get_threshold() == (500, 5, 5), gc.get_threshold()
+        print("ok")
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.startswith("ok"), done.stderr
