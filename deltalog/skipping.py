@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 from . import log_json
+from .lazy_imports import load
 from .storage import arrow_owned_buffer
 from .column_mapping import is_mapped, physical_names, physical_path
 
@@ -327,6 +328,7 @@ def _predicate(node: Any, strict: bool = False) -> Expr:
     """An expression for a boolean node; a part skipping cannot use is ALWAYS (strict: a ValueError).
     Only AND and OR combine parts, so an ALWAYS in place of a part never drops a file (NOT is taken
     only over known forms)."""
+    load("sqlglot")
     from sqlglot import exp
 
     if isinstance(node, exp.Paren):
@@ -344,6 +346,7 @@ def _predicate(node: Any, strict: bool = False) -> Expr:
 
 
 def _atom(node: Any) -> Expr:
+    load("sqlglot")
     from sqlglot import exp
 
     if isinstance(node, exp.Boolean):
@@ -385,6 +388,7 @@ def _atom(node: Any) -> Expr:
 
 def _column(node: Any) -> str:
     """A column reference's name; dotted parts name a nested field (`a.b`)."""
+    load("sqlglot")
     from sqlglot import exp
 
     if not isinstance(node, exp.Column):
@@ -395,6 +399,7 @@ def _column(node: Any) -> str:
 def _literal(node: Any) -> Any:
     """The Python value of a literal: string, number, boolean, NULL, DATE / TIMESTAMP '...', a typed
     number (10L)."""
+    load("sqlglot")
     from sqlglot import exp
 
     if isinstance(node, exp.Paren):

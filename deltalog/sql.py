@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from deltalog.lazy_imports import load
+
+load("sqlglot")  # this module is imported when SQL is first parsed, by any thread
 _DIALECT = None
 
 

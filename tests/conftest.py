@@ -37,6 +37,7 @@ SLOWEST_FIRST = [
     "tests/spark/test_deletion_vectors_spark.py",
     "tests/robustness/test_concurrent_spark.py",
     "tests/integration/test_shop_project.py",
+    "tests/functional/test_day_two.py",
     "tests/maintenance/test_zorder_layout.py",
     "tests/functional/test_incremental_suites.py",
     "tests/functional/test_session.py",

@@ -6,6 +6,9 @@ from dataclasses import replace
 from typing import Any, Sequence
 
 import pyarrow as pa
+from deltalog.lazy_imports import load
+
+load("spark")  # pyspark whole before any import from it (lazy_imports.py says why)
 from pyspark.sql import DataFrame, SparkSession, functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 

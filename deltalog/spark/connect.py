@@ -11,6 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from deltalog.lazy_imports import load
+
+load("spark")  # pyspark whole before any import from it (lazy_imports.py says why)
+
+
 
 def is_connect(spark: Any) -> bool:
     """Whether `spark` is a Spark Connect session (pyspark.sql.connect.session.SparkSession). Told by

@@ -26,6 +26,11 @@ import os
 import re
 from typing import TYPE_CHECKING, Callable
 
+from deltalog.lazy_imports import load
+
+load("spark")  # pyspark whole before any import from it (lazy_imports.py says why)
+
+
 if TYPE_CHECKING:
     from pyspark.sql import Column
 

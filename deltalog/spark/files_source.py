@@ -18,6 +18,9 @@ import threading
 from typing import Any, Iterator
 from urllib.parse import quote
 
+from deltalog.lazy_imports import load
+
+load("spark")  # pyspark whole before any import from it (lazy_imports.py says why)
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import LongType, StringType, StructField, StructType

@@ -18,6 +18,9 @@ from functools import reduce
 from typing import Any, Callable
 
 import pyarrow as pa
+from deltalog.lazy_imports import load
+
+load("spark")  # pyspark whole before any import from it (lazy_imports.py says why)
 from pyspark.sql import DataFrame, SparkSession
 
 from ..actions import now_ms

@@ -15,6 +15,9 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable
 
+from deltalog.lazy_imports import load
+
+load("spark")  # pyspark whole before any import from it (lazy_imports.py says why)
 from pyspark.sql import DataFrame
 
 from ..errors import ConcurrentTransactionException

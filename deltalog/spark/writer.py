@@ -31,6 +31,9 @@ from zoneinfo import ZoneInfo
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from deltalog.lazy_imports import load
+
+load("spark")  # pyspark whole before any import from it (lazy_imports.py says why)
 from pyspark.sql import DataFrame, Observation, functions as F
 from pyspark.sql.types import StructType
 

@@ -28,6 +28,9 @@ from typing import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from deltalog.lazy_imports import load
+
+load("spark")  # pyspark whole before any import from it (lazy_imports.py says why)
 from pyspark.sql import Column, DataFrame, functions as F
 from pyspark.sql.types import (
     BooleanType, ByteType, DateType, DecimalType, DoubleType, FloatType, IntegerType, LongType, ShortType,
@@ -175,6 +178,7 @@ class RangeModel:
         if runs_jar_classes(df.sparkSession):
             ids = [self._jar_range_id(df, c).alias(rid) for c, rid in zip(self.columns, id_names)]
             return df.select("*", *ids), id_names
+        load("spark_ml")
         from pyspark.ml.feature import Bucketizer  # JVM-side binary search (importing pyspark.ml takes ~1 s)
         key_names = [f"{_INTERNAL}key{i}" for i in range(len(self.columns))]
         out = df.select("*", *[F.coalesce(order_key(df, c, self.prefixes.get(c)), F.lit(float("-inf"))).alias(k)
@@ -438,6 +442,7 @@ def _with_file_ids(model: RangeModel, frame: DataFrame, curve: str, num_files: i
     if runs_jar_classes(frame.sparkSession):
         rank = jar_function(frame.sparkSession, "cluster.Rank", _packed_doubles(cuts))(pkey)
         return keyed.withColumn(fid, (rank + F.lit(offset)).cast("int")), keys
+    load("spark_ml")
     from pyspark.ml.feature import Bucketizer
     pk = f"{_INTERNAL}pkey"
     keyed = keyed.withColumn(pk, pkey)

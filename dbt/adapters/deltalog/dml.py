@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from dbt.adapters.deltalog.catalog import Warehouse
+from deltalog.lazy_imports import load
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,7 @@ class Dml:
 def parse_dml(sql: str) -> Optional[Dml]:
     """`sql` as a Dml when it is INSERT / DELETE / UPDATE on a two-part name written as one quoted part
     (`schema.name`, as the SQL gateway writes warehouse relations), else None."""
+    load("sqlglot")
     import sqlglot
     from sqlglot import exp
 

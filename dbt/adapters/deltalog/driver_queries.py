@@ -17,14 +17,18 @@ timestamp type), and floating-point values are never compared, grouped, joined o
 functions, time travel or relations outside the warehouse."""
 from __future__ import annotations
 
+import atexit
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-import sqlglot
-from sqlglot import exp
-from sqlglot.errors import SqlglotError
+from deltalog.lazy_imports import load
+
+load("sqlglot")  # this module is first imported by whichever thread answers a data test
+import sqlglot  # noqa: E402
+from sqlglot import exp  # noqa: E402
+from sqlglot.errors import SqlglotError  # noqa: E402
 
 MAX_BYTES = 64 << 20  # the live Parquet files one query may read here, summed over its tables
 _CACHE_BYTES = 256 << 20  # columns kept in memory between tests, by table, version, table id and columns
@@ -271,6 +275,7 @@ def _not_float(node: Any, key: Any) -> None:
 
 
 def _run(sql: str, inputs: _Inputs) -> Answer:
+    load("duckdb")
     import duckdb
 
     cursor = _duckdb_cursor()
@@ -295,6 +300,7 @@ def _duckdb_cursor() -> Any:
     """A connection of its own (registered tables are its own) to the process's in-memory database: a
     new database costs 15 ms, a connection to one under 1 ms."""
     global _database
+    load("duckdb")
     import duckdb
 
     with _database_lock:
@@ -313,14 +319,17 @@ def warm_up() -> None:
         _warming = True
 
     def run() -> None:
-        import importlib
+        load("sqlglot")
+        load("duckdb")
+        import deltalog.scan  # noqa: F401
 
-        for module in ("sqlglot.optimizer.qualify", "sqlglot.optimizer.annotate_types",
-                       "sqlglot.optimizer.pushdown_projections", "deltalog.scan"):
-            importlib.import_module(module)
         _duckdb_cursor().close()
 
-    threading.Thread(target=run, name="deltalog-warm-up", daemon=True).start()
+    thread = threading.Thread(target=run, name="deltalog-warm-up", daemon=True)
+    thread.start()
+    # a command that ends while DuckDB is still opening must wait for it: a daemon thread stopped inside
+    # DuckDB's C++ at exit aborts the process ("terminate called ... exception not rethrown")
+    atexit.register(thread.join, 30)
 
 
 _warming = False

@@ -32,6 +32,7 @@ from dbt_common.exceptions import CompilationError, DbtRuntimeError
 
 from deltalog import filesystem as fs
 from deltalog.errors import DeltaError
+from deltalog.lazy_imports import load
 from dbt.adapters.deltalog.catalog import Warehouse, referenced_relations
 from dbt.adapters.deltalog.column import DeltalogColumn
 from dbt.adapters.deltalog.connections import DeltalogConnectionManager
@@ -221,6 +222,10 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         RUNTIME.views(spark).refresh_for_sql(self.warehouse, code)
         # `spark` as a global, as dbt-spark and Databricks python models use it
         namespace: Dict[str, Any] = {"__name__": "dbt_python_model", "spark": spark}
+        # what a model's code imports first, loaded whole before it runs beside other models
+        load("pandas")
+        if "pyspark.pandas" in code:
+            load("pandas_on_spark")
         import time
 
         # the code run and its outcome in dbt.log, as dbt's log_code_execution writes them for python jobs
@@ -240,6 +245,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
 
             raise DbtRuntimeError(f"Python model {unique_id} failed: {type(exc).__name__}: "
                                   f"{_short_error(exc)}") from exc
+        load("spark")
         from pyspark.sql import DataFrame
 
         if isinstance(result, DataFrame):
@@ -381,6 +387,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         schema, name = relation.schema, relation.identifier
         warehouse = self.warehouse_of(relation)
         if schema and name and warehouse.is_table(schema, name):
+            load("spark")
             from pyspark.sql.types import StructType
 
             snap = self._snapshot(relation)
@@ -416,6 +423,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
     def _get_one_catalog(self, information_schema: InformationSchema, schemas: Set[str], used_schemas):
         import agate
         from dbt_common.clients.agate_helper import DEFAULT_TYPE_TESTER
+        load("spark")
         from pyspark.sql.types import StructType
 
         from dbt.adapters.deltalog.catalog import Entry
@@ -744,6 +752,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         """Seeds: typed columns (inferred as dbt does, or `column_types`), one overwrite commit. A seed whose
         rows, column types and config are those of the table's last commit (its own last load: nothing
         committed to the table since) is left as it is, without a commit; `--full-refresh` loads it anyway."""
+        load("spark")
         from pyspark.sql.types import StringType, StructField, StructType
 
         config = _get(model, "config") or {}
@@ -894,6 +903,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         """Align the new rows with the table: (rows, the table's new schema JSON or None). With
         append_new_columns / sync_all_columns the new schema goes into the data commit itself (no data
         file is rewritten; a run that fails commits nothing)."""
+        load("spark")
         from pyspark.sql.types import StructType
 
         snap = self._snapshot(relation)
@@ -966,6 +976,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
     @_reported
     def add_columns(self, relation: BaseRelation, columns: List[Any], model: Any = None) -> None:
         """New columns (snapshot's dbt_is_deleted, alter ... add columns) as a metadata commit."""
+        load("spark")
         from pyspark.sql.types import StructType
 
         if not columns:
@@ -980,6 +991,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
     @staticmethod
     def _new_fields(target: Any, columns: List[Any]) -> List[Any]:
         """dbt column objects (or dicts) that `target` (a StructType) lacks, as nullable fields."""
+        load("spark")
         from pyspark.sql.types import StructField, _parse_datatype_string
 
         have = {f.name.lower() for f in target.fields}
@@ -1000,6 +1012,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         columns the snapshot gains (`add_columns`) go into the same commit. The staging view reads the
         snapshot's own table: the merge commits against the version it read, so a snapshot run landing in
         between is a named conflict, not a second set of rows computed from the same old state."""
+        load("spark")
         from pyspark.sql.types import StructType
 
         from deltalog.spark import operations
@@ -1128,6 +1141,7 @@ def _warn_missing_doc_columns(model: Any, comments: Dict[str, str], columns: Lis
 
 
 def _nullable(field):
+    load("spark")
     from pyspark.sql.types import StructField
 
     return StructField(field.name, field.dataType, True, field.metadata)

@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
+from deltalog.lazy_imports import load
+
 MV_APP_PREFIX = "dbt-deltalog materialized view input "
 STATE_DIR = "_dbt_mv_state"  # the running sums and counts of avg columns
 AGGREGATES = ("sum", "count", "min", "max", "avg")
@@ -47,6 +49,7 @@ def _source_of(table: Any) -> Optional[Tuple[str, str]]:
 
 def incremental_plan(sql: str) -> Tuple[Optional[IncrementalPlan], str]:
     """The plan for an incremental refresh of `sql`, or None and why a full recompute is needed."""
+    load("sqlglot")
     import sqlglot
     from sqlglot import expressions as exp
 
@@ -97,6 +100,7 @@ def incremental_plan(sql: str) -> Tuple[Optional[IncrementalPlan], str]:
 
 def _reading(plan: IncrementalPlan, view: str) -> Any:
     """A copy of the parsed query that reads the temporary view `view` instead of its input."""
+    load("sqlglot")
     from sqlglot import expressions as exp
 
     tree = plan.tree.copy()
@@ -117,6 +121,7 @@ def state_columns(plan: IncrementalPlan) -> Dict[str, Tuple[str, str]]:
 
 def state_sql(plan: IncrementalPlan, view: str) -> str:
     """The running sums and counts of the avg columns, by group, of the rows of `view`."""
+    load("sqlglot")
     from sqlglot import expressions as exp
 
     tree = _reading(plan, view)
@@ -258,6 +263,7 @@ def _write_state(spark: Any, adapter: Any, relation: Any, plan: IncrementalPlan,
 
 def _incremental(spark: Any, adapter: Any, relation: Any, model: Any, plan: IncrementalPlan, source: Any, app: str,
                  last: int, files: Any, name: str, log: Any) -> Tuple[str, Optional[int]]:
+    load("spark")
     from pyspark.sql import functions as F
 
     from deltalog.snapshot import Snapshot

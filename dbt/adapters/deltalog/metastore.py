@@ -22,6 +22,10 @@ from urllib.parse import urlparse
 
 from dbt_common.exceptions import DbtRuntimeError
 
+from deltalog.lazy_imports import load
+
+load("metastore")  # the Thrift client, whole, before the methods below import from it (1 ms)
+
 SCHEMA_PART_SIZE = 4000  # Spark's spark.sql.sources.schemaStringLengthThreshold: the metastore column's size
 CATALOG_TYPES = ("hive",)
 

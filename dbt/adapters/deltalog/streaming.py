@@ -20,6 +20,7 @@ import uuid
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from deltalog import filesystem as fs
+from deltalog.lazy_imports import load
 
 CHECKPOINT_DIR = "_dbt_streaming"
 APP_ID_FILE = "app_id"
@@ -103,6 +104,7 @@ def kafka_stream_view(spark: Any, bootstrap_servers: str, topic: str, options: O
         df = reader.load()
     except Exception as exc:
         if "kafka" in str(exc).lower() and ("DATA_SOURCE_NOT_FOUND" in str(exc) or "Failed to find data source" in str(exc)):
+            load("spark")
             import pyspark
 
             raise StreamingConfigError(

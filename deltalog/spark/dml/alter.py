@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from deltalog.lazy_imports import load
+
+load("spark")  # pyspark whole before any import from it (lazy_imports.py says why)
 from pyspark.sql import SparkSession, functions as F
 
 from ...actions import Metadata

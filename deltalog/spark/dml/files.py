@@ -8,6 +8,9 @@ from typing import Any, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from deltalog.lazy_imports import load
+
+load("spark")  # pyspark whole before any import from it (lazy_imports.py says why)
 from pyspark.sql import DataFrame
 
 from ...actions import AddFile, RemoveFile, SetTransaction, now_ms

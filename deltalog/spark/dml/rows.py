@@ -6,6 +6,9 @@ from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
+from deltalog.lazy_imports import load
+
+load("spark")  # pyspark whole before any import from it (lazy_imports.py says why)
 from pyspark.sql import Column, DataFrame, SparkSession, functions as F
 from pyspark.sql.types import StructType
 

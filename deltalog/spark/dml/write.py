@@ -7,6 +7,9 @@ import time
 from typing import Any, Sequence
 
 import pyarrow as pa
+from deltalog.lazy_imports import load
+
+load("spark")  # pyspark whole before any import from it (lazy_imports.py says why)
 from pyspark.sql import DataFrame, functions as F
 from pyspark.sql.types import StructType
 

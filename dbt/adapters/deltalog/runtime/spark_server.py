@@ -31,6 +31,7 @@ import time
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from dbt.adapters.deltalog.runtime.jvm import tail
+from deltalog.lazy_imports import load
 
 DEFAULT_IDLE_TIMEOUT = 900  # seconds without an attached command before the server stops
 START_TIMEOUT = 300  # seconds a command waits for a new server's Spark to come up
@@ -210,6 +211,7 @@ def _start(key: str, master: str, spark_conf: Dict[str, str], idle_timeout: floa
 
 def _connect(state: dict, on_interrupt: Optional[Callable[[Any], None]] = None):
     """A new Spark session in the server's JVM, or None when it does not answer."""
+    load("spark")
     from pyspark import SparkConf, SparkContext
     from pyspark.java_gateway import launch_gateway
     from pyspark.sql import SparkSession

@@ -9,10 +9,12 @@ from typing import Optional
 from dbt_common.exceptions import CompilationError
 
 from dbt.adapters.deltalog.model_config import quote_name as q
+from deltalog.lazy_imports import load
 from .incremental_write import IncrementalWrite
 
 
 def run(w: IncrementalWrite) -> Optional[int]:
+    load("spark")
     from pyspark.sql import functions as F
 
     from deltalog.spark import operations
