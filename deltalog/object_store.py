@@ -295,18 +295,25 @@ _STORE_CAUSES = (
      "the endpoint does not answer: check the endpoint URL and that the store is running and reachable"),
 )
 _probed_warehouses: set[str] = set()
+_warehouse_probe_lock = threading.Lock()  # a warehouse is probed by one thread; the others wait for it
 
 
 def probe_warehouse(root: str, storage_options: dict[str, Any] | None = None) -> None:
     """List the warehouse and write and delete a probe object in it, with short timeouts and few
     retries, once per process: StoreUnreachableError naming the warehouse, the endpoint and the cause
     (never a secret) when the store cannot be used, before anything is written."""
-
-    import obstore
-
     root = str(root).rstrip("/")
     if root in _probed_warehouses:
         return
+    with _warehouse_probe_lock:
+        if root not in _probed_warehouses:
+            _probe(root, storage_options)
+            _probed_warehouses.add(root)
+
+
+def _probe(root: str, storage_options: dict[str, Any] | None) -> None:
+    import obstore
+
     options = StorageOptions.of(storage_options if storage_options is not None else task_storage_options(root))
     config, client = options.obstore_settings()
     client = {"connect_timeout": "5s", "timeout": "30s", **client}
@@ -336,4 +343,3 @@ def probe_warehouse(root: str, storage_options: dict[str, Any] | None = None) ->
         raise StoreUnreachableError(options.redact(redact(
             f"warehouse {root} (endpoint {options.endpoint(root)}) cannot be used: {cause}. The probe failed "
             f"to {step} there ({text[:300]}). Nothing was written."))) from None
-    _probed_warehouses.add(root)

@@ -19,6 +19,8 @@ from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
 
+from .process_cache import made_once
+
 SINGLE_WRITER_OPTION = "deltalog_single_writer"
 ENVIRONMENT_PREFIXES = ("AWS_", "AZURE_", "GOOGLE_")
 _PREFIXES = ("aws_", "azure_storage_", "azure_", "google_")
@@ -288,7 +290,7 @@ def _endpoint(url: str) -> tuple[str, str]:
     return parsed.netloc, parsed.scheme or "https"
 
 
-@functools.lru_cache(maxsize=64)
+@made_once(maxsize=64)
 def _arrow_client(options: StorageOptions, kind: str, account: str) -> pafs.FileSystem:
     """One pyarrow client per store kind, account and options (clients are thread-safe and hold their
     connection pools: making one per call cost a TLS handshake and a credential lookup each time)."""

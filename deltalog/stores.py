@@ -6,11 +6,11 @@ log, pyarrow's for data files) are made once and kept, however many snapshots, t
 readers reach the table."""
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 from .filesystem import is_object_store_uri, storage_options_for, table_path_from_uri
 from .object_store import ObjectLogStore
+from .process_cache import made_once
 from .storage import LocalLogStore, LogStore
 from .storage_options import StorageOptions
 
@@ -32,6 +32,6 @@ def store_of(table: str | LogStore, storage_options: StorageOptions | dict[str, 
     return table if isinstance(table, LogStore) else log_store_for(table, storage_options)
 
 
-@functools.lru_cache(maxsize=256)
+@made_once(maxsize=256)  # one store per location and options: threads share its probes and clients
 def _object_log_store(uri: str, options: StorageOptions) -> ObjectLogStore:
     return ObjectLogStore(uri, options)

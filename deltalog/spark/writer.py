@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import shutil
+import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -257,12 +258,16 @@ def write_files(df: DataFrame, table_uri: str, partition_columns: Sequence[str],
 
 
 _logged: set[str] = set()
+_logged_lock = threading.Lock()
 
 
 def _log_once(message: str) -> None:
-    if message not in _logged:
+    """`message` logged once per process, however many threads write at once."""
+    with _logged_lock:
+        if message in _logged:
+            return
         _logged.add(message)
-        log.info(message)
+    log.info(message)
 
 
 def _physical_columns(df: DataFrame, schema_json: dict[str, Any], partition_columns: list[str],
