@@ -40,6 +40,7 @@ from dbt.adapters.deltalog.maintenance import MaintenanceMixin
 from dbt.adapters.deltalog.model_config import (
     DeltaConfig, as_list as _as_list, config_value as _get, quote_name as _q, table_definition, truthy as _truthy,
 )
+from dbt.adapters.deltalog.model_config_keys import warn_unapplied_configs
 from dbt.adapters.deltalog.strategies import STRATEGIES, IncrementalWrite
 from dbt.adapters.deltalog.relation import DeltalogRelation
 from dbt.adapters.deltalog.runtime.session import RUNTIME
@@ -51,11 +52,13 @@ INCREMENTAL_STRATEGIES = list(STRATEGIES)
 ON_SCHEMA_CHANGE = ["ignore", "fail", "append_new_columns", "sync_all_columns"]
 
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields as dataclass_fields
 
 
 @dataclass
 class DeltalogConfig(AdapterConfig):
+    """Every model config this adapter reads (beside dbt's own): a config key close to one of these
+    names is warned about as a misspelling (model_config_keys.py)."""
     partition_by: Optional[Any] = None
     incremental_strategy: Optional[str] = None
     unique_key: Optional[Any] = None
@@ -73,6 +76,32 @@ class DeltalogConfig(AdapterConfig):
     file_format: Optional[str] = None
     clustered_by: Optional[Any] = None
     buckets: Optional[int] = None
+    # the table configs model_config.py reads
+    zorder: Optional[Any] = None
+    cluster_curve: Optional[str] = None
+    skip_optimize: Optional[bool] = None
+    column_mapping: Optional[str] = None
+    change_data_feed: Optional[bool] = None
+    deletion_vectors: Optional[bool] = None
+    row_tracking: Optional[bool] = None
+    auto_compact: Optional[bool] = None
+    # the merge's clauses (strategies/merge.py) and the incremental write's
+    merge_with_schema_evolution: Optional[bool] = None
+    matched_condition: Optional[str] = None
+    not_matched_condition: Optional[str] = None
+    not_matched_by_source_action: Optional[str] = None
+    not_matched_by_source_condition: Optional[str] = None
+    not_matched_by_source_set: Optional[Dict[str, str]] = None
+    skip_matched_step: Optional[bool] = None
+    skip_not_matched_step: Optional[bool] = None
+    source_alias: Optional[str] = None
+    target_alias: Optional[str] = None
+    predicates: Optional[List[str]] = None
+    # a streaming_table's trigger (streaming.py)
+    trigger: Optional[Any] = None
+
+
+OWN_CONFIGS = frozenset(field.name for field in dataclass_fields(DeltalogConfig))
 
 
 def _invocation_id() -> Optional[str]:
@@ -150,6 +179,13 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
     @classmethod
     def type(cls) -> str:
         return "deltalog"
+
+    def pre_model_hook(self, config: Any) -> Any:
+        """dbt calls this before every model, seed and snapshot, whatever its materialization: a config
+        that would do nothing here (dbt-databricks' or dbt-spark's, or a misspelling of ours) is named in
+        a warning, once per model; the model builds as it would without it."""
+        warn_unapplied_configs(getattr(config, "model", None), OWN_CONFIGS, logger.warning)
+        return super().pre_model_hook(config)
 
     # ---- session and warehouse -------------------------------------------------------------
 
