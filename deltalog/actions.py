@@ -28,7 +28,7 @@ SUPPORTED_READER_FEATURES = frozenset({"timestampNtz", "vacuumProtocolCheck", "c
 SUPPORTED_WRITER_FEATURES = frozenset({
     "appendOnly", "invariants", "timestampNtz", "vacuumProtocolCheck", "checkpointProtection",
     "materializePartitionColumns", "checkConstraints", "domainMetadata", "clustering", "columnMapping",
-    "changeDataFeed", "inCommitTimestamp", "variantType", "deletionVectors", "rowTracking",
+    "changeDataFeed", "inCommitTimestamp", "variantType", "deletionVectors", "rowTracking", "icebergCompatV2",
     # checkpoints here are classic single-file ones with a checkpointMetadata row (checkpoint.py)
     "v2Checkpoint",
     # no write here changes a column's type; files keep the table's current types (schema.py)
@@ -104,6 +104,13 @@ class Protocol:
         if self.min_writer_version == 7:
             return name in (self.writer_features or [])
         return name in _LEGACY_WRITER_FEATURES.get(self.min_writer_version, ())
+
+    @property
+    def stores_partition_columns(self) -> bool:
+        """Whether data files hold the partition columns too (materializePartitionColumns; IcebergCompat,
+        whose readers may read a file without the table's partition values)."""
+        return any(self.has_writer_feature(f) for f in ("materializePartitionColumns", "icebergCompatV1",
+                                                        "icebergCompatV2"))
 
 
 def legacy_features_in_use(metadata: "Metadata", writer_version: int) -> list[str]:

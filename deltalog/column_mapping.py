@@ -19,6 +19,7 @@ MAX_ID = "delta.columnMapping.maxColumnId"
 ID = "delta.columnMapping.id"
 PHYSICAL_NAME = "delta.columnMapping.physicalName"
 NESTED_IDS = "delta.columnMapping.nested.ids"
+ICEBERG_COMPAT_KEYS = ("delta.enableIcebergCompatV1", "delta.enableIcebergCompatV2")
 MODES = ("none", "name", "id")
 # Where Spark's Parquet reader/writer and pyarrow keep a field's id.
 SPARK_FIELD_ID = "parquet.field.id"
@@ -157,7 +158,8 @@ def max_column_id(schema_json: dict[str, Any]) -> int:
 
     def on_field(f: dict[str, Any]) -> dict[str, Any]:
         nonlocal best
-        best = max(best, field_id(f) or 0)
+        nested = (f.get("metadata") or {}).get(NESTED_IDS) or {}
+        best = max(best, field_id(f) or 0, *[int(v) for v in nested.values()])
         _map_type(f["type"], on_field)
         return f
 
@@ -170,8 +172,10 @@ def assign(schema_json: dict[str, Any], configuration: dict[str, str], keep_name
     """(schema, configuration) with an id and a physical name on every field that lacks them, and the
     new `maxColumnId`. New fields get `col-<uuid>` names (never a name an old file could hold), or,
     with `keep_names` (turning mapping on for an existing table), their current names, so the files
-    already written keep reading."""
+    already written keep reading. Under IcebergCompat, array elements and map keys and values get ids
+    too (`nested.ids` on the field above them), as Iceberg gives every nested type its own."""
     counter = max(int((configuration or {}).get(MAX_ID) or 0), max_column_id(schema_json))
+    nested_ids = any(str((configuration or {}).get(key, "")).lower() == "true" for key in ICEBERG_COMPAT_KEYS)
 
     def on_field(f: dict[str, Any]) -> dict[str, Any]:
         nonlocal counter
@@ -181,10 +185,31 @@ def assign(schema_json: dict[str, Any], configuration: dict[str, str], keep_name
             metadata[ID] = counter
         if not metadata.get(PHYSICAL_NAME):
             metadata[PHYSICAL_NAME] = f["name"] if keep_names else new_physical_name()
+        if nested_ids:
+            ids = dict(metadata.get(NESTED_IDS) or {})
+            for path in _nested_paths(f["type"], metadata[PHYSICAL_NAME]):
+                if path not in ids:
+                    counter += 1
+                    ids[path] = counter
+            if ids:
+                metadata[NESTED_IDS] = ids
         return {**f, "metadata": metadata, "type": _map_type(f["type"], on_field)}
 
     schema = _map_type(copy.deepcopy(schema_json), on_field)
     return schema, {**(configuration or {}), MAX_ID: str(counter)}
+
+
+def _nested_paths(t: Any, path: str) -> list[str]:
+    """`<path>.element`, `.key`, `.value` (and deeper) of the arrays and maps directly in `t`, down to
+    the next struct (whose fields carry their own)."""
+    if not isinstance(t, dict) or t.get("type") == "struct":
+        return []
+    if t.get("type") == "array":
+        return [f"{path}.element", *_nested_paths(t["elementType"], f"{path}.element")]
+    if t.get("type") == "map":
+        return [f"{path}.key", *_nested_paths(t["keyType"], f"{path}.key"),
+                f"{path}.value", *_nested_paths(t["valueType"], f"{path}.value")]
+    return []
 
 
 def carry_over(old_schema: dict[str, Any], new_schema: dict[str, Any]) -> dict[str, Any]:

@@ -43,6 +43,12 @@ GROUPS: Dict[str, Tuple[str, ...]] = {
                 "sqlglot.optimizer.qualify", "sqlglot.optimizer.annotate_types",
                 "sqlglot.optimizer.pushdown_projections"),
     "duckdb": ("duckdb",),
+    # Iceberg metadata of tables that ask for it (deltalog/iceberg/)
+    "pyiceberg": ("pyiceberg", "pyiceberg.conversions", "pyiceberg.io.pyarrow", "pyiceberg.manifest",
+                  "pyiceberg.partitioning", "pyiceberg.schema", "pyiceberg.serializers", "pyiceberg.table",
+                  "pyiceberg.table.metadata", "pyiceberg.table.name_mapping", "pyiceberg.table.refs",
+                  "pyiceberg.table.snapshots", "pyiceberg.table.sorting", "pyiceberg.transforms",
+                  "pyiceberg.typedef", "pyiceberg.types"),
     "obstore": ("obstore", "obstore.store", "obstore.exceptions"),
     "metastore": ("thrift", "thrift.transport", "thrift.transport.TSocket", "thrift.transport.TTransport",
                   "thrift.protocol", "thrift.protocol.TBinaryProtocol", "pymetastore",
@@ -52,7 +58,7 @@ GROUPS: Dict[str, Tuple[str, ...]] = {
 # calls load(group) first. (pyarrow and numpy are imported with the plugin, before any thread.)
 GATED = {"py4j": "spark", "pyspark": "spark", "pandas": "pandas", "grpc": "spark_connect",
          "google": "spark_connect", "sqlglot": "sqlglot", "duckdb": "duckdb", "obstore": "obstore",
-         "thrift": "metastore", "pymetastore": "metastore"}
+         "thrift": "metastore", "pymetastore": "metastore", "pyiceberg": "pyiceberg"}
 
 # One lock per family of groups whose packages import each other (pyspark.ml and pyspark's Connect client
 # import pandas and pyspark): groups of one family never import at once. The families share no module
@@ -60,6 +66,7 @@ GATED = {"py4j": "spark", "pyspark": "spark", "pandas": "pandas", "grpc": "spark
 # model's Spark starts).
 _FAMILY = {"spark": "spark", "spark_connect": "spark", "spark_ml": "spark", "pandas": "spark",
            "pandas_on_spark": "spark", "sqlglot": "sqlglot", "duckdb": "duckdb", "obstore": "obstore",
+           "pyiceberg": "spark",
            "metastore": "metastore"}
 _locks = {family: threading.Lock() for family in set(_FAMILY.values())}
 _loaded: set = set()

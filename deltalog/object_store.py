@@ -159,6 +159,20 @@ class ObjectLogStore(LogStore):
         obstore.put(self.store, self._key(name), data)  # objects appear whole
 
     @_refused_access
+    def write_table_file(self, relative: str, data: bytes, if_absent: bool) -> None:
+        import obstore
+        from obstore.exceptions import AlreadyExistsError
+
+        if if_absent:
+            self._check_commit_safety()
+            try:
+                obstore.put(self.store, relative, data, mode="create")
+            except AlreadyExistsError:
+                raise FileExistsError(f"{self.table_uri}/{relative} already exists") from None
+        else:
+            obstore.put(self.store, relative, data)
+
+    @_refused_access
     def delete(self, name: str) -> None:
         import obstore
 

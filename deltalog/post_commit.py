@@ -1,4 +1,5 @@
-"""After a commit landed: the snapshot of the new version, its `.crc` checksum and, every
+"""After a commit landed: the snapshot of the new version, its `.crc` checksum, the Iceberg metadata of a
+table that asks for it (`iceberg/`), and, every
 `delta.checkpointInterval` commits, a checkpoint followed by expired-log cleanup (`log_cleanup`). The commit is durable already, so nothing here raises:
 a failure is logged and readers replay the JSON commits instead."""
 from __future__ import annotations
@@ -43,6 +44,15 @@ def after_commit(table_uri: str, store: LogStore, read_snapshot: Any, version: i
     except Exception as exc:
         log.warning("%s: writing the checksum of version %d failed (the commit stands): %s",
                     table_uri, version, one_line(exc), exc_info=log.isEnabledFor(logging.DEBUG))
+    if snap.table_configuration.writes_iceberg:
+        try:
+            from .iceberg import convert as convert_to_iceberg  # pyiceberg: only for tables that ask
+
+            convert_to_iceberg(snap, store)
+        except Exception as exc:
+            log.warning("%s: writing the Iceberg metadata of version %d failed (the commit stands; Iceberg "
+                        "readers see the version before until the next write converts it): %s",
+                        table_uri, version, one_line(exc), exc_info=log.isEnabledFor(logging.DEBUG))
     try:
         if read_snapshot is not None and read_snapshot.stale_last_checkpoint:
             checkpoint.repair_last_checkpoint(store, version)

@@ -128,6 +128,11 @@ class LogStore(ABC):
         """`length` bytes from `offset` of a table file (relative to the root, or absolute); fewer
         when the file ends first (a deletion vector inside a DV file)."""
 
+    def write_table_file(self, relative: str, data: bytes, if_absent: bool) -> None:
+        """Write a small file of the table outside `_delta_log` (Iceberg's metadata), whole: with
+        `if_absent`, only when no such file exists (FileExistsError otherwise), else replacing it."""
+        raise NotImplementedError
+
 
 class LocalLogStore(LogStore):
     """The local file system. Atomic create = write a temp file, fsync, `os.link` to the final name
@@ -245,6 +250,26 @@ class LocalLogStore(LogStore):
             os.unlink(self._data_path(relative))
         except FileNotFoundError:
             pass
+
+    def write_table_file(self, relative: str, data: bytes, if_absent: bool) -> None:
+        full = self._data_path(relative)
+        check_inside(full, self.table_uri)
+        folder = os.path.dirname(full)
+        os.makedirs(folder, exist_ok=True)
+        tmp = os.path.join(folder, f"{TEMP_PREFIX}{uuid.uuid4().hex}")
+        with open(tmp, "xb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            if if_absent:
+                os.link(tmp, full)  # FileExistsError when another writer made it first
+            else:
+                os.replace(tmp, full)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        fsync_dir(folder)
 
     def read_data_range(self, path: str, offset: int, length: int) -> bytes:
         from .paths import file_path_of

@@ -51,8 +51,9 @@ BOOLEAN_KEYS = (APPEND_ONLY_KEY, CHANGE_DATA_FEED_KEY, IN_COMMIT_TIMESTAMPS_KEY,
 # Table properties that switch on a table feature this engine cannot write.
 UNSUPPORTED_PROPERTIES = {
     "delta.enableIcebergCompatV1": "icebergCompatV1",
-    "delta.enableIcebergCompatV2": "icebergCompatV2",
 }
+ICEBERG_COMPAT_V2_KEY = "delta.enableIcebergCompatV2"
+UNIVERSAL_FORMATS_KEY = "delta.universalFormat.enabledFormats"
 # Writer features that also need the reader to know them (reader version 3).
 READER_WRITER_FEATURES = frozenset({"timestampNtz", "vacuumProtocolCheck", "columnMapping", "variantType",
                                     "deletionVectors", "v2Checkpoint", "typeWidening"})
@@ -132,6 +133,18 @@ class TableConfiguration:
         return flag(self.properties, TYPE_WIDENING_KEY)
 
     @property
+    def writes_iceberg(self) -> bool:
+        """Iceberg metadata is written after each commit (UniForm: iceberg in the enabled formats)."""
+        formats = str(self.properties.get(UNIVERSAL_FORMATS_KEY) or "")
+        return "iceberg" in [f.strip().lower() for f in formats.split(",")]
+
+    @property
+    def iceberg_compat_v2(self) -> bool:
+        """IcebergCompatV2: column mapping, no deletion vectors, partition values in the data files too,
+        nested ids, numRecords in every file's stats, so Iceberg metadata can describe the files."""
+        return flag(self.properties, ICEBERG_COMPAT_V2_KEY)
+
+    @property
     def column_mapping_mode(self) -> str:
         return column_mapping.mode_of(self.properties)
 
@@ -199,6 +212,7 @@ class TableConfiguration:
             "rowTracking": self.row_tracking_enabled,
             "typeWidening": self.type_widening_enabled,
             "v2Checkpoint": self.checkpoint_policy == "v2",
+            "icebergCompatV2": self.iceberg_compat_v2,
         }
         needed |= {feature for feature, on in wanted.items() if on}
         needed |= set(features)
@@ -223,6 +237,23 @@ class TableConfiguration:
     def validate_properties(self, table: str) -> None:
         """Refuse table properties this engine cannot honour, naming the property and what is allowed."""
         conf = self.properties
+        formats = [f.strip().lower() for f in str(conf.get(UNIVERSAL_FORMATS_KEY) or "").split(",") if f.strip()]
+        if any(f != "iceberg" for f in formats):
+            raise InvalidTableError(f"{table}: {UNIVERSAL_FORMATS_KEY}={conf[UNIVERSAL_FORMATS_KEY]!r} is not "
+                                    f"allowed: allowed iceberg (Delta's other universal formats are not written here).")
+        if formats and not self.iceberg_compat_v2:
+            raise InvalidTableError(f"{table}: {UNIVERSAL_FORMATS_KEY}=iceberg needs {ICEBERG_COMPAT_V2_KEY}=true "
+                                    f"(table_format: iceberg sets both).")
+        if self.iceberg_compat_v2:
+            if not column_mapping.is_mapped(conf):
+                raise InvalidTableError(
+                    f"{table}: {ICEBERG_COMPAT_V2_KEY}=true needs column mapping: set {column_mapping.MODE} to "
+                    f"name (table_format: iceberg does).")
+            if self.deletion_vectors_enabled:
+                raise InvalidTableError(
+                    f"{table}: {ICEBERG_COMPAT_V2_KEY}=true and delta.enableDeletionVectors=true cannot go "
+                    f"together: Iceberg v2 readers do not read deletion vectors. Allowed: drop "
+                    f"deletion_vectors (DELETE, UPDATE and MERGE then rewrite files), or table_format.")
         if ISOLATION_LEVEL_KEY in conf and conf[ISOLATION_LEVEL_KEY] not in ISOLATION_LEVELS:
             raise InvalidTableError(
                 f"{table}: isolation level {conf[ISOLATION_LEVEL_KEY]!r} ({ISOLATION_LEVEL_KEY}) is not known. "

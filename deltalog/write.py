@@ -376,7 +376,7 @@ def write_deltalake(uri: str, data: Any, mode: str = "error", partition_by: list
         removes = [a.remove(now, data_change=True) for a in touched]
 
     protocol = txn.protocol
-    sink = _FileSink(dt.store, md, bool(protocol and protocol.has_writer_feature("materializePartitionColumns")),
+    sink = _FileSink(dt.store, md, bool(protocol and protocol.stores_partition_columns),
                      max_rows_per_file)
     try:
         for batch in batches:

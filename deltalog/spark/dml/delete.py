@@ -159,7 +159,7 @@ def _delete(spark: SparkSession, txn: Any, predicate: str | None, method: str, s
     adds: list[AddFile] = []
     cdc = []
     if plan.keep is not None:
-        materialize = bool(txn.protocol and txn.protocol.has_writer_feature("materializePartitionColumns"))
+        materialize = bool(txn.protocol and txn.protocol.stores_partition_columns)
         adds = write_kept_rows(txn, plan, snapshot.table_uri, snapshot.partition_columns, snapshot.schema_json,
                                snapshot.configuration, method, materialize)
         cdc = txn.stage(deleted_rows_changes(spark, snapshot, removed, predicate, method))

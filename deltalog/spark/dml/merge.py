@@ -560,7 +560,7 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
                 out = out.unionByName(p)
             if carry:
                 out = _in_few_files(out, n_updated + num_source, snapshot)
-            materialize = bool(txn.protocol and txn.protocol.has_writer_feature("materializePartitionColumns"))
+            materialize = bool(txn.protocol and txn.protocol.stores_partition_columns)
             # the metadata this commit writes (with any new column's physical name under column mapping)
             write_schema = txn.metadata.schema_json
             if keep_ids:

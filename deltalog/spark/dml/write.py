@@ -201,7 +201,7 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
         df = _fill_missing(df, schema_json)
         if plan.replace_where and snapshot is not None:
             df = _refuse_rows_outside(df, plan.replace_where, name)
-        materialize = bool(txn.protocol and txn.protocol.has_writer_feature("materializePartitionColumns"))
+        materialize = bool(txn.protocol and txn.protocol.stores_partition_columns)
         adds = txn.stage(write_files(df, name, parts, schema_json, conf, method=method,
                                      store_partition_columns=materialize))
         kept_adds: list[AddFile] = []
