@@ -177,6 +177,7 @@ class _Builder:
         self.head = current.current_snapshot_id if current else None
         self.sequence = current.last_sequence_number if current else 0
         self.layout: _Layout | None = None
+        self.mapping: str | None = current.properties.get(NAME_MAPPING) if current else None
         self.manifests: list[ManifestFile] | None = None  # the head snapshot's, read when first needed
         self.entries: dict[str, list] = {}  # manifest path -> its live entries
         self.delta_version, self.delta_timestamp = -1, 0
@@ -196,6 +197,7 @@ class _Builder:
             same = PartitionSpec(*spec.fields, spec_id=max((s.spec_id for s in self.specs), default=-1) + 1)
             self.specs.append(same)
         self.layout = _Layout(metadata, known, same, schemas.leaves(schema_json, known))
+        self.mapping = schemas.name_mapping(schema_json, known, self.mapping)
         return self.layout
 
     # -- snapshots
@@ -324,7 +326,7 @@ class _Builder:
             last_partition_id=max([f.field_id for s in self.specs for f in s.fields],
                                   default=schemas.PARTITION_FIELD_START - 1),
             properties={DELTA_VERSION: str(version), DELTA_TIMESTAMP: str(timestamp),
-                        NAME_MAPPING: schemas.name_mapping(layout.metadata.schema_json, layout.schema)},
+                        NAME_MAPPING: self.mapping},
             current_snapshot_id=self.head, snapshots=self.snapshots, snapshot_log=self.snapshot_log,
             metadata_log=self.metadata_log, sort_orders=[UNSORTED_SORT_ORDER], default_sort_order_id=0,
             refs={"main": SnapshotRef(snapshot_id=self.head, snapshot_ref_type=SnapshotRefType.BRANCH)}

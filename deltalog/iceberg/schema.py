@@ -114,9 +114,11 @@ def partition_spec(schema: Schema, partition_columns: list[str], spec_id: int = 
         for i, name in enumerate(partition_columns)], spec_id=spec_id)
 
 
-def name_mapping(schema_json: dict[str, Any], schema: Schema) -> str:
+def name_mapping(schema_json: dict[str, Any], schema: Schema, previous: str | None = None) -> str:
     """The name mapping (`schema.name-mapping.default`): a reader of a file with no field ids finds each
-    column by the physical name the file uses, or by its logical name."""
+    column by the physical name the file uses, or by its logical name. Columns of earlier schemas (that
+    older snapshots' files still hold: a table built again gets new ids and physical names) stay in it
+    under their physical names, which never repeat."""
 
     def mapped(fields: list[dict[str, Any]], struct: StructType) -> list[MappedField]:
         out = []
@@ -137,7 +139,24 @@ def name_mapping(schema_json: dict[str, Any], schema: Schema) -> str:
                                 fields=_nested(t["valueType"], ice.value_type))]
         return []
 
-    return NameMapping(mapped(schema_json["fields"], schema.as_struct())).model_dump_json()
+    current = mapped(schema_json["fields"], schema.as_struct())
+    if previous:
+        current = _merged(current, list(NameMapping.model_validate_json(previous)))
+    return NameMapping(current).model_dump_json()
+
+
+def _merged(current: list[MappedField], earlier: list[MappedField]) -> list[MappedField]:
+    by_id = {f.field_id: f for f in current}
+    out = list(current)
+    for old in earlier:
+        now = by_id.get(old.field_id)
+        if now is None:  # a column of an earlier schema: its physical name only (its logical one may be reused)
+            out.append(MappedField(field_id=old.field_id, names=[n for n in old.names if n.startswith("col-")]
+                                   or old.names[:1], fields=list(old.fields)))
+        elif old.fields:
+            out[out.index(now)] = MappedField(field_id=now.field_id, names=now.names,
+                                              fields=_merged(list(now.fields), list(old.fields)))
+    return out
 
 
 def last_column_id(schema: Schema) -> int:

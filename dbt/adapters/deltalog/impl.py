@@ -60,6 +60,7 @@ class DeltalogConfig(AdapterConfig):
     """Every model config this adapter reads (beside dbt's own): a config key close to one of these
     names is warned about as a misspelling (model_config_keys.py)."""
     partition_by: Optional[Any] = None
+    table_format: Optional[str] = None  # iceberg: readable as Iceberg too (UniForm)
     incremental_strategy: Optional[str] = None
     unique_key: Optional[Any] = None
     merge_update_columns: Optional[List[str]] = None

@@ -60,13 +60,18 @@ KNOWN_PROPERTIES: Dict[str, Any] = {
     "delta.enableChangeDataFeed": (lambda v: v.lower() in _BOOL, "true or false"),
     "delta.enableInCommitTimestamps": (lambda v: v.lower() in _BOOL, "true or false"),
     "delta.enableDeletionVectors": (lambda v: v.lower() in _BOOL, "true or false"),
+    "delta.enableIcebergCompatV2": (lambda v: v.lower() in _BOOL, "true or false"),
+    "delta.universalFormat.enabledFormats": (lambda v: v.strip().lower() in ("iceberg", ""), "iceberg, or empty"),
     "delta.enableRowTracking": (lambda v: v.lower() in _BOOL, "true or false"),
     "delta.enableTypeWidening": (lambda v: v.lower() in _BOOL, "true or false"),
     "delta.checkpointPolicy": (lambda v: v.lower() in ("classic", "v2"), "classic or v2"),
     "delta.autoOptimize.autoCompact": (lambda v: v.lower() in ("true", "false", "auto"), "true, auto or false"),
 }
 # Properties that switch on features this engine cannot write (the transaction refuses them too).
-UNSUPPORTED_PROPERTIES = ("delta.enableIcebergCompatV1", "delta.enableIcebergCompatV2")
+UNSUPPORTED_PROPERTIES = ("delta.enableIcebergCompatV1",)
+TABLE_FORMATS = ("iceberg", "delta")
+ICEBERG_COMPAT_V2 = "delta.enableIcebergCompatV2"
+UNIVERSAL_FORMATS = "delta.universalFormat.enabledFormats"
 _STATS_TYPES = ("byte", "short", "int", "integer", "long", "bigint", "smallint", "tinyint", "float", "double",
                 "decimal", "string", "date", "timestamp", "timestamp_ntz", "varchar", "char")
 
@@ -218,6 +223,8 @@ class DeltaConfig:
                     self.fail(name, value, f"true or false ({key}: {meaning})")
                 self._set(name, key, "true" if _truthy(value) else "false")
 
+        self._table_format(_get(config, "table_format"))
+
         self.zorder_by = self._column_list(config, "zorder_by", "zorder")[0]
 
         curve = _get(config, "cluster_curve")
@@ -260,6 +267,27 @@ class DeltaConfig:
                 self.fail("persist_docs", persist_docs, "a mapping with relation: true|false and columns: true|false")
             self.persist_relation_docs = _truthy(persist_docs.get("relation", False))
             self.persist_column_docs = _truthy(persist_docs.get("columns", False))
+
+    def _table_format(self, value: Any) -> None:
+        """`table_format: iceberg` (dbt-databricks' name): the Delta table is readable as Iceberg too, from the
+        same files (IcebergCompatV2 and Iceberg metadata after every commit); `delta` turns that off."""
+        if value is None:
+            return
+        chosen = str(value).strip().lower()
+        if chosen not in TABLE_FORMATS:
+            self.fail("table_format", value, "iceberg (a Delta table Iceberg readers read too) or delta")
+        if chosen == "delta":
+            self._set("table_format", UNIVERSAL_FORMATS, "")
+            self._set("table_format", ICEBERG_COMPAT_V2, "false")
+            return
+        if self.properties.get("delta.enableDeletionVectors") == "true":
+            self.fail("table_format", value, "delta while deletion_vectors is true: Iceberg v2 readers do not read "
+                                             "deletion vectors (without them DELETE, UPDATE and MERGE rewrite files)")
+        if self.properties.get("delta.columnMapping.mode") not in (None, "name", "id"):
+            self.fail("table_format", value, "delta while column_mapping is none: Iceberg needs column mapping")
+        self.properties.setdefault("delta.columnMapping.mode", "name")
+        self._set("table_format", ICEBERG_COMPAT_V2, "true")
+        self._set("table_format", UNIVERSAL_FORMATS, "iceberg")
 
     def _refuse_inapplicable(self, config: Any) -> None:
         """Configs of dbt-spark / dbt-databricks that have no meaning for a Delta table written here:

@@ -52,8 +52,6 @@ DBT_CONFIGS_OFF_DATACLASSES = {
     "submission_method",
 }
 
-# Ours though not on DeltalogConfig (yet): the Iceberg / UniForm table format, being added beside it.
-OWN_CONFIGS_ELSEWHERE = {"table_format"}
 
 
 @functools.lru_cache(maxsize=None)
@@ -77,7 +75,7 @@ def config_warnings(label: str, config: Mapping[str, Any], own_configs: Iterable
                     built: str = "table") -> List[str]:
     """One sentence per config key in `config` that does nothing here. `label` names the node ("model
     orders"), `own_configs` are this adapter's config names, `built` what is built without it."""
-    own = set(own_configs) | OWN_CONFIGS_ELSEWHERE
+    own = set(own_configs)
     known = own | dbt_configs()
     warnings = []
     for key in config:

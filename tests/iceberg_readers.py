@@ -1,0 +1,84 @@
+"""Reading a table of ours as Iceberg, for the tests: pyiceberg on the newest metadata file, on each
+snapshot (the Delta version it names), and through a SQLite catalog after `register_table`; every
+comparison is against delta-rs on the same Delta version, row for row."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+from pathlib import Path
+
+import deltalake
+import pyarrow as pa
+
+
+def _normal(value):
+    if isinstance(value, dict):
+        return tuple(sorted((k, _normal(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        # a map arrives from delta-rs and pyiceberg as a list of (key, value) pairs
+        return tuple(_normal(v) for v in value)
+    if isinstance(value, tuple):
+        return tuple(_normal(v) for v in value)
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return value.astimezone(dt.timezone.utc)
+    if isinstance(value, float) and value != value:
+        return "NaN"
+    return value
+
+
+def rows(table: pa.Table) -> list:
+    """The rows, columns in name order, as sorted comparable tuples."""
+    names = sorted(table.column_names)
+    return sorted((tuple(_normal(r[n]) for n in names) for r in table.to_pylist()), key=repr)
+
+
+def delta_rows(path: str | Path, version: int | None = None) -> list:
+    table = deltalake.DeltaTable(str(path), version=version)
+    return rows(pa.table(deltalake.QueryBuilder().register("t", table).execute("select * from t").read_all()))
+
+
+def iceberg_table(path: str | Path, number: int | None = None):
+    from pyiceberg.table import StaticTable
+
+    location = str(path) if number is None else f"{path}/metadata/v{number}.metadata.json"
+    return StaticTable.from_metadata(location)
+
+
+def iceberg_rows(table, snapshot_id: int | None = None, row_filter=None) -> list:
+    scan = table.scan(snapshot_id=snapshot_id, **({"row_filter": row_filter} if row_filter is not None else {}))
+    return rows(scan.to_arrow())
+
+
+def assert_every_snapshot_matches_delta(path: str | Path) -> int:
+    """The newest metadata names the table's latest Delta version, and every Iceberg snapshot reads as the
+    Delta version it names. Returns the number of snapshots compared."""
+    table = iceberg_table(path)
+    latest = deltalake.DeltaTable(str(path)).version()
+    assert int(table.metadata.properties["delta-version"]) == latest, (path, table.metadata.properties)
+    assert iceberg_rows(table) == delta_rows(path), f"{path}: latest Iceberg snapshot differs from Delta"
+    for snapshot in table.metadata.snapshots:
+        version = int(snapshot.summary["delta-version"])
+        assert iceberg_rows(table, snapshot.snapshot_id) == delta_rows(path, version), \
+            f"{path}: Iceberg snapshot of Delta version {version} differs"
+    return len(table.metadata.snapshots)
+
+
+def registered_rows(path: str | Path, name: str, tmp_dir: Path) -> list:
+    """The table registered by name in a SQLite-backed pyiceberg catalog, then read through it."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    table = iceberg_table(path)
+    catalog = SqlCatalog("tests", uri=f"sqlite:///{tmp_dir / 'catalog.db'}", warehouse=str(tmp_dir))
+    catalog.create_namespace_if_not_exists("analytics")
+    registered = catalog.register_table(("analytics", name), table.metadata_location)
+    return iceberg_rows(registered)
+
+
+def as_json(value) -> str:
+    return json.dumps(value, default=str)
+
+
+__all__ = ["rows", "delta_rows", "iceberg_table", "iceberg_rows", "assert_every_snapshot_matches_delta",
+           "registered_rows", "decimal"]
