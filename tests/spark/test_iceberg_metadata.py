@@ -1,0 +1,121 @@
+"""The Iceberg metadata the engine writes after each commit of a `delta.universalFormat.enabledFormats =
+iceberg` table (deltalog/iceberg/): incremental, caught up after a failed conversion, never backwards
+when two converters race, and rebuilt whole when the commits it would replay have expired. Each time
+pyiceberg reads every snapshot equal to delta-rs on the Delta version it names."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+from deltalog import Snapshot
+from deltalog.iceberg import convert, latest_metadata
+from deltalog.stores import log_store_for
+from tests import iceberg_readers as ice
+
+pytestmark = pytest.mark.spark
+
+ICEBERG = {"delta.columnMapping.mode": "name", "delta.enableIcebergCompatV2": "true",
+           "delta.universalFormat.enabledFormats": "iceberg"}
+
+
+def _rows(spark, start: int, n: int):
+    return spark.sql(f"select id, concat('v', id) as v, id % 3 as grp from range({start}, {start + n})")
+
+
+def _manifests(path) -> set:
+    return {n for n in os.listdir(os.path.join(path, "metadata")) if n.endswith("-m0.avro")}
+
+
+def test_an_append_writes_one_manifest_and_keeps_the_others(spark, tmp_path):
+    from deltalog.spark.operations import write_dataframe
+
+    path = str(tmp_path / "t")
+    write_dataframe(_rows(spark, 0, 10), path, partition_by=["grp"], configuration=ICEBERG)
+    before = _manifests(path)
+    write_dataframe(_rows(spark, 10, 10), path)
+    added = _manifests(path) - before
+    assert len(added) == 1  # the new files' manifest; the first one is carried by reference
+    table = ice.iceberg_table(path)
+    head = table.metadata.snapshots[-1]
+    assert {m.manifest_path.rsplit("/", 1)[1] for m in head.manifests(table.io)} == before | added
+    assert ice.assert_every_snapshot_matches_delta(path) == 2
+
+
+def test_a_failed_conversion_is_caught_up_by_the_next_write(spark, tmp_path, monkeypatch):
+    from deltalog.iceberg import conversion
+    from deltalog.spark.operations import delete, write_dataframe
+
+    path = str(tmp_path / "t")
+    write_dataframe(_rows(spark, 0, 10), path, configuration=ICEBERG)
+
+    def crash(*args, **kwargs):
+        raise OSError("the process died between the Delta commit and its Iceberg metadata")
+
+    monkeypatch.setattr(conversion._Builder, "metadata_json", crash)
+    write_dataframe(_rows(spark, 10, 5), path)  # committed to Delta; Iceberg still at version 0
+    assert int(ice.iceberg_table(path).metadata.properties["delta-version"]) == 0
+    monkeypatch.undo()
+    delete(spark, path, "id < 3")
+    table = ice.iceberg_table(path)
+    assert [s.summary["delta-version"] for s in table.metadata.snapshots] == ["0", "1", "2"]
+    assert ice.assert_every_snapshot_matches_delta(path) == 3
+
+
+def test_two_converters_at_once_never_go_backwards(spark, tmp_path):
+    from deltalog.spark.operations import write_dataframe
+
+    path = str(tmp_path / "t")
+    write_dataframe(_rows(spark, 0, 5), path, configuration=ICEBERG)
+    for i in range(1, 4):
+        write_dataframe(_rows(spark, i * 5, 5), path)
+    store = log_store_for(path)
+    snapshots = [Snapshot.load(path, version=v) for v in range(4)]
+    barrier = threading.Barrier(4)
+    errors = []
+
+    def run(v):
+        barrier.wait()
+        try:
+            convert(snapshots[v], store)
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(v,)) for v in (3, 2, 1, 3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    number, metadata = latest_metadata(path, store)
+    assert int(metadata.properties["delta-version"]) == 3
+    versions = []
+    for n in range(1, number + 1):
+        versions.append(int(ice.iceberg_table(path, n).metadata.properties["delta-version"]))
+    assert versions == sorted(versions)  # each metadata file names a version at or after the one before
+    assert ice.assert_every_snapshot_matches_delta(path) >= 1
+
+
+def test_without_metadata_the_whole_table_is_one_snapshot(spark, tmp_path):
+    """Turned on for a table that was Delta only, or with its metadata folder lost: the next commit's
+    conversion writes one snapshot of every live file (there are no earlier Iceberg snapshots to extend)."""
+    import shutil
+
+    from deltalog.spark.operations import write_dataframe
+
+    path = str(tmp_path / "t")
+    write_dataframe(_rows(spark, 0, 5), path, configuration={"delta.columnMapping.mode": "name"})
+    write_dataframe(_rows(spark, 5, 5), path)
+    assert not os.path.exists(os.path.join(path, "metadata"))
+    write_dataframe(_rows(spark, 10, 5), path, configuration=ICEBERG)
+    table = ice.iceberg_table(path)
+    assert [s.summary["delta-version"] for s in table.metadata.snapshots] == ["2"]
+    assert ice.iceberg_rows(table) == ice.delta_rows(path) and len(ice.delta_rows(path)) == 15
+
+    shutil.rmtree(os.path.join(path, "metadata"))
+    write_dataframe(_rows(spark, 20, 5), path)
+    table = ice.iceberg_table(path)
+    assert [s.summary["delta-version"] for s in table.metadata.snapshots] == ["3"]
+    assert ice.iceberg_rows(table) == ice.delta_rows(path)
