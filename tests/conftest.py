@@ -26,6 +26,7 @@ SLOWEST_FIRST = [
     "tests/integration/test_dbt_minor_versions.py",
     "tests/integration/test_spark_connect.py",
     "tests/integration/test_soak.py",
+    "tests/integration/test_iceberg_spark.py",
     "tests/robustness/test_random_kills.py",
     "tests/robustness/test_load_dbt.py",
     "tests/robustness/test_streaming_kills.py",

@@ -24,6 +24,9 @@ CACHE = ROOT / ".ci-cache" / "maven"
 DELTA_SPARK_VERSION = "4.4.0"
 # The Kafka broker the streaming tests start (KRaft mode, its own JVM: every jar of its tree).
 KAFKA_VERSION = "4.1.1"
+# Spark's Iceberg connector, the reader our Iceberg metadata is proven by: built for Spark 4.1 (Maven Central
+# has none for 4.2 or 4.3 yet), so it runs in an environment with pyspark 4.1 (tests/integration/test_iceberg_spark.py).
+ICEBERG_SPARK_RUNTIME = "org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.12.0"
 
 
 def hadoop_version() -> str:
@@ -53,6 +56,7 @@ def _sets() -> dict[str, list[str]]:
         # ABFS (Hadoop 3.5 removed WASB: its class only says to use ABFS)
         "hadoop-azure": [f"org.apache.hadoop:hadoop-azure:{hadoop_version()}"],
         "kafka": [f"org.apache.kafka:kafka_2.13:{KAFKA_VERSION}"],
+        "iceberg-spark": [ICEBERG_SPARK_RUNTIME],  # one shaded jar
         # Spark's Kafka source, as users add it with spark.jars.packages (the same coordinates)
         "spark-kafka": [f"org.apache.spark:spark-sql-kafka-0-10_2.13:{spark_version()}",
                         f"org.apache.spark:spark-token-provider-kafka-0-10_2.13:{spark_version()}"],
@@ -62,6 +66,7 @@ def _sets() -> dict[str, list[str]]:
 # Jackson, Scala, logging) is what pyspark already ships, at the versions Spark was built with.
 GROUPS: dict[str, list[str]] = {
     "delta-spark": ["io.delta"],
+    "iceberg-spark": ["org.apache.iceberg"],
     "hadoop-azure": ["org.apache.hadoop"],  # pyspark ships the HTTP client and codecs it uses
     # pyspark ships Netty, Apache's HTTP client, codecs and logging, which the SDK modules also name
     "hadoop-aws": ["org.apache.hadoop", "software.amazon", "org.reactivestreams", "org.wildfly"],

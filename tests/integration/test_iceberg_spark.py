@@ -1,0 +1,140 @@
+"""Spark's own Iceberg connector (`iceberg-spark-runtime-4.1_2.13` 1.12.0, from Maven Central) reads our
+`table_format: iceberg` tables: by metadata file, every version equal to delta-rs on the Delta version it
+names, and time travel by snapshot id.
+
+The connector is built for Spark 4.1 (Maven Central has none for 4.2 or 4.3 yet), so its reader runs in an
+environment of its own with pyspark 4.1 (`.ci-cache/pyspark-4.1`, made once; nothing else installed
+there). Skipped, saying why, where PyPI or Maven Central cannot be reached; in CI it fails instead."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests import iceberg_readers as ice
+from tests.maven.jars import MavenUnavailable, in_ci, jars
+
+ROOT = Path(__file__).resolve().parents[2]
+VENV = ROOT / ".ci-cache" / "pyspark-4.1"
+PIN = "pyspark==4.1.1"
+
+pytestmark = [pytest.mark.spark]
+
+READER = r"""
+import json, sys
+from pyspark.sql import SparkSession
+jar, requests = sys.argv[1], json.loads(sys.argv[2])
+spark = (SparkSession.builder.master("local[1]").config("spark.jars", jar)
+         .config("spark.sql.extensions", "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")
+         .config("spark.sql.session.timeZone", "UTC").config("spark.ui.enabled", "false").getOrCreate())
+out = {}
+for key, (location, snapshot_id, columns) in requests.items():
+    reader = spark.read.format("iceberg")
+    if snapshot_id is not None:
+        reader = reader.option("versionAsOf", str(snapshot_id))
+    rows = reader.load(location).select(*columns).collect()
+    out[key] = [[v.strftime("%Y%m%d%H%M%S%f") if hasattr(v, "strftime") and hasattr(v, "hour") else str(v)
+                 for v in row] for row in rows]
+print("ROWS " + json.dumps(out))
+spark.stop()
+"""
+
+
+def _skip_or_fail(reason: str):
+    if in_ci():
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+def _environment() -> Path:
+    python = VENV / "bin" / "python"
+    stamp = VENV / ".stamp"
+    if python.exists() and stamp.exists() and stamp.read_text() == PIN:
+        return python
+    shutil.rmtree(VENV, ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+    install = subprocess.run([str(python), "-m", "pip", "install", "--quiet", PIN], capture_output=True, text=True,
+                             timeout=1800)
+    if install.returncode != 0:
+        shutil.rmtree(VENV, ignore_errors=True)
+        _skip_or_fail(f"an environment with {PIN} could not be installed: {install.stderr.strip()[-600:]}")
+    stamp.write_text(PIN)
+    return python
+
+
+def _text(value) -> str:
+    import datetime as dt
+
+    if isinstance(value, dt.datetime):  # both sides as UTC wall time, to the microsecond
+        if value.tzinfo is not None:
+            value = value.astimezone(dt.timezone.utc)
+        value = value.strftime("%Y%m%d%H%M%S%f")
+    return "".join(ch for ch in str(value) if ch.isalnum())
+
+
+def test_spark_iceberg_reads_every_version_as_delta_rs_does(spark, tmp_path):
+    from deltalog.spark.operations import delete, write_dataframe
+    from deltalog.spark.optimize import optimize
+
+    try:
+        jar = jars("iceberg-spark")[0]
+    except MavenUnavailable as exc:
+        _skip_or_fail(str(exc))
+    python = _environment()
+    path = str(tmp_path / "visits")
+    conf = {"delta.columnMapping.mode": "name", "delta.enableIcebergCompatV2": "true",
+            "delta.universalFormat.enabledFormats": "iceberg"}
+
+    def rows(start: int, n: int):
+        return spark.sql(f"""select id, concat('page ', id % 7) as page, cast(id * 0.5 as decimal(9, 1)) as secs,
+                             date_add(date'2026-05-01', cast(id % 3 as int)) as day,
+                             timestamp_micros(1777593600000000 + id * 777) as at,
+                             named_struct('agent', concat('a', id % 2), 'depth', cast(id % 4 as int)) as client,
+                             array(id, id * 2) as marks, map('k', cast(id as int)) as tags
+                             from range({start}, {start + n})""")
+
+    write_dataframe(rows(0, 30), path, partition_by=["day"], configuration=conf)
+    write_dataframe(rows(30, 30), path)
+    delete(spark, path, "id % 5 = 0")
+    optimize(spark, path)
+    table = ice.iceberg_table(path)
+    columns = ["id", "page", "secs", "day", "at", "client", "marks", "tags"]
+    requests = {f"v{n}": (f"{path}/metadata/v{n}.metadata.json", None, ["id", "page", "secs", "day", "at"])
+                for n in range(1, len(os.listdir(os.path.join(path, "metadata"))) + 1)
+                if os.path.exists(f"{path}/metadata/v{n}.metadata.json")}
+    for snapshot in table.metadata.snapshots:
+        requests[f"snapshot {snapshot.summary['delta-version']}"] = (
+            table.metadata_location, snapshot.snapshot_id, ["id", "client.agent", "client.depth", "marks", "tags"])
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_HOME"))}
+    env["TZ"] = "UTC"  # pyspark gives timestamps in the process's time zone
+    run = subprocess.run([str(python), "-c", READER, jar, json.dumps(requests)], capture_output=True, text=True,
+                         timeout=600, env=env)
+    line = next((x for x in run.stdout.splitlines() if x.startswith("ROWS ")), None)
+    assert run.returncode == 0 and line, run.stdout[-2000:] + run.stderr[-4000:]
+    read = json.loads(line[len("ROWS "):])
+    assert len(read) >= 8
+
+    import deltalake
+    import pyarrow as pa
+
+    def delta(version, select: str) -> list:
+        t = deltalake.DeltaTable(path, version=version)
+        got = pa.table(deltalake.QueryBuilder().register("t", t).execute(f"select {select} from t").read_all())
+        return sorted([_text(v) for v in r.values()] for r in got.to_pylist())
+
+    for key, values in read.items():
+        if key.startswith("v"):
+            version = int(ice.iceberg_table(path, int(key[1:])).metadata.properties["delta-version"])
+            expected = delta(version, "id, page, secs, day, at")
+        else:
+            version = int(key.split()[1])
+            expected = delta(version, "id, client['agent'], client['depth'], marks, tags")
+        assert sorted([_text(v) for v in r] for r in values) == expected, f"{key} (Delta version {version})"
+    assert [s.summary.operation.value for s in table.metadata.snapshots] == ["append", "append", "overwrite",
+                                                                                "replace"]
