@@ -84,6 +84,25 @@ def convert(snapshot: Any, store: LogStore) -> int | None:
                        f"{_ATTEMPTS} attempts (the next write converts again)")
 
 
+def catch_up(table_uri: str) -> tuple[int | None, int]:
+    """Convert a table's Delta versions that have no Iceberg metadata yet (after a failed conversion, or
+    for a table that turned Iceberg on without a write since): (the metadata number written or None,
+    the Delta version the newest metadata names)."""
+    from ..snapshot import Snapshot
+    from ..stores import log_store_for
+
+    snapshot = Snapshot.load(table_uri)
+    store = log_store_for(snapshot.table_uri)
+    written = convert(snapshot, store)
+    return written, converted_version(snapshot.table_uri, store)
+
+
+def converted_version(table_uri: str, store: LogStore) -> int | None:
+    """The Delta version the newest Iceberg metadata of the table names (None: it has none)."""
+    _, metadata = latest_metadata(table_uri, store)
+    return int(metadata.properties[DELTA_VERSION]) if metadata is not None else None
+
+
 def metadata_location(table_uri: str, number: int) -> str:
     return f"{table_uri.rstrip('/')}/{METADATA_DIR}/v{number}.metadata.json"
 

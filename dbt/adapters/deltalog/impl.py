@@ -1227,6 +1227,18 @@ def _txn_commit_info(txn, commit_info: Dict[str, Any]) -> Dict[str, Any]:
     return {}
 
 
+def _iceberg_version(snap) -> Optional[int]:
+    if not snap.table_configuration.writes_iceberg:
+        return None
+    try:
+        from deltalog.iceberg import converted_version
+        from deltalog.stores import log_store_for
+
+        return converted_version(snap.table_uri, log_store_for(snap.table_uri))
+    except Exception:
+        return None
+
+
 def _table_stats(snap) -> Dict[str, Any]:
     rows = 0
     try:
@@ -1242,6 +1254,8 @@ def _table_stats(snap) -> Dict[str, Any]:
         ("bytes", "Bytes", snap.size_bytes, "Bytes of the live data files"),
         ("files", "Files", snap.num_files, "Live data files"),
         ("version", "Version", snap.version, "Latest version of the Delta log"),
+        ("iceberg_version", "Iceberg at Delta version", _iceberg_version(snap),
+         "The Delta version the newest Iceberg metadata reflects (table_format: iceberg)"),
     ):
         if value is None:
             continue

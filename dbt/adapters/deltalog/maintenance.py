@@ -146,6 +146,17 @@ class MaintenanceMixin:
         return version
 
     @available
+    def deltalog_convert_to_iceberg(self, relation: Any) -> str:
+        """Iceberg metadata for the versions of a `table_format: iceberg` table that have none yet (a
+        conversion that failed after its commit): what was done, in words."""
+        relation = self._relation(relation)
+        from deltalog.iceberg import catch_up
+        written, version = self._engine_call(relation, "Iceberg conversion", catch_up, self.table_uri(relation))
+        if written is None:
+            return f"Iceberg metadata already at Delta version {version}"
+        return f"wrote Iceberg metadata v{written}.metadata.json (Delta version {version})"
+
+    @available
     def deltalog_vacuum(self, relation: Any, retain_hours: Any = None, dry_run: bool = False,
                         force: bool = False) -> List[str]:
         relation = self._relation(relation)

@@ -56,6 +56,13 @@
   {%- endif -%}
 {% endmacro %}
 
+{% macro convert_to_iceberg(relation) %}
+  {#- Iceberg metadata for the Delta versions of a table_format: iceberg table that have none yet. -#}
+  {%- if execute -%}
+    {{ log(relation ~ ': ' ~ adapter.deltalog_convert_to_iceberg(relation), info=true) }}
+  {%- endif -%}
+{% endmacro %}
+
 {% macro vacuum(relation, retain_hours=none, dry_run=false, force=false) %}
   {%- if execute -%}
     {%- set files = adapter.deltalog_vacuum(relation, retain_hours, dry_run, force) -%}
