@@ -35,6 +35,9 @@ _EPOCH_UTC = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 # partitionValues strings
 
 
+# The folder of a table's Iceberg metadata (table_format: iceberg): never data files, never vacuumed as such.
+ICEBERG_METADATA_DIR = "metadata"
+
 def _java_double_string(x: float) -> str:
     """Java's Double.toString (what Spark's cast to string gives): 1.0, 1.0E-5, 1.0E20, NaN, Infinity."""
     if math.isnan(x):

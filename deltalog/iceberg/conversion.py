@@ -36,13 +36,13 @@ from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 
 from ..actions import AddFile, CommitInfo, Metadata, RemoveFile, parse_commit
 from ..filesystem import is_object_store_uri
-from ..paths import absolute_file_path
+from ..paths import ICEBERG_METADATA_DIR, absolute_file_path
 from ..storage import LogStore
 from . import data_files, schema as schemas
 
 log = logging.getLogger(__name__)
 
-METADATA_DIR = "metadata"
+METADATA_DIR = ICEBERG_METADATA_DIR
 VERSION_HINT = "version-hint.text"
 DELTA_VERSION = "delta-version"
 DELTA_TIMESTAMP = "delta-timestamp"

@@ -22,7 +22,7 @@ from ..actions import commit_objects
 from ..change_data import CHANGE_DATA_DIR
 from ..deletion_vectors import dv_file_path
 from ..errors import CorruptLogError, InvalidTableError, UnsafePathError, UnsupportedFeatureError
-from ..paths import decode_path, is_absolute_path
+from ..paths import ICEBERG_METADATA_DIR, decode_path, is_absolute_path
 from ..snapshot import Snapshot, tombstone_retention_ms
 from ..storage import LOG_DIR, TEMP_PREFIX
 from ..table import DeltaTable
@@ -81,6 +81,8 @@ def _considered(dirs: list[str], name: str) -> bool:
     hidden files."""
     if dirs[:1] == [STAGING_DIR] or dirs[:2] == [CHANGE_DATA_DIR, STAGING_DIR]:
         return True  # a killed writer's staging folder, at the root or under the change data folder
+    if dirs[:1] == [ICEBERG_METADATA_DIR]:
+        return False  # Iceberg's metadata (table_format: iceberg): expired with its snapshots below
     if name.startswith((".", "_")):
         return False
     # change data files are in no version's file list: like removed files, they go once older
@@ -143,6 +145,22 @@ def _remove_empty_dirs(root: str, rel_files: list[str], cutoff_ms: int) -> int:
     return removed
 
 
+def _expire_iceberg_snapshots(root: str, deleted: list[str]) -> None:
+    """Iceberg snapshots that name a file VACUUM deleted can no longer be read: expire them (a new
+    metadata version without them) and delete the manifests only they used. A failure is logged; the
+    files are gone either way, and the latest snapshot never names one."""
+    try:
+        from ..iceberg.expire import expire_snapshots_naming
+        from ..stores import log_store_for
+
+        expired = expire_snapshots_naming(root, log_store_for(root), [fs.join(root, r) for r in deleted])
+        if expired:
+            log.info("%s: VACUUM expired %d Iceberg snapshot(s) whose files it deleted", root, expired)
+    except Exception as exc:
+        log.warning("%s: VACUUM could not expire the Iceberg snapshots naming the files it deleted: %s",
+                    root, exc, exc_info=log.isEnabledFor(logging.DEBUG))
+
+
 def vacuum(table_uri: str, retain_hours: float | None = None, dry_run: bool = False, force: bool = False,
            log_commits: bool = False) -> list[str]:
     """Delete the files no retained version needs; return their paths relative to the table (what
@@ -203,6 +221,9 @@ def vacuum(table_uri: str, retain_hours: float | None = None, dry_run: bool = Fa
         except OSError as e:
             log.warning("%s: VACUUM could not delete %s: %s", root, rel, e)
     dirs = _remove_empty_dirs(root, deleted, cutoff)
+    if deleted and (snapshot.table_configuration.writes_iceberg
+                    or fs.exists(fs.join(root, ICEBERG_METADATA_DIR, "version-hint.text"))):
+        _expire_iceberg_snapshots(root, deleted)
     if log_commits:
         txn = DeltaTable(root).transaction()
         txn.commit(operation="VACUUM END", parameters={"status": "COMPLETED"},

@@ -119,3 +119,25 @@ def test_without_metadata_the_whole_table_is_one_snapshot(spark, tmp_path):
     table = ice.iceberg_table(path)
     assert [s.summary["delta-version"] for s in table.metadata.snapshots] == ["3"]
     assert ice.iceberg_rows(table) == ice.delta_rows(path)
+
+
+def test_vacuum_keeps_the_metadata_and_expires_the_snapshots_whose_files_it_deleted(spark, tmp_path):
+    from deltalog.operations.vacuum import vacuum
+    from deltalog.spark.operations import write_dataframe
+
+    path = str(tmp_path / "t")
+    write_dataframe(_rows(spark, 0, 10), path, partition_by=["grp"], configuration=ICEBERG)
+    write_dataframe(_rows(spark, 10, 10), path)
+    write_dataframe(_rows(spark, 100, 5), path, mode="overwrite")  # the first two versions' files removed
+    write_dataframe(_rows(spark, 200, 5), path)
+    before = set(os.listdir(os.path.join(path, "metadata")))
+    deleted = vacuum(path, retain_hours=0, force=True)
+    assert deleted and not any(d.startswith("metadata/") for d in deleted)
+    after = set(os.listdir(os.path.join(path, "metadata")))
+    assert {n for n in before if n.endswith(".metadata.json")} <= after  # every metadata version stays
+    table = ice.iceberg_table(path)
+    assert [s.summary["delta-version"] for s in table.metadata.snapshots] == ["2", "3"]
+    assert ice.assert_every_snapshot_matches_delta(path) == 2
+    # the manifests only the expired snapshots listed are gone; the kept snapshots' all read
+    listed = {m.manifest_path.rsplit("/", 1)[1] for s in table.metadata.snapshots for m in s.manifests(table.io)}
+    assert {n for n in after if n.endswith("-m0.avro")} == listed

@@ -1,0 +1,52 @@
+"""Expiring the Iceberg snapshots that name data files VACUUM deleted: a new metadata version without
+them (the current snapshot never names a deleted file: VACUUM keeps every live one), then the manifests
+and manifest lists only those snapshots used are deleted. Metadata files themselves stay: each is a
+version readers may hold, and the metadata log names them."""
+
+from __future__ import annotations
+
+from deltalog.lazy_imports import load
+
+load("pyiceberg")  # whole, before any import from it (lazy_imports.py says why)
+from pyiceberg.table.refs import SnapshotRef, SnapshotRefType  # noqa: E402
+from pyiceberg.table.snapshots import MetadataLogEntry  # noqa: E402
+
+from ..storage import LogStore  # noqa: E402
+from .conversion import METADATA_DIR, VERSION_HINT, _file_io, latest_metadata, metadata_location  # noqa: E402
+
+
+def expire_snapshots_naming(table_uri: str, store: LogStore, deleted: list[str]) -> int:
+    """Expire the snapshots whose files include one of `deleted` (locations as Iceberg names them);
+    the number expired."""
+    io = _file_io(table_uri, store)
+    number, current = latest_metadata(table_uri, store, io)
+    if current is None:
+        return 0
+    gone = set(deleted)
+    doomed, kept = [], []
+    for snapshot in current.snapshots:
+        names = {entry.data_file.file_path for manifest in snapshot.manifests(io)
+                 for entry in manifest.fetch_manifest_entry(io, discard_deleted=True)}
+        (doomed if names & gone and snapshot.snapshot_id != current.current_snapshot_id else kept).append(snapshot)
+    if not doomed:
+        return 0
+    kept_ids = {s.snapshot_id for s in kept}
+    location = table_uri.rstrip("/")
+    updated = current.model_copy(update={
+        "snapshots": kept,
+        "snapshot_log": [e for e in current.snapshot_log if e.snapshot_id in kept_ids],
+        "metadata_log": [*current.metadata_log, MetadataLogEntry(metadata_file=metadata_location(location, number),
+                                                                 timestamp_ms=current.last_updated_ms)],
+        "refs": {"main": SnapshotRef(snapshot_id=current.current_snapshot_id,
+                                     snapshot_ref_type=SnapshotRefType.BRANCH)},
+    })
+    store.write_table_file(f"{METADATA_DIR}/v{number + 1}.metadata.json",
+                           updated.model_dump_json(exclude_none=True).encode(), if_absent=True)
+    store.write_table_file(f"{METADATA_DIR}/{VERSION_HINT}", str(number + 1).encode(), if_absent=False)
+    still_used = {s.manifest_list for s in kept} | {m.manifest_path for s in kept for m in s.manifests(io)}
+    for snapshot in doomed:
+        for path in [snapshot.manifest_list, *(m.manifest_path for m in snapshot.manifests(io))]:
+            if path not in still_used:
+                io.delete(path)
+                still_used.add(path)  # listed by two expired snapshots: deleted once
+    return len(doomed)
