@@ -1,6 +1,6 @@
 """Spark's own Iceberg connector (`iceberg-spark-runtime-4.1_2.13` 1.12.0, from Maven Central) reads our
 `table_format: iceberg` tables: by metadata file, every version equal to delta-rs on the Delta version it
-names, and time travel by snapshot id.
+names, time travel by snapshot id, and by name through a Hive Metastore.
 
 The connector is built for Spark 4.1 (Maven Central has none for 4.2 or 4.3 yet), so its reader runs in an
 environment of its own with pyspark 4.1 (`.ci-cache/pyspark-4.1`, made once; nothing else installed
@@ -138,3 +138,77 @@ def test_spark_iceberg_reads_every_version_as_delta_rs_does(spark, tmp_path):
         assert sorted([_text(v) for v in r] for r in values) == expected, f"{key} (Delta version {version})"
     assert [s.summary.operation.value for s in table.metadata.snapshots] == ["append", "append", "overwrite",
                                                                                 "replace"]
+
+
+BY_NAME = r"""
+import json, sys
+from pyspark.sql import SparkSession
+jar, uri, warehouse = sys.argv[1:4]
+spark = (SparkSession.builder.master("local[1]").config("spark.jars", jar)
+         .config("spark.sql.catalog.hms", "org.apache.iceberg.spark.SparkCatalog")
+         .config("spark.sql.catalog.hms.type", "hive").config("spark.sql.catalog.hms.uri", uri)
+         .config("spark.sql.catalog.hms.warehouse", warehouse)
+         .config("spark.sql.session.timeZone", "UTC").config("spark.ui.enabled", "false").getOrCreate())
+rows = spark.sql("select id, item, qty from hms.analytics.orders").collect()
+print("ROWS " + json.dumps(sorted([r.id, r.item, r.qty] for r in rows)))
+spark.stop()
+"""
+
+ORDERS_MODEL = """
+{{ config(materialized='incremental', incremental_strategy='merge', unique_key='id', table_format='iceberg') }}
+select id, concat('item ', id, ' r', {{ var('round', 1) }}) as item, cast(id * {{ var('round', 1) }} as int) as qty
+from range({{ (var('round', 1) - 1) * 3 }}, {{ (var('round', 1) - 1) * 3 + 6 }})
+"""
+
+
+def test_iceberg_engines_find_the_table_by_name_in_the_metastore(tmp_path):
+    """One metastore entry for both formats: Spark sees the Delta table it always saw, and Iceberg's Hive
+    catalog (table_type = ICEBERG, metadata_location) reads the newest Iceberg metadata by name."""
+    from dbt.adapters.deltalog.metastore import parse_catalog
+    from dbt.adapters.deltalog.runtime.spark_server import stop_servers
+    from deltalog.iceberg import latest_metadata
+    from deltalog.stores import log_store_for
+    from tests.dbt_process import dbt, write_project
+    from tests.hive_metastore import hive_metastore, java_or_skip
+
+    try:
+        jar = jars("iceberg-spark")[0]
+    except MavenUnavailable as exc:
+        _skip_or_fail(str(exc))
+    python = _environment()
+    with hive_metastore(java_or_skip()) as metastore:
+        project = write_project(tmp_path / "p", "hms_ice", {"orders.sql": ORDERS_MODEL}, spark_server=False,
+                                profile_extra=f"catalog: {{type: hive, uri: '{metastore.uri}'}}\n")
+        try:
+            for round_ in (1, 2):
+                built = dbt(project, "run", "--vars", f"{{round: {round_}}}")
+                assert built.returncode == 0, built.stdout[-3000:]
+        finally:
+            stop_servers()
+        path = str(project / "warehouse" / "analytics" / "orders")
+        client = parse_catalog({"type": "hive", "uri": metastore.uri})
+        assert client.location("analytics", "orders") == path  # Spark's Delta entry, as before
+        with client._client() as raw:
+            params = raw.get_table("analytics", "orders").parameters
+        assert params["spark.sql.sources.provider"] == "delta" and params["table_type"] == "ICEBERG"
+        number, _ = latest_metadata(path, log_store_for(path))
+        assert params["metadata_location"].endswith(f"/metadata/v{number}.metadata.json")
+        assert params["previous_metadata_location"].endswith(f"/metadata/v{number - 1}.metadata.json")
+
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_HOME"))}
+        run = subprocess.run([str(python), "-c", BY_NAME, jar, metastore.uri, str(tmp_path / "ice-wh")],
+                             capture_output=True, text=True, timeout=600, env=env)
+        line = next((x for x in run.stdout.splitlines() if x.startswith("ROWS ")), None)
+        assert run.returncode == 0 and line, run.stdout[-2000:] + run.stderr[-4000:]
+        expected = sorted([r["id"], r["item"], r["qty"]] for r in _rows_of(path))
+        assert json.loads(line[len("ROWS "):]) == expected
+        assert len(expected) == 9  # ids 0..8: round 2 updated 3..5 and added 6..8
+
+
+def _rows_of(path: str) -> list:
+    import deltalake
+    import pyarrow as pa
+
+    table = deltalake.DeltaTable(path)
+    return pa.table(deltalake.QueryBuilder().register("t", table).execute("select id, item, qty from t")
+                    .read_all()).to_pylist()

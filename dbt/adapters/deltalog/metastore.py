@@ -154,13 +154,19 @@ class HiveMetastore:
     # ---- tables and views -------------------------------------------------------------------------
 
     def register_table(self, schema: str, name: str, location: str, schema_json: Dict[str, Any],
-                       partition_columns: List[str], comment: Optional[str]) -> None:
-        """Create or update the entry of a Delta table at `location`."""
+                       partition_columns: List[str], comment: Optional[str],
+                       iceberg_metadata: Optional[str] = None) -> None:
+        """Create or update the entry of a Delta table at `location`. A table that is Iceberg too
+        (`iceberg_metadata`: its newest metadata file) is one entry for both: Spark finds the Delta
+        provider and path, Iceberg's Hive catalog `table_type = ICEBERG` and `metadata_location` (with the
+        one before as `previous_metadata_location`, as Iceberg's own commits leave it)."""
         from pymetastore.hive_metastore import ttypes
 
         location = _location_uri(location)
         params = {"EXTERNAL": "TRUE", "spark.sql.sources.provider": "delta",
                   "spark.sql.create.version": "dbt-deltalog"}
+        if iceberg_metadata:
+            params.update({"table_type": "ICEBERG", "metadata_location": _location_uri(iceberg_metadata)})
         text = json.dumps(schema_json, separators=(",", ":"))
         parts = [text[i:i + SCHEMA_PART_SIZE] for i in range(0, len(text), SCHEMA_PART_SIZE)] or [""]
         if len(parts) == 1:
@@ -226,6 +232,14 @@ class HiveMetastore:
                     client.create_table(table)
                 else:
                     table.createTime = existing.createTime
+                    before = (existing.parameters or {}).get("metadata_location")
+                    now = (table.parameters or {}).get("metadata_location")
+                    if before and now and before != now:
+                        table.parameters["previous_metadata_location"] = before
+                    elif before and now:
+                        previous = (existing.parameters or {}).get("previous_metadata_location")
+                        if previous:
+                            table.parameters["previous_metadata_location"] = previous
                     client.alter_table(table.dbName, table.tableName, table)
             except Exception as exc:
                 raise MetastoreError(
@@ -267,6 +281,17 @@ class HiveMetastore:
         return _local_path(location) if location else None
 
 
+def _iceberg_metadata(snapshot: Any) -> Optional[str]:
+    """The newest Iceberg metadata file of a table that writes one (table_format: iceberg)."""
+    if not snapshot.table_configuration.writes_iceberg:
+        return None
+    from deltalog.iceberg import latest_metadata, metadata_location
+    from deltalog.stores import log_store_for
+
+    number, metadata = latest_metadata(snapshot.table_uri, log_store_for(snapshot.table_uri))
+    return metadata_location(snapshot.table_uri, number) if metadata is not None else None
+
+
 def publish(metastore: HiveMetastore, warehouse: Any, spark: Any, schema: str, name: str) -> None:
     """Register the warehouse's relation `schema.name` as it now is (a table or a view), or drop its
     entry when the warehouse no longer holds it."""
@@ -281,7 +306,7 @@ def publish(metastore: HiveMetastore, warehouse: Any, spark: Any, schema: str, n
 
         snapshot = Snapshot.load(entry.path)
         metastore.register_table(schema, name, entry.path, snapshot.schema_json, list(snapshot.partition_columns),
-                                 snapshot.metadata.description)
+                                 snapshot.metadata.description, _iceberg_metadata(snapshot))
         return
     fields = spark.table(f"`{warehouse.view_name(schema, name)}`").schema.fields
     docs = warehouse.read_view_docs(schema, name)
