@@ -274,8 +274,9 @@ class _Builder:
         carried: list[ManifestFile] = []
         removed = {self._file_location(r.path) for r in removes}
         for manifest in ([] if replace_all else self._head_manifests()):
-            entries = self._live_entries(manifest)
-            if not removed.intersection(e.data_file.file_path for e in entries):
+            # an append reads no manifest: it lists the head's as they are, by reference
+            entries = self._live_entries(manifest) if removed else []
+            if not removed or not removed.intersection(e.data_file.file_path for e in entries):
                 manifests.append(manifest)
                 carried.append(manifest)
                 continue
