@@ -175,3 +175,25 @@ def test_on_s3_through_the_tables_store(spark):
                 assert ice.iceberg_rows(table, snapshot.snapshot_id) == ice.rows(expected), version
         finally:
             filesystem.configure(s3.uri(), None)
+
+
+def test_a_stream_into_an_iceberg_table_makes_one_snapshot_a_micro_batch(spark, tmp_path):
+    """A streaming table's exactly-once sink: each micro-batch is one Delta commit, and so one Iceberg
+    snapshot; a batch run again after a crash (same batch id) commits nothing, and adds no snapshot."""
+    from deltalog.spark.operations import write_dataframe
+    from deltalog.spark.streaming import batch_writer
+    from deltalog.spark.table_stream import stream_table
+
+    source, target = str(tmp_path / "source"), str(tmp_path / "target")
+    for i in range(3):
+        write_dataframe(_rows(spark, i * 10, 10), source)
+    sink = batch_writer(target, app_id="iceberg-stream", configuration=ICEBERG)
+    query = (stream_table(spark, source, maxFilesPerTrigger=1).writeStream.foreachBatch(sink)
+             .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start())
+    query.awaitTermination()
+    table = ice.iceberg_table(target)
+    batches = len(table.metadata.snapshots)
+    assert batches >= 3
+    assert ice.assert_every_snapshot_matches_delta(target) == batches
+    sink(_rows(spark, 0, 10), 0)  # batch 0 again: already committed
+    assert len(ice.iceberg_table(target).metadata.snapshots) == batches
