@@ -46,10 +46,28 @@ def test_features_switched_on_by_properties_are_required_by_the_protocol():
     ("delta.checkpointPolicy", "v3", InvalidTableError),
     ("delta.isolationLevel", "Snapshot", InvalidTableError),
     ("delta.columnMapping.mode", "position", InvalidTableError),
-    ("delta.enableIcebergCompatV2", "true", UnsupportedFeatureError),
+    ("delta.enableIcebergCompatV1", "true", UnsupportedFeatureError),
+    ("delta.enableIcebergCompatV2", "true", InvalidTableError),  # without column mapping
+    ("delta.universalFormat.enabledFormats", "iceberg", InvalidTableError),  # without IcebergCompatV2
+    ("delta.universalFormat.enabledFormats", "hudi", InvalidTableError),
     ("delta.feature.somethingNew", "supported", UnsupportedFeatureError),
 ])
 def test_properties_a_writer_cannot_honour_are_refused_by_name(key, value, error):
     c = TableConfiguration(Metadata(configuration={key: value}))
     with pytest.raises(error, match=key.replace(".", r"\.")):
         c.validate_properties("t")
+
+
+def test_iceberg_compat_v2_rules():
+    """IcebergCompatV2 needs column mapping and refuses deletion vectors, each by name; with both it is a
+    table feature of the protocol."""
+    mapped = {"delta.enableIcebergCompatV2": "true", "delta.columnMapping.mode": "name",
+              "delta.universalFormat.enabledFormats": "iceberg"}
+    c = TableConfiguration(Metadata(configuration=mapped))
+    c.validate_properties("t")
+    assert c.writes_iceberg and c.iceberg_compat_v2
+    assert "icebergCompatV2" in c.required_protocol().writer_features
+    assert c.required_protocol().stores_partition_columns
+    with pytest.raises(InvalidTableError, match="delta.enableDeletionVectors"):
+        TableConfiguration(Metadata(configuration={**mapped, "delta.enableDeletionVectors": "true"})) \
+            .validate_properties("t")

@@ -280,7 +280,11 @@ def test_unsupported_writer_feature_refused(tmp_path):
 
 def test_unsupported_table_property_refused(tmp_path):
     uri = str(tmp_path / "t")
-    with pytest.raises(UnsupportedFeatureError, match="icebergCompatV2"):
+    with pytest.raises(UnsupportedFeatureError, match="icebergCompatV1"):
+        write_deltalake(uri, small([1]), configuration={"delta.enableIcebergCompatV1": "true"})
+    assert not DeltaTable(uri).exists()
+    # IcebergCompatV2 is written, with column mapping only (the Arrow writer writes none: refused, nothing made)
+    with pytest.raises(InvalidTableError, match="needs column mapping"):
         write_deltalake(uri, small([1]), configuration={"delta.enableIcebergCompatV2": "true"})
     assert not DeltaTable(uri).exists()
 
