@@ -68,6 +68,8 @@ def convert(snapshot: Any, store: LogStore) -> int | None:
             return None
         builder = _Builder(snapshot.table_uri, io, current, number)
         commits = _commits(store, done + 1, snapshot.version) if current is not None else None
+        if commits is not None and not any(isinstance(a, Metadata) for _, actions in commits for a in actions):
+            builder.unchanged_metadata = snapshot.metadata  # what every commit of the batch was written with
         if commits is None or snapshot.version - done > MAX_CATCH_UP:
             builder.whole_table(snapshot)
         else:
@@ -196,6 +198,7 @@ class _Builder:
         self.head = current.current_snapshot_id if current else None
         self.sequence = current.last_sequence_number if current else 0
         self.layout: _Layout | None = None
+        self.unchanged_metadata: Metadata | None = None
         self.mapping: str | None = current.properties.get(NAME_MAPPING) if current else None
         self.manifests: list[ManifestFile] | None = None  # the head snapshot's, read when first needed
         self.entries: dict[str, list] = {}  # manifest path -> its live entries
@@ -247,7 +250,9 @@ class _Builder:
         self._snapshot(version, self.delta_timestamp, op, adds, removes, self.layout)
 
     def _metadata_before(self, version: int) -> Metadata:
-        from ..snapshot import Snapshot
+        if self.unchanged_metadata is not None:
+            return self.unchanged_metadata
+        from ..snapshot import Snapshot  # a batch that changes the metadata after this commit: rare
 
         return Snapshot.load(self.location, version=version).metadata
 
