@@ -64,19 +64,25 @@ def test_storage_prefix_registry(tmp_path):
             fs.configure(f"s3://bucket-{i}/wh/deeper", None)
 
 
-def test_a_warehouse_is_probed_once(tmp_path, monkeypatch):
+@pytest.fixture
+def puts(monkeypatch) -> list:
+    """The keys obstore is asked to put, in order."""
     import obstore
 
-    from deltalog import object_store
-
-    puts = []
+    keys = []
     real_put = obstore.put
 
     def counting_put(store, key, *args, **kwargs):
-        puts.append(key)
+        keys.append(key)
         return real_put(store, key, *args, **kwargs)
 
     monkeypatch.setattr(obstore, "put", counting_put)
+    return keys
+
+
+def test_a_warehouse_is_probed_once(tmp_path, puts):
+    from deltalog import object_store
+
     root = (tmp_path / "wh").as_uri()
     (tmp_path / "wh").mkdir()
     at_once(lambda i: object_store.probe_warehouse(root, {}))
@@ -84,20 +90,10 @@ def test_a_warehouse_is_probed_once(tmp_path, monkeypatch):
     assert list((tmp_path / "wh").iterdir()) == []  # the probe object is gone
 
 
-def test_a_bucket_is_checked_for_put_if_absent_once(monkeypatch):
-    import obstore
-
+def test_a_bucket_is_checked_for_put_if_absent_once(monkeypatch, puts):
     from deltalog import object_store
     from deltalog.object_store import ObjectLogStore
 
-    puts = []
-    real_put = obstore.put
-
-    def counting_put(store, key, *args, **kwargs):
-        puts.append(key)
-        return real_put(store, key, *args, **kwargs)
-
-    monkeypatch.setattr(obstore, "put", counting_put)
     monkeypatch.setattr(object_store, "_probed", {})
     stores = [ObjectLogStore(f"memory://shared-state/t{i}") for i in range(THREADS)]
     at_once(lambda i: stores[i].write_if_absent(f"{i:020d}.json", b"{}"))
