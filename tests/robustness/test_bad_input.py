@@ -231,13 +231,27 @@ def test_legacy_writer_3_table_with_a_check_constraint_is_refused_by_the_arrow_w
     assert table_state(uri) == before
 
 
-@pytest.mark.parametrize("prop,feature", [("delta.enableIcebergCompatV2", "icebergCompatV2"),
-                                          ("delta.enableIcebergCompatV1", "icebergCompatV1")])
+@pytest.mark.parametrize("prop,feature", [("delta.enableIcebergCompatV1", "icebergCompatV1")])
 def test_create_asking_for_an_unsupported_feature_creates_nothing(tmp_path, prop, feature):
     uri = str(tmp_path / "t")
     with pytest.raises(UnsupportedFeatureError) as err:
         write_deltalake(uri, rows(2), configuration={prop: "true"})
     assert uri in str(err.value) and feature in str(err.value) and "Remove the property" in str(err.value)
+    assert not DeltaTable(uri).exists()
+    assert not data_files_on_disk(uri) if os.path.isdir(uri) else True
+
+
+@pytest.mark.parametrize("configuration,needs", [
+    ({"delta.enableIcebergCompatV2": "true"}, "needs column mapping"),
+    ({"delta.universalFormat.enabledFormats": "iceberg"}, "needs delta.enableIcebergCompatV2=true"),
+])
+def test_an_iceberg_table_missing_what_it_needs_creates_nothing(tmp_path, configuration, needs):
+    """IcebergCompatV2 without column mapping, or UniForm without IcebergCompatV2: refused by name, before
+    anything is written (with deletion vectors: tests/engine/test_table_configuration.py and the dbt test)."""
+    uri = str(tmp_path / "t")
+    with pytest.raises(InvalidTableError, match=needs) as err:
+        write_deltalake(uri, rows(2), configuration=configuration)
+    assert uri in str(err.value)
     assert not DeltaTable(uri).exists()
     assert not data_files_on_disk(uri) if os.path.isdir(uri) else True
 
