@@ -240,7 +240,7 @@ class TableConfiguration:
         formats = [f.strip().lower() for f in str(conf.get(UNIVERSAL_FORMATS_KEY) or "").split(",") if f.strip()]
         if any(f != "iceberg" for f in formats):
             raise InvalidTableError(f"{table}: {UNIVERSAL_FORMATS_KEY}={conf[UNIVERSAL_FORMATS_KEY]!r} is not "
-                                    f"allowed: allowed iceberg (Delta's other universal formats are not written here).")
+                                    f"allowed. Allowed: iceberg (Delta's other universal formats are not written here).")
         if formats and not self.iceberg_compat_v2:
             raise InvalidTableError(f"{table}: {UNIVERSAL_FORMATS_KEY}=iceberg needs {ICEBERG_COMPAT_V2_KEY}=true "
                                     f"(table_format: iceberg sets both).")
