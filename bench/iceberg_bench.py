@@ -51,6 +51,7 @@ def main() -> None:
     from deltalog import Snapshot
     from deltalog.actions import AddFile
     from deltalog.spark.operations import write_dataframe
+    from deltalog.stores import log_store_for
     from deltalog.table import DeltaTable
 
     spark = get_spark("local[2]", {"spark.sql.shuffle.partitions": "2"})
@@ -84,7 +85,7 @@ def main() -> None:
         write_dataframe(_rows(spark, 10_000, 10_000), path, configuration=ICEBERG)
         first_total = time.perf_counter() - started
         first = conversions[-1]
-        table = iceberg.latest_metadata(path, __import__("deltalog.stores", fromlist=["x"]).log_store_for(path))[1]
+        table = iceberg.latest_metadata(path, log_store_for(path))[1]
         floor = _pyiceberg_fast_append(path, tmp)
         print(f"first conversion: {first:.2f} s (the commit with it {first_total:.2f} s); pyiceberg's fast_append "
               f"of the same {int(table.snapshots[-1].summary['total-data-files'])} files: {floor:.2f} s "

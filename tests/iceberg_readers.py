@@ -5,8 +5,6 @@ comparison is against delta-rs on the same Delta version, row for row."""
 from __future__ import annotations
 
 import datetime as dt
-import decimal
-import json
 from pathlib import Path
 
 import deltalake
@@ -74,11 +72,3 @@ def registered_rows(path: str | Path, name: str, tmp_dir: Path) -> list:
     catalog.create_namespace_if_not_exists("analytics")
     registered = catalog.register_table(("analytics", name), table.metadata_location)
     return iceberg_rows(registered)
-
-
-def as_json(value) -> str:
-    return json.dumps(value, default=str)
-
-
-__all__ = ["rows", "delta_rows", "iceberg_table", "iceberg_rows", "assert_every_snapshot_matches_delta",
-           "registered_rows", "decimal"]
