@@ -29,6 +29,7 @@ SUPPORTED_WRITER_FEATURES = frozenset({
     "appendOnly", "invariants", "timestampNtz", "vacuumProtocolCheck", "checkpointProtection",
     "materializePartitionColumns", "checkConstraints", "domainMetadata", "clustering", "columnMapping",
     "changeDataFeed", "inCommitTimestamp", "variantType", "deletionVectors", "rowTracking", "icebergCompatV2",
+    "icebergCompatV3",
     # checkpoints here are classic single-file ones with a checkpointMetadata row (checkpoint.py)
     "v2Checkpoint",
     # no write here changes a column's type; files keep the table's current types (schema.py)
@@ -110,7 +111,7 @@ class Protocol:
         """Whether data files hold the partition columns too (materializePartitionColumns; IcebergCompat,
         whose readers may read a file without the table's partition values)."""
         return any(self.has_writer_feature(f) for f in ("materializePartitionColumns", "icebergCompatV1",
-                                                        "icebergCompatV2"))
+                                                        "icebergCompatV2", "icebergCompatV3"))
 
 
 def legacy_features_in_use(metadata: "Metadata", writer_version: int) -> list[str]:

@@ -19,7 +19,7 @@ MAX_ID = "delta.columnMapping.maxColumnId"
 ID = "delta.columnMapping.id"
 PHYSICAL_NAME = "delta.columnMapping.physicalName"
 NESTED_IDS = "delta.columnMapping.nested.ids"
-ICEBERG_COMPAT_KEYS = ("delta.enableIcebergCompatV1", "delta.enableIcebergCompatV2")
+ICEBERG_COMPAT_KEYS = ("delta.enableIcebergCompatV1", "delta.enableIcebergCompatV2", "delta.enableIcebergCompatV3")
 MODES = ("none", "name", "id")
 # Where Spark's Parquet reader/writer and pyarrow keep a field's id.
 SPARK_FIELD_ID = "parquet.field.id"

@@ -44,9 +44,9 @@ GROUPS: Dict[str, Tuple[str, ...]] = {
                 "sqlglot.optimizer.pushdown_projections"),
     "duckdb": ("duckdb",),
     # Iceberg metadata of tables that ask for it (deltalog/iceberg/)
-    "pyiceberg": ("pyiceberg", "pyiceberg.conversions", "pyiceberg.io.pyarrow", "pyiceberg.manifest",
-                  "pyiceberg.partitioning", "pyiceberg.schema", "pyiceberg.serializers", "pyiceberg.table",
-                  "pyiceberg.table.metadata", "pyiceberg.table.name_mapping", "pyiceberg.table.refs",
+    "pyiceberg": ("pyiceberg", "pyiceberg.avro.file", "pyiceberg.conversions", "pyiceberg.io.pyarrow",
+                  "pyiceberg.manifest", "pyiceberg.partitioning", "pyiceberg.schema", "pyiceberg.serializers",
+                  "pyiceberg.table", "pyiceberg.table.metadata", "pyiceberg.table.name_mapping", "pyiceberg.table.refs",
                   "pyiceberg.table.snapshots", "pyiceberg.table.sorting", "pyiceberg.transforms",
                   "pyiceberg.typedef", "pyiceberg.types"),
     "obstore": ("obstore", "obstore.store", "obstore.exceptions"),

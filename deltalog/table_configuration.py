@@ -53,6 +53,7 @@ UNSUPPORTED_PROPERTIES = {
     "delta.enableIcebergCompatV1": "icebergCompatV1",
 }
 ICEBERG_COMPAT_V2_KEY = "delta.enableIcebergCompatV2"
+ICEBERG_COMPAT_V3_KEY = "delta.enableIcebergCompatV3"
 UNIVERSAL_FORMATS_KEY = "delta.universalFormat.enabledFormats"
 # Writer features that also need the reader to know them (reader version 3).
 READER_WRITER_FEATURES = frozenset({"timestampNtz", "vacuumProtocolCheck", "columnMapping", "variantType",
@@ -145,6 +146,12 @@ class TableConfiguration:
         return flag(self.properties, ICEBERG_COMPAT_V2_KEY)
 
     @property
+    def iceberg_compat_v3(self) -> bool:
+        """IcebergCompatV3: V2's rules, but deletion vectors allowed (Iceberg v3 reads them) and row
+        tracking on (Delta's row IDs are Iceberg v3's row lineage)."""
+        return flag(self.properties, ICEBERG_COMPAT_V3_KEY)
+
+    @property
     def column_mapping_mode(self) -> str:
         return column_mapping.mode_of(self.properties)
 
@@ -213,6 +220,7 @@ class TableConfiguration:
             "typeWidening": self.type_widening_enabled,
             "v2Checkpoint": self.checkpoint_policy == "v2",
             "icebergCompatV2": self.iceberg_compat_v2,
+            "icebergCompatV3": self.iceberg_compat_v3,
         }
         needed |= {feature for feature, on in wanted.items() if on}
         needed |= set(features)
@@ -241,19 +249,29 @@ class TableConfiguration:
         if any(f != "iceberg" for f in formats):
             raise InvalidTableError(f"{table}: {UNIVERSAL_FORMATS_KEY}={conf[UNIVERSAL_FORMATS_KEY]!r} is not "
                                     f"allowed. Allowed: iceberg (Delta's other universal formats are not written here).")
-        if formats and not self.iceberg_compat_v2:
+        compat = [key for key, on in ((ICEBERG_COMPAT_V2_KEY, self.iceberg_compat_v2),
+                                      (ICEBERG_COMPAT_V3_KEY, self.iceberg_compat_v3)) if on]
+        if formats and not compat:
             raise InvalidTableError(f"{table}: {UNIVERSAL_FORMATS_KEY}=iceberg needs {ICEBERG_COMPAT_V2_KEY}=true "
-                                    f"(table_format: iceberg sets both).")
-        if self.iceberg_compat_v2:
+                                    f"or {ICEBERG_COMPAT_V3_KEY}=true (table_format: iceberg sets them).")
+        if len(compat) > 1:
+            raise InvalidTableError(f"{table}: {ICEBERG_COMPAT_V2_KEY} and {ICEBERG_COMPAT_V3_KEY} cannot both be "
+                                    f"true. Allowed: one of them (V3 when the table has deletion vectors).")
+        for key in compat:
             if not column_mapping.is_mapped(conf):
                 raise InvalidTableError(
-                    f"{table}: {ICEBERG_COMPAT_V2_KEY}=true needs column mapping: set {column_mapping.MODE} to "
+                    f"{table}: {key}=true needs column mapping: set {column_mapping.MODE} to "
                     f"name (table_format: iceberg does).")
-            if self.deletion_vectors_enabled:
-                raise InvalidTableError(
-                    f"{table}: {ICEBERG_COMPAT_V2_KEY}=true and delta.enableDeletionVectors=true cannot go "
-                    f"together: Iceberg v2 readers do not read deletion vectors. Allowed: drop "
-                    f"deletion_vectors (DELETE, UPDATE and MERGE then rewrite files), or table_format.")
+        if self.iceberg_compat_v2 and self.deletion_vectors_enabled:
+            raise InvalidTableError(
+                f"{table}: {ICEBERG_COMPAT_V2_KEY}=true and delta.enableDeletionVectors=true cannot go "
+                f"together: Iceberg v2 readers do not read deletion vectors. Allowed: drop deletion_vectors "
+                f"(DELETE, UPDATE and MERGE then rewrite files), or {ICEBERG_COMPAT_V3_KEY}=true (Iceberg v3 "
+                f"readers read them; table_format: iceberg with deletion_vectors: true sets it).")
+        if self.iceberg_compat_v3 and (not self.row_tracking_enabled or self.row_tracking_suspended):
+            raise InvalidTableError(
+                f"{table}: {ICEBERG_COMPAT_V3_KEY}=true needs row tracking: set {ROW_TRACKING_KEY}=true (and "
+                f"not {ROW_TRACKING_SUSPENDED_KEY}); table_format: iceberg does.")
         if ISOLATION_LEVEL_KEY in conf and conf[ISOLATION_LEVEL_KEY] not in ISOLATION_LEVELS:
             raise InvalidTableError(
                 f"{table}: isolation level {conf[ISOLATION_LEVEL_KEY]!r} ({ISOLATION_LEVEL_KEY}) is not known. "

@@ -1,8 +1,9 @@
 """Iceberg metadata for a Delta table (Delta's "UniForm"), written after its commits: Iceberg readers then
 read the same Parquet files, with no second copy.
 
-Under `<table>/metadata/`: `v<N>.metadata.json` (Iceberg table metadata, format v2), manifest lists and
-manifests (Avro), and `version-hint.text` (N) for readers that open the folder. Each Delta version that
+Under `<table>/metadata/`: `v<N>.metadata.json` (Iceberg table metadata: format v2 for IcebergCompatV2, v3
+for IcebergCompatV3), manifest lists and manifests (Avro), Puffin files holding the deletion vectors of v3
+tables (deletion_vectors.py), and `version-hint.text` (N) for readers that open the folder. Each Delta version that
 adds or removes files is one Iceberg snapshot: adds only -> append, removes only -> delete, both with a
 data change -> overwrite, no data change (OPTIMIZE, compaction) -> replace. The snapshot's summary and the
 table's properties name the Delta version (`delta-version`) and its commit time (`delta-timestamp`).
@@ -24,21 +25,25 @@ from typing import Any, Iterable
 from deltalog.lazy_imports import load
 
 load("pyiceberg")  # whole, before any import from it (lazy_imports.py says why)
+from pyiceberg.avro.file import AvroFile, AvroOutputFile
 from pyiceberg.io.pyarrow import PyArrowFileIO
-from pyiceberg.manifest import ManifestEntry, ManifestEntryStatus, ManifestFile, write_manifest, write_manifest_list
+from pyiceberg.manifest import (MANIFEST_ENTRY_SCHEMAS, DataFile, DataFileContent, FileFormat, ManifestContent,
+                                ManifestEntry, ManifestEntryStatus, ManifestFile, ManifestListWriterV2,
+                                ManifestWriterV2, _inherit_from_manifest)
 from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema
-from pyiceberg.table.metadata import TableMetadataUtil, TableMetadataV2
+from pyiceberg.table.metadata import TableMetadataUtil, TableMetadataV2, TableMetadataV3
 from pyiceberg.table.refs import SnapshotRef, SnapshotRefType
 from pyiceberg.table.snapshots import (MetadataLogEntry, Operation, Snapshot as IcebergSnapshot, SnapshotLogEntry,
                                        SnapshotSummaryCollector, Summary, update_snapshot_summaries)
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 
 from ..actions import AddFile, CommitInfo, Metadata, RemoveFile, parse_commit
+from ..errors import UnsupportedFeatureError
 from ..filesystem import is_object_store_uri
 from ..paths import ICEBERG_METADATA_DIR, absolute_file_path
 from ..storage import LogStore
-from . import data_files, schema as schemas
+from . import data_files, deletion_vectors, schema as schemas
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +71,8 @@ def convert(snapshot: Any, store: LogStore) -> int | None:
         done = int(current.properties.get(DELTA_VERSION, -1)) if current is not None else -1
         if done >= snapshot.version:
             return None
-        builder = _Builder(snapshot.table_uri, io, current, number)
+        builder = _Builder(snapshot.table_uri, io, current, number, store,
+                           3 if snapshot.table_configuration.iceberg_compat_v3 else 2)
         commits = _commits(store, done + 1, snapshot.version) if current is not None else None
         if commits is not None and not any(isinstance(a, Metadata) for _, actions in commits for a in actions):
             builder.unchanged_metadata = snapshot.metadata  # what every commit of the batch was written with
@@ -170,6 +176,52 @@ def _file_io(table_uri: str, store: LogStore) -> Any:
     return _TableFileIO(store.options) if is_object_store_uri(table_uri) else PyArrowFileIO()
 
 
+class _ManifestWriter(ManifestWriterV2):
+    """A data or delete manifest of format v2 or v3. pyiceberg 0.12 writes v2 data manifests only; a v3
+    one is the same with the v3 fields (first_row_id, referenced_data_file, content_offset and size),
+    which pyiceberg knows but leaves out of what it writes."""
+
+    def __init__(self, format_version: int, content: ManifestContent, spec: PartitionSpec, schema: Schema,
+                 output: Any, snapshot_id: int):
+        super().__init__(spec, schema, output, snapshot_id, "deflate")
+        self._format_version, self._content = format_version, content
+
+    def content(self) -> ManifestContent:
+        return self._content
+
+    @property
+    def version(self) -> Any:
+        return self._format_version
+
+    @property
+    def _meta(self) -> dict[str, str]:
+        return {**super()._meta, "content": "deletes" if self._content == ManifestContent.DELETES else "data"}
+
+    def new_writer(self) -> AvroOutputFile[ManifestEntry]:
+        schema = self._with_partition(self._format_version)  # entries are built in the v3 layout
+        return AvroOutputFile[ManifestEntry](output_file=self._output_file, file_schema=schema,
+                                             record_schema=schema, schema_name="manifest_entry",
+                                             metadata=self._meta)
+
+
+class _ManifestListWriterV3(ManifestListWriterV2):
+    """pyiceberg 0.12 writes v2 manifest lists only; v3's adds `first-row-id` (and an optional field per
+    manifest, left empty: every data file here names its own first row ID)."""
+
+    def __init__(self, output: Any, snapshot_id: int, parent: int | None, sequence: int, first_row_id: int):
+        super().__init__(output, snapshot_id, parent, sequence, "deflate")
+        self._format_version = 3
+        self._meta = {**self._meta, "format-version": "3", "first-row-id": str(first_row_id)}
+
+
+def _live_entries(io: Any, manifest: ManifestFile) -> list:
+    """A manifest's live entries, read with the v3 fields (pyiceberg's own reader drops them)."""
+    with AvroFile[ManifestEntry](io.new_input(manifest.manifest_path), MANIFEST_ENTRY_SCHEMAS[3],
+                                 read_types={-1: ManifestEntry, 2: DataFile},
+                                 read_enums={0: ManifestEntryStatus, 101: FileFormat, 134: DataFileContent}) as reader:
+        return [_inherit_from_manifest(e, manifest) for e in reader if e.status != ManifestEntryStatus.DELETED]
+
+
 @dataclass
 class _Layout:
     """The Delta metadata of the versions being converted, as Iceberg schema and partition spec."""
@@ -182,9 +234,13 @@ class _Layout:
 class _Builder:
     """The next metadata file: the current one's snapshots plus one per converted Delta version."""
 
-    def __init__(self, location: str, io: Any, current: Any, number: int):
+    def __init__(self, location: str, io: Any, current: Any, number: int, store: LogStore, format_version: int):
         self.location = location.rstrip("/")
         self.io = io
+        self.store = store
+        # Iceberg allows upgrading a table's format, never going back: a table that leaves V3 stays v3
+        self.format_version = max(format_version, current.format_version if current else 2)
+        self.next_row_id = getattr(current, "next_row_id", None) or 0
         self.number = number
         self.current = current
         self.snapshots: list = list(current.snapshots) if current else []
@@ -219,7 +275,8 @@ class _Builder:
             same = PartitionSpec(*spec.fields, spec_id=max((s.spec_id for s in self.specs), default=-1) + 1)
             self.specs.append(same)
         self.layout = _Layout(metadata, known, same, schemas.leaves(schema_json, known))
-        self.mapping = schemas.name_mapping(schema_json, known, self.mapping)
+        self.mapping = schemas.name_mapping(schema_json, known, self.mapping,
+                                            schemas.row_tracking_columns(metadata.configuration))
         return self.layout
 
     # -- snapshots
@@ -245,8 +302,9 @@ class _Builder:
         if not adds and not removes:
             return  # a metadata-only commit: the metadata file names its version, no snapshot
         changes = any(a.data_change for a in adds + removes)
-        op = (Operation.APPEND if not removes else Operation.DELETE if not adds
-              else Operation.OVERWRITE if changes else Operation.REPLACE)
+        new_files = {a.path for a in adds} - {r.path for r in removes}  # the others changed their DV only
+        op = (Operation.APPEND if not removes
+              else (Operation.OVERWRITE if new_files else Operation.DELETE) if changes else Operation.REPLACE)
         self._snapshot(version, self.delta_timestamp, op, adds, removes, self.layout)
 
     def _metadata_before(self, version: int) -> Metadata:
@@ -264,7 +322,7 @@ class _Builder:
 
     def _live_entries(self, manifest: ManifestFile) -> list:
         if manifest.manifest_path not in self.entries:
-            self.entries[manifest.manifest_path] = manifest.fetch_manifest_entry(self.io, discard_deleted=True)
+            self.entries[manifest.manifest_path] = _live_entries(self.io, manifest)
         return self.entries[manifest.manifest_path]
 
     def _file_location(self, path: str) -> str:
@@ -275,27 +333,40 @@ class _Builder:
         snapshot_id = _snapshot_id(layout.metadata.id, version)
         self.sequence += 1
         summary = SnapshotSummaryCollector()
+        removed = {self._file_location(r.path) for r in removes}
+        # A path removed and added again in one commit is the same data file with a new deletion vector:
+        # its data entry stays, its old DV entry goes and the new one comes.
+        gone = removed - {self._file_location(a.path) for a in adds}
+        new_files = [a for a in adds if self._file_location(a.path) not in removed]
+        with_dvs = [a for a in adds if a.deletion_vector]
+        if with_dvs and self.format_version < 3:
+            raise UnsupportedFeatureError(
+                f"{with_dvs[0].path}: a file with a deletion vector cannot be given to Iceberg v2 readers "
+                f"(IcebergCompatV2 tables are written without deletion vectors; IcebergCompatV3 allows them)")
         manifests: list[ManifestFile] = []
         carried: list[ManifestFile] = []
-        removed = {self._file_location(r.path) for r in removes}
         for manifest in ([] if replace_all else self._head_manifests()):
+            deletes = manifest.content == ManifestContent.DELETES
+            targets = removed if deletes else gone  # a removed file's DV goes, whether or not the file does
             # an append reads no manifest: it lists the head's as they are, by reference
-            entries = self._live_entries(manifest) if removed else []
-            if not removed or not removed.intersection(e.data_file.file_path for e in entries):
+            entries = self._live_entries(manifest) if targets else []
+            names = [data_files.v3_field(e.data_file, "referenced_data_file") if deletes else e.data_file.file_path
+                     for e in entries]
+            if not targets.intersection(names):
                 manifests.append(manifest)
                 carried.append(manifest)
                 continue
             spec = next(s for s in self.specs if s.spec_id == manifest.partition_spec_id)
-            with write_manifest(2, spec, layout.schema, self._output("m"), snapshot_id, "deflate") as writer:
-                for entry in entries:
-                    if entry.data_file.file_path in removed:
+            with self._writer(manifest.content, spec, layout.schema, snapshot_id) as writer:
+                for entry, name in zip(entries, names):
+                    if name in targets:
                         writer.delete(entry)
                         summary.remove_file(entry.data_file, layout.schema, spec)
                     else:
                         writer.existing(entry)
             rewritten = writer.to_manifest_file()
             manifests.append(rewritten)
-            kept = [e for e in entries if e.data_file.file_path not in removed]
+            kept = [e for e, name in zip(entries, names) if name not in targets]
             if kept:  # a manifest of only deleted entries is listed by this snapshot, not the next
                 carried.append(rewritten)
                 self.entries[rewritten.manifest_path] = [
@@ -303,19 +374,36 @@ class _Builder:
                                             sequence_number=e.sequence_number,
                                             file_sequence_number=e.file_sequence_number, data_file=e.data_file)
                     for e in kept]
-        if adds:
-            with write_manifest(2, layout.spec, layout.schema, self._output("m"), snapshot_id, "deflate") as writer:
-                for add in adds:
-                    data = data_files.data_file(add, self._file_location(add.path), layout.schema,
-                                                layout.metadata.schema_json, layout.leaves, layout.spec)
+        described = {a.path: data_files.data_file(a, self._file_location(a.path), layout.schema,
+                                                  layout.metadata.schema_json, layout.leaves, layout.spec)
+                     for a in new_files + with_dvs}
+        added_files = [described[a.path] for a in new_files]
+        if with_dvs:
+            dvs = deletion_vectors.write_puffin(self.store, self.io, f"{self.location}/{METADATA_DIR}",
+                                                [(described[a.path], a.deletion_vector) for a in with_dvs])
+        for content, files in ((ManifestContent.DATA, added_files),
+                               (ManifestContent.DELETES, dvs if with_dvs else [])):
+            if not files:
+                continue
+            with self._writer(content, layout.spec, layout.schema, snapshot_id) as writer:
+                for data in files:
                     writer.add(ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, snapshot_id=snapshot_id,
                                                        data_file=data))
                     summary.add_file(data, layout.schema, layout.spec)
             added = writer.to_manifest_file()
             manifests.append(added)
             carried.append(added)
+        # row lineage (v3): the snapshot's row IDs run from the table's next one past every baseRowId it adds
+        first_row_id = self.next_row_id
+        self.next_row_id = max([first_row_id] + [data_files.v3_field(f, "first_row_id") + f.record_count
+                                                 for f in added_files
+                                                 if data_files.v3_field(f, "first_row_id") is not None])
         manifest_list = self._output("snap", snapshot_id)
-        with write_manifest_list(2, manifest_list, snapshot_id, self.head, self.sequence, "deflate") as writer:
+        if self.format_version >= 3:
+            lister: Any = _ManifestListWriterV3(manifest_list, snapshot_id, self.head, self.sequence, first_row_id)
+        else:
+            lister = ManifestListWriterV2(manifest_list, snapshot_id, self.head, self.sequence, "deflate")
+        with lister as writer:
             writer.add_manifests(manifests)
         previous = next((s.summary for s in self.snapshots if s.snapshot_id == self.head), None)
         properties = {DELTA_VERSION: str(version), DELTA_TIMESTAMP: str(timestamp)}
@@ -323,13 +411,19 @@ class _Builder:
         totalled = update_snapshot_summaries(
             Summary(operation=Operation.OVERWRITE if op == Operation.REPLACE else op, **summary.build(),
                     **properties), None if replace_all else previous)
+        lineage = ({"first_row_id": first_row_id, "added_rows": self.next_row_id - first_row_id}
+                   if self.format_version >= 3 else {})
         self.snapshots.append(IcebergSnapshot(
             snapshot_id=snapshot_id, parent_snapshot_id=self.head, sequence_number=self.sequence,
             timestamp_ms=timestamp, manifest_list=manifest_list.location,
-            summary=Summary(operation=op, **totalled.additional_properties), schema_id=layout.schema.schema_id))
+            summary=Summary(operation=op, **totalled.additional_properties), schema_id=layout.schema.schema_id,
+            **lineage))
         self.snapshot_log.append(SnapshotLogEntry(snapshot_id=snapshot_id, timestamp_ms=timestamp))
         self.head, self.manifests = snapshot_id, carried
         self.delta_version, self.delta_timestamp = version, timestamp
+
+    def _writer(self, content: ManifestContent, spec: PartitionSpec, schema: Schema, snapshot_id: int) -> Any:
+        return _ManifestWriter(self.format_version, content, spec, schema, self._output("m"), snapshot_id)
 
     def _output(self, kind: str, snapshot_id: int | None = None) -> Any:
         name = (f"snap-{snapshot_id}-{uuid.uuid4()}.avro" if kind == "snap" else f"{uuid.uuid4()}-m0.avro")
@@ -343,7 +437,8 @@ class _Builder:
         layout = self.layout
         version = max(self.delta_version, snapshot.version)
         timestamp = self.delta_timestamp if self.delta_version == version else snapshot.timestamp
-        metadata = TableMetadataV2(
+        lineage = {"next_row_id": self.next_row_id} if self.format_version >= 3 else {}
+        metadata = (TableMetadataV3 if self.format_version >= 3 else TableMetadataV2)(
             location=self.location, table_uuid=uuid.UUID(layout.metadata.id), last_updated_ms=timestamp,
             last_column_id=max(s.highest_field_id for s in self.schemas), schemas=self.schemas,
             current_schema_id=layout.schema.schema_id, partition_specs=self.specs,
@@ -356,5 +451,11 @@ class _Builder:
             metadata_log=self.metadata_log, sort_orders=[UNSORTED_SORT_ORDER], default_sort_order_id=0,
             refs={"main": SnapshotRef(snapshot_id=self.head, snapshot_ref_type=SnapshotRefType.BRANCH)}
             if self.head is not None else {},
-            last_sequence_number=self.sequence)
-        return metadata.model_dump_json(exclude_none=True).encode()
+            last_sequence_number=self.sequence, **lineage)
+        return metadata_json(metadata)
+
+
+def metadata_json(metadata: Any) -> bytes:
+    """Table metadata as JSON. pyiceberg 0.12 refuses to serialize v3 metadata (it does not write v3
+    tables itself); its model's own serialization, which it uses for v2, writes the v3 fields as well."""
+    return super(type(metadata), metadata).model_dump_json(exclude_none=True).encode()

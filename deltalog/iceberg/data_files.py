@@ -18,7 +18,7 @@ from deltalog.lazy_imports import load
 
 load("pyiceberg")  # whole, before any import from it (lazy_imports.py says why)
 from pyiceberg.conversions import to_bytes
-from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+from pyiceberg.manifest import DATA_FILE_TYPE, DataFile, DataFileContent, FileFormat
 from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.typedef import Record
@@ -32,14 +32,20 @@ from ..paths import datetime_to_micros, parse_partition_value
 from .schema import Leaf
 
 _EPOCH_DATE = dt.date(1970, 1, 1)
+_V3_POSITIONS = {f.name: i for i, f in enumerate(DATA_FILE_TYPE[3].fields)}
+
+
+def v3_field(data: DataFile, name: str) -> Any:
+    """A v3 field of a data file (first_row_id, referenced_data_file, ...), which pyiceberg 0.12 binds
+    but gives no attribute; None for a record in the v2 layout."""
+    position = _V3_POSITIONS[name]
+    return data[position] if position < len(data) else None
 
 
 def data_file(add: AddFile, location: str, schema: Schema, schema_json: dict[str, Any], leaves: list[Leaf],
               spec: PartitionSpec) -> DataFile:
-    if add.deletion_vector:
-        raise UnsupportedFeatureError(
-            f"{add.path}: a file with a deletion vector cannot be given to Iceberg v2 readers (IcebergCompatV2 "
-            f"tables are written without deletion vectors)")
+    """The data file (in pyiceberg's v3 layout, which a v2 manifest writes without the v3 fields); its
+    first row ID is the add's `baseRowId` (row tracking), so Iceberg v3's row lineage is Delta's."""
     stats = json.loads(add.stats, parse_float=Decimal) if add.stats else {}
     if "numRecords" not in stats:
         raise UnsupportedFeatureError(f"{add.path}: its stats have no numRecords, which Iceberg needs")
@@ -61,7 +67,8 @@ def data_file(add: AddFile, location: str, schema: Schema, schema_json: dict[str
                          add.partition_values.get(physical_name(by_name[pf.name])), by_name[pf.name]["type"])
         for pf in spec.fields])
     out = DataFile.from_args(
-        content=DataFileContent.DATA, file_path=location, file_format=FileFormat.PARQUET, partition=partition,
+        _table_format_version=3, first_row_id=add.base_row_id, content=DataFileContent.DATA, file_path=location,
+        file_format=FileFormat.PARQUET, partition=partition,
         record_count=int(stats["numRecords"]), file_size_in_bytes=add.size, null_value_counts=nulls,
         lower_bounds=lower, upper_bounds=upper)
     out.spec_id = spec.spec_id

@@ -1,7 +1,7 @@
 """Expiring the Iceberg snapshots that name data files VACUUM deleted: a new metadata version without
-them (the current snapshot never names a deleted file: VACUUM keeps every live one), then the manifests
-and manifest lists only those snapshots used are deleted. Metadata files themselves stay: each is a
-version readers may hold, and the metadata log names them."""
+them (the current snapshot never names a deleted file: VACUUM keeps every live one), then the manifests,
+manifest lists and deletion-vector Puffin files only those snapshots used are deleted. Metadata files
+themselves stay: each is a version readers may hold, and the metadata log names them."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ from pyiceberg.table.refs import SnapshotRef, SnapshotRefType  # noqa: E402
 from pyiceberg.table.snapshots import MetadataLogEntry  # noqa: E402
 
 from ..storage import LogStore  # noqa: E402
-from .conversion import METADATA_DIR, VERSION_HINT, _file_io, latest_metadata, metadata_location  # noqa: E402
+from .deletion_vectors import PUFFIN_SUFFIX  # noqa: E402
+from .conversion import (METADATA_DIR, VERSION_HINT, _file_io, latest_metadata, metadata_json,  # noqa: E402
+                         metadata_location)
 
 
 def expire_snapshots_naming(table_uri: str, store: LogStore, deleted: list[str]) -> int:
@@ -23,10 +25,11 @@ def expire_snapshots_naming(table_uri: str, store: LogStore, deleted: list[str])
     if current is None:
         return 0
     gone = set(deleted)
-    doomed, kept = [], []
+    doomed, kept, named = [], [], {}
     for snapshot in current.snapshots:
         names = {entry.data_file.file_path for manifest in snapshot.manifests(io)
                  for entry in manifest.fetch_manifest_entry(io, discard_deleted=True)}
+        named[snapshot.snapshot_id] = names
         (doomed if names & gone and snapshot.snapshot_id != current.current_snapshot_id else kept).append(snapshot)
     if not doomed:
         return 0
@@ -41,11 +44,14 @@ def expire_snapshots_naming(table_uri: str, store: LogStore, deleted: list[str])
                                      snapshot_ref_type=SnapshotRefType.BRANCH)},
     })
     store.write_table_file(f"{METADATA_DIR}/v{number + 1}.metadata.json",
-                           updated.model_dump_json(exclude_none=True).encode(), if_absent=True)
+                           metadata_json(updated), if_absent=True)
     store.write_table_file(f"{METADATA_DIR}/{VERSION_HINT}", str(number + 1).encode(), if_absent=False)
-    still_used = {s.manifest_list for s in kept} | {m.manifest_path for s in kept for m in s.manifests(io)}
+    still_used = ({s.manifest_list for s in kept} | {m.manifest_path for s in kept for m in s.manifests(io)}
+                  | {name for s in kept for name in named[s.snapshot_id]})
     for snapshot in doomed:
-        for path in [snapshot.manifest_list, *(m.manifest_path for m in snapshot.manifests(io))]:
+        puffins = [n for n in named[snapshot.snapshot_id]
+                   if n.endswith(PUFFIN_SUFFIX) and n.startswith(f"{location}/{METADATA_DIR}/")]
+        for path in [snapshot.manifest_list, *(m.manifest_path for m in snapshot.manifests(io)), *puffins]:
             if path not in still_used:
                 io.delete(path)
                 still_used.add(path)  # listed by two expired snapshots: deleted once

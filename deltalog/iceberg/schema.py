@@ -24,6 +24,7 @@ from pyiceberg.types import (BinaryType, BooleanType, DateType, DecimalType, Dou
 
 from ..column_mapping import ID, NESTED_IDS, physical_name
 from ..errors import UnsupportedFeatureError
+from ..row_tracking import ROW_COMMIT_VERSION_COLUMN_KEY, ROW_ID_COLUMN_KEY
 
 PARTITION_FIELD_START = 1000  # Iceberg's first partition field id
 
@@ -114,11 +115,26 @@ def partition_spec(schema: Schema, partition_columns: list[str], spec_id: int = 
         for i, name in enumerate(partition_columns)], spec_id=spec_id)
 
 
-def name_mapping(schema_json: dict[str, Any], schema: Schema, previous: str | None = None) -> str:
+# Iceberg v3's reserved ids of the row lineage columns, which IcebergCompatV3 gives Delta's materialized
+# row ID and row commit version columns (files that OPTIMIZE or MERGE rewrote keep their rows' IDs there)
+ROW_ID_FIELD_ID = 2147483540
+LAST_UPDATED_SEQUENCE_NUMBER_FIELD_ID = 2147483539
+
+
+def row_tracking_columns(configuration: dict[str, str]) -> list[MappedField]:
+    names = ((ROW_ID_COLUMN_KEY, ROW_ID_FIELD_ID),
+             (ROW_COMMIT_VERSION_COLUMN_KEY, LAST_UPDATED_SEQUENCE_NUMBER_FIELD_ID))
+    return [MappedField(field_id=field_id, names=[configuration[key]]) for key, field_id in names
+            if configuration.get(key)]
+
+
+def name_mapping(schema_json: dict[str, Any], schema: Schema, previous: str | None = None,
+                 hidden: list[MappedField] = ()) -> str:
     """The name mapping (`schema.name-mapping.default`): a reader of a file with no field ids finds each
     column by the physical name the file uses, or by its logical name. Columns of earlier schemas (that
     older snapshots' files still hold: a table built again gets new ids and physical names) stay in it
-    under their physical names, which never repeat."""
+    under their physical names, which never repeat. `hidden`: columns files hold that the table's schema
+    does not show (row tracking's), which a reader must still be able to place."""
 
     def mapped(fields: list[dict[str, Any]], struct: StructType) -> list[MappedField]:
         out = []
@@ -139,7 +155,7 @@ def name_mapping(schema_json: dict[str, Any], schema: Schema, previous: str | No
                                 fields=_nested(t["valueType"], ice.value_type))]
         return []
 
-    current = mapped(schema_json["fields"], schema.as_struct())
+    current = mapped(schema_json["fields"], schema.as_struct()) + list(hidden)
     if previous:
         current = _merged(current, list(NameMapping.model_validate_json(previous)))
     return NameMapping(current).model_dump_json()

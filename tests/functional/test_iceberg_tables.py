@@ -56,6 +56,14 @@ select id, case when id % 2 = 0 then 'click' else 'view' end as kind, {{ var('ro
 from range({{ var('round', 1) * 10 }}, {{ var('round', 1) * 10 + 10 }})
 """
 
+LEDGER = """
+{{ config(materialized='incremental', table_format='iceberg', deletion_vectors=true, incremental_strategy='merge',
+          unique_key='id', partition_by=['shard'],
+          post_hook=["delete from {{ this }} where id = 5"] if var('round', 1) == 2 else []) }}
+select id, id % 2 as shard, cast(id * {{ var('round', 1) }} as bigint) as amount
+from range({{ 0 if var('round', 1) == 1 else 8 }}, {{ 12 if var('round', 1) == 1 else 16 }})
+"""
+
 LATER = """
 {{ config(materialized='incremental', incremental_strategy='append', table_format=var('later_format', none)) }}
 select id, {{ var('round', 1) }} as round from range({{ var('round', 1) * 5 }}, {{ var('round', 1) * 5 + 5 }})
@@ -67,14 +75,14 @@ class TestIcebergTables:
     @classmethod
     def models(cls):
         return {"every_type.sql": EVERY_TYPE, "by_day.sql": BY_DAY, "orders.sql": ORDERS, "events.sql": EVENTS,
-                "later.sql": LATER}
+                "later.sql": LATER, "ledger.sql": LEDGER}
 
     def _path(self, project, warehouse, name):
         return os.path.join(warehouse, project.test_schema, name)
 
     def test_readers_see_what_delta_readers_see(self, project, deltalog_warehouse, tmp_path):
-        run_dbt(["run", "--exclude", "later"])
-        run_dbt(["run", "--exclude", "later", "--vars", json.dumps({"round": 2})])
+        run_dbt(["run", "--exclude", "later", "ledger"])
+        run_dbt(["run", "--exclude", "later", "ledger", "--vars", json.dumps({"round": 2})])
         for name in ("every_type", "by_day", "orders", "events"):
             path = self._path(project, deltalog_warehouse, name)
             assert ice.assert_every_snapshot_matches_delta(path) >= 1, name
@@ -126,14 +134,29 @@ class TestIcebergTables:
         assert int(ice.iceberg_table(later).metadata.properties["delta-version"]) == converted
         assert deltalake.DeltaTable(later).version() > converted
 
-    def test_refused_with_deletion_vectors(self, project):
-        bad = ("{{ config(materialized='table', table_format='iceberg', deletion_vectors=true) }}\n"
-               "select 1 as id")
+    def test_deletion_vectors_make_it_iceberg_v3(self, project, deltalog_warehouse):
+        """With deletion_vectors the table is IcebergCompatV3 (row tracking on): a merge and a delete mark
+        rows, and Iceberg v3 readers see the same rows as delta-rs in every version."""
+        run_dbt(["run", "--select", "ledger"])
+        run_dbt(["run", "--select", "ledger", "--vars", json.dumps({"round": 2})])
+        path = self._path(project, deltalog_warehouse, "ledger")
+        config = deltalake.DeltaTable(path).metadata().configuration
+        assert config["delta.enableIcebergCompatV3"] == "true" and config["delta.enableRowTracking"] == "true"
+        assert config.get("delta.enableIcebergCompatV2") == "false"
+        table = ice.iceberg_table(path)
+        assert table.metadata.format_version == 3
+        assert any(n.endswith(".puffin") for n in os.listdir(os.path.join(path, "metadata")))
+        assert ice.assert_every_snapshot_matches_delta(path) >= 3
+        assert len(ice.delta_rows(path)) == 15  # 0..11 merged with 8..15, then id 5 deleted
+
+    def test_refused_with_deletion_vectors_on_iceberg_v2(self, project):
+        bad = ("{{ config(materialized='table', table_format='iceberg', deletion_vectors=true,"
+               " tblproperties={'delta.enableIcebergCompatV2': 'true'}) }}\nselect 1 as id")
         with open(os.path.join(project.project_root, "models", "bad.sql"), "w") as f:
             f.write(bad)
         try:
             result, out = run_dbt_and_capture(["run", "--select", "bad"], expect_pass=False)
-            assert "table_format" in out and "deletion vectors" in out, out
+            assert "table_format" in out and "delta.enableIcebergCompatV2" in out, out
         finally:
             os.remove(os.path.join(project.project_root, "models", "bad.sql"))
 

@@ -1,5 +1,6 @@
-"""DuckDB's `iceberg_scan` reads our `table_format: iceberg` tables: every metadata version equal to
-delta-rs on the Delta version it names, and the table folder (through `version-hint.text`).
+"""DuckDB's `iceberg_scan` reads our `table_format: iceberg` tables (Iceberg v2, and v3 with deletion
+vectors): every metadata version equal to delta-rs on the Delta version it names, and the table folder
+(through `version-hint.text`).
 
 DuckDB's iceberg extension installs from extensions.duckdb.org, which these machines do not reach; PyPI
 carries it as the `duckdb-extension-iceberg` and `duckdb-extension-avro` wheels (third-party packaging of
@@ -69,9 +70,11 @@ def test_duckdb_reads_every_version_as_delta_rs_does(spark, tmp_path):
     from deltalog.spark.operations import delete, merge, write_dataframe
 
     python = _environment()
-    path = str(tmp_path / "sales")
-    conf = {"delta.columnMapping.mode": "name", "delta.enableIcebergCompatV2": "true",
-            "delta.universalFormat.enabledFormats": "iceberg"}
+    v2 = {"delta.columnMapping.mode": "name", "delta.enableIcebergCompatV2": "true",
+          "delta.universalFormat.enabledFormats": "iceberg"}
+    # IcebergCompatV3: the merge and the DELETE mark rows in deletion vectors (Iceberg v3, Puffin files)
+    v3 = {"delta.columnMapping.mode": "name", "delta.enableIcebergCompatV3": "true", "delta.enableRowTracking": "true",
+          "delta.enableDeletionVectors": "true", "delta.universalFormat.enabledFormats": "iceberg"}
 
     def rows(start: int, n: int):
         return spark.sql(f"""select id, concat('item ', id) as item, cast(id * 1.5 as decimal(10, 2)) as price,
@@ -79,25 +82,29 @@ def test_duckdb_reads_every_version_as_delta_rs_does(spark, tmp_path):
                              timestamp_micros(1772323200000000 + id * 1001) as at
                              from range({start}, {start + n})""")
 
-    write_dataframe(rows(0, 20), path, partition_by=["day"], configuration=conf)
-    write_dataframe(rows(20, 10), path)
-    merge(spark, path, rows(15, 10).selectExpr("id", "concat(item, ' v2') as item", "price", "day", "at"),
-          on="s.id = t.id", source_alias="s", target_alias="t", when_matched_update="*",
-          when_not_matched_insert="*")
-    delete(spark, path, "id < 5")
-    table = ice.iceberg_table(path)
-    count = len(table.metadata.snapshots)
-    sources = [f"{path}/metadata/v{n}.metadata.json" for n in range(1, count + 1)] + [path]
+    sources, versions = [], {}
+    for name, conf in (("v2", v2), ("v3", v3)):
+        path = str(tmp_path / f"sales_{name}")
+        write_dataframe(rows(0, 20), path, partition_by=["day"], configuration=conf)
+        write_dataframe(rows(20, 10), path)
+        merge(spark, path, rows(15, 10).selectExpr("id", "concat(item, ' v2') as item", "price", "day", "at"),
+              on="s.id = t.id", source_alias="s", target_alias="t", when_matched_update="*",
+              when_not_matched_insert="*")
+        delete(spark, path, "id < 5")
+        count = len(ice.iceberg_table(path).metadata.snapshots)
+        for n in range(1, count + 1):
+            source = f"{path}/metadata/v{n}.metadata.json"
+            versions[source] = (path, int(ice.iceberg_table(path, n).metadata.properties["delta-version"]))
+        versions[path] = (path, None)
+    assert ice.iceberg_table(str(tmp_path / "sales_v3")).metadata.format_version == 3
+    sources = list(versions)
     run = subprocess.run([str(python), "-c", READER, *sources], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     read = json.loads(run.stdout)
     columns = ["id", "item", "price", "day", "at"]
-    for n in range(1, count + 1):
-        version = int(ice.iceberg_table(path, n).metadata.properties["delta-version"])
+    for source, (path, version) in versions.items():
         expected = [[str(r[c]) for c in columns] for r in _delta_dicts(path, version)]
-        assert _normalized(read[sources[n - 1]]) == _normalized(expected), f"v{n} (Delta version {version})"
-    latest = [[str(r[c]) for c in columns] for r in _delta_dicts(path, None)]
-    assert _normalized(read[path]) == _normalized(latest)
+        assert _normalized(read[source]) == _normalized(expected), f"{source} (Delta version {version})"
 
 
 def _delta_dicts(path: str, version):

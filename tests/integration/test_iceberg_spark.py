@@ -78,6 +78,13 @@ def _text(value) -> str:
     return "".join(ch for ch in str(value) if ch.isalnum())
 
 
+V2 = {"delta.columnMapping.mode": "name", "delta.enableIcebergCompatV2": "true",
+      "delta.universalFormat.enabledFormats": "iceberg"}
+# IcebergCompatV3: the DELETE marks rows in deletion vectors, which Iceberg v3 readers read from Puffin files
+V3 = {"delta.columnMapping.mode": "name", "delta.enableIcebergCompatV3": "true", "delta.enableRowTracking": "true",
+      "delta.enableDeletionVectors": "true", "delta.universalFormat.enabledFormats": "iceberg"}
+
+
 def test_spark_iceberg_reads_every_version_as_delta_rs_does(spark, tmp_path):
     from deltalog.spark.operations import delete, write_dataframe
     from deltalog.spark.optimize import optimize
@@ -87,9 +94,6 @@ def test_spark_iceberg_reads_every_version_as_delta_rs_does(spark, tmp_path):
     except MavenUnavailable as exc:
         _skip_or_fail(str(exc))
     python = _environment()
-    path = str(tmp_path / "visits")
-    conf = {"delta.columnMapping.mode": "name", "delta.enableIcebergCompatV2": "true",
-            "delta.universalFormat.enabledFormats": "iceberg"}
 
     def rows(start: int, n: int):
         return spark.sql(f"""select id, concat('page ', id % 7) as page, cast(id * 0.5 as decimal(9, 1)) as secs,
@@ -99,18 +103,24 @@ def test_spark_iceberg_reads_every_version_as_delta_rs_does(spark, tmp_path):
                              array(id, id * 2) as marks, map('k', cast(id as int)) as tags
                              from range({start}, {start + n})""")
 
-    write_dataframe(rows(0, 30), path, partition_by=["day"], configuration=conf)
-    write_dataframe(rows(30, 30), path)
-    delete(spark, path, "id % 5 = 0")
-    optimize(spark, path)
-    table = ice.iceberg_table(path)
-    columns = ["id", "page", "secs", "day", "at", "client", "marks", "tags"]
-    requests = {f"v{n}": (f"{path}/metadata/v{n}.metadata.json", None, ["id", "page", "secs", "day", "at"])
-                for n in range(1, len(os.listdir(os.path.join(path, "metadata"))) + 1)
-                if os.path.exists(f"{path}/metadata/v{n}.metadata.json")}
-    for snapshot in table.metadata.snapshots:
-        requests[f"snapshot {snapshot.summary['delta-version']}"] = (
-            table.metadata_location, snapshot.snapshot_id, ["id", "client.agent", "client.depth", "marks", "tags"])
+    requests, paths = {}, {}
+    for name, conf in (("v2", V2), ("v3", V3)):
+        path = paths[name] = str(tmp_path / f"visits_{name}")
+        write_dataframe(rows(0, 30), path, partition_by=["day"], configuration=conf)
+        write_dataframe(rows(30, 30), path)
+        delete(spark, path, "id % 5 = 0")
+        if name == "v3":
+            delete(spark, path, "id % 5 = 1")  # a second DV for the same files: the first one's entry goes
+        optimize(spark, path)
+        table = ice.iceberg_table(path)
+        for n in range(1, len(os.listdir(os.path.join(path, "metadata"))) + 1):
+            if os.path.exists(f"{path}/metadata/v{n}.metadata.json"):
+                requests[f"{name} v{n}"] = (f"{path}/metadata/v{n}.metadata.json", None,
+                                            ["id", "page", "secs", "day", "at"])
+        for snapshot in table.metadata.snapshots:
+            requests[f"{name} snapshot {snapshot.summary['delta-version']}"] = (
+                table.metadata_location, snapshot.snapshot_id,
+                ["id", "client.agent", "client.depth", "marks", "tags"])
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_HOME"))}
     env["TZ"] = "UTC"  # pyspark gives timestamps in the process's time zone
     run = subprocess.run([str(python), "-c", READER, jar, json.dumps(requests)], capture_output=True, text=True,
@@ -118,26 +128,31 @@ def test_spark_iceberg_reads_every_version_as_delta_rs_does(spark, tmp_path):
     line = next((x for x in run.stdout.splitlines() if x.startswith("ROWS ")), None)
     assert run.returncode == 0 and line, run.stdout[-2000:] + run.stderr[-4000:]
     read = json.loads(line[len("ROWS "):])
-    assert len(read) >= 8
+    assert len(read) >= 18
 
     import deltalake
     import pyarrow as pa
 
-    def delta(version, select: str) -> list:
+    def delta(path, version, select: str) -> list:
         t = deltalake.DeltaTable(path, version=version)
         got = pa.table(deltalake.QueryBuilder().register("t", t).execute(f"select {select} from t").read_all())
         return sorted([_text(v) for v in r.values()] for r in got.to_pylist())
 
     for key, values in read.items():
-        if key.startswith("v"):
-            version = int(ice.iceberg_table(path, int(key[1:])).metadata.properties["delta-version"])
-            expected = delta(version, "id, page, secs, day, at")
+        name, kind, *number = key.split()
+        path = paths[name]
+        if not number:
+            version = int(ice.iceberg_table(path, int(kind[1:])).metadata.properties["delta-version"])
+            expected = delta(path, version, "id, page, secs, day, at")
         else:
-            version = int(key.split()[1])
-            expected = delta(version, "id, client['agent'], client['depth'], marks, tags")
+            version = int(number[0])
+            expected = delta(path, version, "id, client['agent'], client['depth'], marks, tags")
         assert sorted([_text(v) for v in r] for r in values) == expected, f"{key} (Delta version {version})"
-    assert [s.summary.operation.value for s in table.metadata.snapshots] == ["append", "append", "overwrite",
-                                                                                "replace"]
+    operations = {name: [s.summary.operation.value for s in ice.iceberg_table(path).metadata.snapshots]
+                  for name, path in paths.items()}
+    assert operations == {"v2": ["append", "append", "overwrite", "replace"],
+                          "v3": ["append", "append", "delete", "delete", "replace"]}
+    assert ice.iceberg_table(paths["v3"]).metadata.format_version == 3
 
 
 BY_NAME = r"""

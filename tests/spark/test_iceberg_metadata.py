@@ -5,7 +5,9 @@ pyiceberg reads every snapshot equal to delta-rs on the Delta version it names."
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import threading
 
 import pytest
@@ -197,3 +199,117 @@ def test_a_stream_into_an_iceberg_table_makes_one_snapshot_a_micro_batch(spark, 
     assert ice.assert_every_snapshot_matches_delta(target) == batches
     sink(_rows(spark, 0, 10), 0)  # batch 0 again: already committed
     assert len(ice.iceberg_table(target).metadata.snapshots) == batches
+
+
+ICEBERG_V3 = {"delta.columnMapping.mode": "name", "delta.enableIcebergCompatV3": "true",
+              "delta.enableRowTracking": "true", "delta.enableDeletionVectors": "true",
+              "delta.universalFormat.enabledFormats": "iceberg"}
+
+
+def _deletion_vectors(table) -> dict:
+    """The live Iceberg DVs of the current snapshot: referenced data file -> (Puffin file, offset, size),
+    read with the v3 fields (pyiceberg's own manifest reader leaves them out)."""
+    from deltalog.iceberg.conversion import _live_entries
+    from deltalog.iceberg.data_files import v3_field
+
+    out = {}
+    for manifest in table.current_snapshot().manifests(table.io):
+        for entry in _live_entries(table.io, manifest):
+            if entry.data_file.file_format.name == "PUFFIN":
+                referenced = v3_field(entry.data_file, "referenced_data_file")
+                assert referenced not in out, f"two live deletion vectors for {referenced}"
+                out[referenced] = (entry.data_file.file_path, v3_field(entry.data_file, "content_offset"),
+                                   v3_field(entry.data_file, "content_size_in_bytes"))
+    return out
+
+
+def test_iceberg_compat_v3_gives_deletion_vectors_and_row_ids_to_iceberg_v3(spark, tmp_path, monkeypatch):
+    """Deletion vectors become Iceberg v3 DVs (one live DV per data file, replaced when Delta's grows, gone
+    with its file), each file's first row ID is its baseRowId, and a gap rebuilds the table with its DVs;
+    pyiceberg reads every snapshot as delta-rs reads its version."""
+    from pyroaring import BitMap64
+
+    from deltalog.deletion_vectors import MAGIC
+    from deltalog.iceberg import conversion
+    from deltalog.spark.operations import delete, write_dataframe
+    from deltalog.spark.optimize import optimize
+
+    path = str(tmp_path / "t")
+    write_dataframe(_rows(spark, 0, 30).repartition(2), path, partition_by=["grp"], configuration=ICEBERG_V3)
+    delete(spark, path, "id % 4 = 0")
+    delete(spark, path, "id % 4 = 1")  # the same files' DVs grow: the first ones' entries go
+    table = ice.iceberg_table(path)
+    assert table.metadata.format_version == 3
+    assert [s.summary.operation.value for s in table.metadata.snapshots] == ["append", "delete", "delete"]
+    snapshot = Snapshot.load(path)
+    adds = {os.path.join(path, a.path): a for a in snapshot.add_files()}
+    dvs = _deletion_vectors(table)
+    assert set(dvs) == set(adds)  # every data file has one DV, the newest
+    for data_path, (puffin, offset, size) in dvs.items():
+        with open(puffin, "rb") as f:
+            body = f.read()
+        assert body[:4] == body[-4:] == b"PFA1"
+        blob = body[offset:offset + size]
+        assert int.from_bytes(blob[4:8], "little") == MAGIC
+        assert len(BitMap64.deserialize(blob[8:-4])) == adds[data_path].deletion_vector["cardinality"]
+    # row lineage: the data files' first row IDs are Delta's baseRowIds, the table's next row ID past them
+    from deltalog.iceberg.conversion import _live_entries
+    from deltalog.iceberg.data_files import v3_field
+
+    first_ids = {e.data_file.file_path: v3_field(e.data_file, "first_row_id")
+                 for m in table.current_snapshot().manifests(table.io) for e in _live_entries(table.io, m)
+                 if e.data_file.file_format.name == "PARQUET"}
+    assert first_ids == {p: a.base_row_id for p, a in adds.items()}
+    assert table.metadata.next_row_id == max(a.base_row_id + json.loads(a.stats)["numRecords"]
+                                             for a in adds.values())
+    assert ice.assert_every_snapshot_matches_delta(path) == 3
+
+    optimize(spark, path)  # rewrites the files without the deleted rows: no DV is left
+    write_dataframe(_rows(spark, 30, 30).repartition(1), path)
+    table = ice.iceberg_table(path)
+    assert _deletion_vectors(table) == {}
+    assert ice.assert_every_snapshot_matches_delta(path) == 5
+
+    delete(spark, path, "id = 31")
+    monkeypatch.setattr(conversion, "MAX_CATCH_UP", 0)  # a gap: one snapshot of the whole table, DVs too
+    shutil.rmtree(os.path.join(path, "metadata"))
+    delete(spark, path, "id = 33")
+    table = ice.iceberg_table(path)
+    assert len(table.metadata.snapshots) == 1 and len(_deletion_vectors(table)) == 2  # grp 1 and grp 0
+    assert ice.iceberg_rows(table) == ice.delta_rows(path)
+    assert len(ice.delta_rows(path)) == 42  # 14 left of the first 30, 28 of the next
+
+
+def test_vacuum_deletes_the_puffin_files_only_expired_snapshots_used(spark, tmp_path):
+    from deltalog.operations.vacuum import vacuum
+    from deltalog.spark.operations import delete, write_dataframe
+    from deltalog.spark.optimize import optimize
+
+    path = str(tmp_path / "t")
+    write_dataframe(_rows(spark, 0, 20), path, configuration=ICEBERG_V3)
+    delete(spark, path, "id < 3")
+    optimize(spark, path)  # the DV'd file is removed: the snapshots naming it expire with VACUUM
+    delete(spark, path, "id = 10")  # a DV the current snapshot keeps
+    metadata = os.path.join(path, "metadata")
+    assert len([n for n in os.listdir(metadata) if n.endswith(".puffin")]) == 2
+    vacuum(path, retain_hours=0, force=True)
+    kept = [n for n in os.listdir(metadata) if n.endswith(".puffin")]
+    table = ice.iceberg_table(path)
+    assert [os.path.basename(p) for p, _, _ in _deletion_vectors(table).values()] == kept and len(kept) == 1
+    assert ice.assert_every_snapshot_matches_delta(path) == len(table.metadata.snapshots)
+    assert len(ice.delta_rows(path)) == 16
+
+
+def test_refused_where_iceberg_readers_could_not_read_it(spark, tmp_path):
+    from deltalog import InvalidTableError
+    from deltalog.spark.operations import write_dataframe
+
+    refused = {"a": ({**ICEBERG_V3, "delta.enableRowTracking": "false"},
+                     "enableIcebergCompatV3=true needs row tracking"),
+               "b": ({**ICEBERG_V3, "delta.enableIcebergCompatV2": "true"}, "cannot both be true"),
+               "c": ({**ICEBERG, "delta.enableDeletionVectors": "true"},
+                     "Iceberg v2 readers do not read deletion vectors")}
+    for name, (configuration, message) in refused.items():
+        with pytest.raises(InvalidTableError, match=message):
+            write_dataframe(_rows(spark, 0, 2), str(tmp_path / name), configuration=configuration)
+        assert not os.path.exists(tmp_path / name / "_delta_log" / f"{0:020d}.json")  # nothing committed

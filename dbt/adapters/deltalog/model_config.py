@@ -61,6 +61,7 @@ KNOWN_PROPERTIES: Dict[str, Any] = {
     "delta.enableInCommitTimestamps": (lambda v: v.lower() in _BOOL, "true or false"),
     "delta.enableDeletionVectors": (lambda v: v.lower() in _BOOL, "true or false"),
     "delta.enableIcebergCompatV2": (lambda v: v.lower() in _BOOL, "true or false"),
+    "delta.enableIcebergCompatV3": (lambda v: v.lower() in _BOOL, "true or false"),
     "delta.universalFormat.enabledFormats": (lambda v: v.strip().lower() in ("iceberg", ""), "iceberg, or empty"),
     "delta.enableRowTracking": (lambda v: v.lower() in _BOOL, "true or false"),
     "delta.enableTypeWidening": (lambda v: v.lower() in _BOOL, "true or false"),
@@ -71,6 +72,7 @@ KNOWN_PROPERTIES: Dict[str, Any] = {
 UNSUPPORTED_PROPERTIES = ("delta.enableIcebergCompatV1",)
 TABLE_FORMATS = ("iceberg", "delta")
 ICEBERG_COMPAT_V2 = "delta.enableIcebergCompatV2"
+ICEBERG_COMPAT_V3 = "delta.enableIcebergCompatV3"
 UNIVERSAL_FORMATS = "delta.universalFormat.enabledFormats"
 _STATS_TYPES = ("byte", "short", "int", "integer", "long", "bigint", "smallint", "tinyint", "float", "double",
                 "decimal", "string", "date", "timestamp", "timestamp_ntz", "varchar", "char")
@@ -270,7 +272,9 @@ class DeltaConfig:
 
     def _table_format(self, value: Any) -> None:
         """`table_format: iceberg` (dbt-databricks' name): the Delta table is readable as Iceberg too, from the
-        same files (IcebergCompatV2 and Iceberg metadata after every commit); `delta` turns that off."""
+        same files (IcebergCompat and Iceberg metadata after every commit); `delta` turns that off. With
+        deletion vectors (or delta.enableIcebergCompatV3) it is IcebergCompatV3, read as Iceberg v3 with
+        row tracking on; otherwise IcebergCompatV2, read as Iceberg v2."""
         if value is None:
             return
         chosen = str(value).strip().lower()
@@ -279,14 +283,24 @@ class DeltaConfig:
         if chosen == "delta":
             self._set("table_format", UNIVERSAL_FORMATS, "")
             self._set("table_format", ICEBERG_COMPAT_V2, "false")
+            self._set("table_format", ICEBERG_COMPAT_V3, "false")
             return
-        if self.properties.get("delta.enableDeletionVectors") == "true":
-            self.fail("table_format", value, "delta while deletion_vectors is true: Iceberg v2 readers do not read "
-                                             "deletion vectors (without them DELETE, UPDATE and MERGE rewrite files)")
         if self.properties.get("delta.columnMapping.mode") not in (None, "name", "id"):
             self.fail("table_format", value, "delta while column_mapping is none: Iceberg needs column mapping")
         self.properties.setdefault("delta.columnMapping.mode", "name")
-        self._set("table_format", ICEBERG_COMPAT_V2, "true")
+        v3 = "true" in (self.properties.get("delta.enableDeletionVectors"), self.properties.get(ICEBERG_COMPAT_V3))
+        if v3 and self.properties.get("delta.enableRowTracking") == "false":
+            self.fail("table_format", value, "delta while row_tracking is false and deletion vectors are on: "
+                                             "Iceberg v3 (which reads deletion vectors) needs row tracking")
+        if v3 and self.properties.get(ICEBERG_COMPAT_V2) == "true":
+            self.fail("table_format", value, "delta while tblproperties delta.enableIcebergCompatV2 is true and "
+                                             "deletion vectors are on: Iceberg v2 readers do not read deletion "
+                                             "vectors (without the property the table is IcebergCompatV3, read "
+                                             "as Iceberg v3)")
+        if v3:
+            self.properties.setdefault("delta.enableRowTracking", "true")
+        self._set("table_format", ICEBERG_COMPAT_V3 if v3 else ICEBERG_COMPAT_V2, "true")
+        self._set("table_format", ICEBERG_COMPAT_V2 if v3 else ICEBERG_COMPAT_V3, "false")
         self._set("table_format", UNIVERSAL_FORMATS, "iceberg")
 
     def _refuse_inapplicable(self, config: Any) -> None:
