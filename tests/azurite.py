@@ -2,11 +2,13 @@
 on 127.0.0.1 with the well-known development account, started and stopped by the test. It refuses a
 second conditional create (`If-None-Match: *`) with 409 BlobAlreadyExists, as Azure does.
 
-Found as `$DELTALOG_AZURITE` (the `azurite-blob` script), on PATH, or under `.ci-cache/azurite` where
-`.ci/run` installs it (`npm install --prefix .ci-cache/azurite azurite@3.35.0`)."""
+Found as `$DELTALOG_AZURITE` (the `azurite-blob` script), on PATH, or under `.ci-cache/azurite`, where
+the first test that needs it installs it with npm when npm is there (`npm install --prefix
+.ci-cache/azurite azurite@3.35.0`, once, under a file lock)."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import subprocess
@@ -22,11 +24,26 @@ ACCOUNT = "devstoreaccount1"
 ACCOUNT_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 
 
+CACHE = os.path.join(ROOT, ".ci-cache", "azurite")
+PACKAGE = "azurite@3.35.0"
+
+
 def azurite_binary() -> str | None:
+    """The `azurite-blob` script, installed into `.ci-cache/azurite` first if need be (None: no Node)."""
+    if not shutil.which("node"):
+        return None
     candidates = [os.environ.get("DELTALOG_AZURITE"), shutil.which("azurite-blob"),
-                  os.path.join(ROOT, ".ci-cache", "azurite", "node_modules", ".bin", "azurite-blob")]
+                  os.path.join(CACHE, "node_modules", ".bin", "azurite-blob")]
     found = next((c for c in candidates if c and os.path.exists(c)), None)
-    return found if found and shutil.which("node") else None
+    if found is None and shutil.which("npm"):
+        os.makedirs(CACHE, exist_ok=True)
+        with open(os.path.join(CACHE, ".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # the two test workers install it once
+            if not os.path.exists(candidates[-1]):
+                subprocess.run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", CACHE, PACKAGE],
+                               capture_output=True, timeout=600)
+        found = candidates[-1] if os.path.exists(candidates[-1]) else None
+    return found
 
 
 @dataclass

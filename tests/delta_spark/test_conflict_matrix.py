@@ -173,7 +173,7 @@ def test_outcomes_equal_delta_sparks_own(spark, tmp_path, loser, winner, same, l
 
 
 def test_optimize_of_other_files_in_a_partition_an_update_read(spark, tmp_path):
-    """The one difference by design (README: Concurrency). An OPTIMIZE compacted files of partition a
+    """The one difference by design (docs: Concurrency and reliability). An OPTIMIZE compacted files of partition a
     that an UPDATE did not read; the UPDATE read partition a by predicate and changed another file.
     delta-spark, losing as the UPDATE, raises ConcurrentAppendException: it judges the OPTIMIZE's new file
     by its partition. deltalog lands: the compaction added no row the update could have read. Delta's

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.spark
 CONFLICTS = ("ConcurrentAppendException", "ConcurrentDeleteReadException", "ConcurrentDeleteDeleteException",
              "MetadataChangedException", "ProtocolChangedException", "ConcurrentTransactionException",
              "ConcurrentWriteException", "DELTA_CONCURRENT")
-# Rounds per writer thread: 1 in the suite, 2 with DELTALOG_FULL_SUITE=1; the full run reported in the README
+# Rounds per writer thread: 1 in the suite, 2 with DELTALOG_FULL_SUITE=1; the full run reported in the docs
 # is `DELTALOG_SIDE_BY_SIDE_ROUNDS=5`, which also compares delta-spark's rows at every version.
 ROUNDS = int(os.environ.get("DELTALOG_SIDE_BY_SIDE_ROUNDS",
                             "2" if os.environ.get("DELTALOG_FULL_SUITE") == "1" else "1"))
@@ -97,7 +97,7 @@ def test_on_s3_with_conditional_creates_nothing_is_overwritten(spark):
     write a conditional PUT (`If-None-Match: *`), as ours are, so neither side can overwrite a commit of
     the other: a delta-spark commit that loses the race fails (RemoteFileChangedException, 412) and is
     run again. Without it the check and the write are two requests, and a commit of ours landing between
-    them is overwritten (README: "Side by side on S3")."""
+    them is overwritten (docs: "Side by side on S3")."""
     from deltalog import filesystem
     from deltalog.spark import hadoop
     from tests.seaweed import seaweedfs_or_skip

@@ -9,7 +9,7 @@ update lost to a race). Reruns per writer are printed.
 
 Size: `DELTALOG_LOAD=<processes>,<commits each>`. The suite runs 3 x 5 on S3 at Serializable (each writer
 makes each kind of commit: three appends, a merge, an OPTIMIZE); `DELTALOG_LOAD=8,25 pytest
-tests/robustness/test_load_dbt.py -s` runs the four combinations at the size the README reports.
+tests/robustness/test_load_dbt.py -s` runs the four combinations at the size the docs report.
 """
 from __future__ import annotations
 

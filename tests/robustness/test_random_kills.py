@@ -14,7 +14,7 @@ At the end a writer that is not killed runs a full cycle, and VACUUM (retention 
 no live version names.
 
 How many trials: `DELTALOG_KILL_TRIALS=<local>,<s3>`; the suite runs 2 and 1 (about 3 minutes), the
-full run the README reports is `DELTALOG_KILL_TRIALS=100,30 pytest tests/robustness/test_random_kills.py -s`
+full run the benchmarks page reports is `DELTALOG_KILL_TRIALS=100,30 pytest tests/robustness/test_random_kills.py -s`
 (about 25 minutes on 2 cores).
 """
 from __future__ import annotations

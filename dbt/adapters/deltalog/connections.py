@@ -533,7 +533,7 @@ def _worker_environment_hint(text: str) -> Optional[str]:
     return (f"Spark's Python workers could not import {missing.group(1)!r}: executors run Python tasks with "
             f"{interpreter} (spark.pyspark.python / PYSPARK_PYTHON), which needs dbt-deltalog and its "
             f"dependencies installed. Install them at that path on every worker, or pack this environment "
-            f"(venv-pack) and ship it with spark.archives (README: On a cluster)")
+            f"(venv-pack) and ship it with spark.archives (docs: Profiles and runtimes, On a Spark cluster)")
 
 
 def _short_error(exc: BaseException, location: Optional[str] = None) -> str:
