@@ -116,7 +116,7 @@ def test_merge_records_read_files_for_conflicts(spark, tmp_path, monkeypatch):
     uri = str(tmp_path / "conflict")
     df = spark.sql("select id, concat('v', id) as val, id % 2 as grp from range(40) t(id)")
     write_dataframe(df, uri, mode="error", partition_by=["grp"])
-    from deltalog.spark.dml import merge as merge_module
+    from deltalog.spark.dml.merge import commit as merge_module
 
     real_write_files = merge_module.write_files
 
@@ -200,8 +200,8 @@ def test_a_small_cached_source_is_broadcast_to_the_matching_join(spark):
     source = source.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         source.count()
-        from deltalog.spark.dml.merge import _fits_broadcast
+        from deltalog.spark.dml.merge.plan import fits_broadcast
 
-        assert _fits_broadcast(source)
+        assert fits_broadcast(source)
     finally:
         source.unpersist()

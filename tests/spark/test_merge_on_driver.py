@@ -14,7 +14,7 @@ from deltalog import row_match
 from deltalog.scan import read_table
 from deltalog.snapshot import Snapshot
 from deltalog.spark import operations as ops
-from deltalog.spark.dml import merge as merge_module
+from deltalog.spark.dml.merge import match as merge_match
 
 pytestmark = pytest.mark.spark
 DVS = {"delta.enableDeletionVectors": "true"}
@@ -46,7 +46,7 @@ def _both_ways(spark, tmp_path, monkeypatch, build, change) -> tuple[list[dict],
         with monkeypatch.context() as m:
             m.setattr(row_match, "matching_rows", counted)
             if not on_driver:
-                m.setattr(merge_module, "_DRIVER_MATCH_SOURCE_ROWS", 0)
+                m.setattr(merge_match, "_DRIVER_MATCH_SOURCE_ROWS", 0)
             change(uri)
         results.append(_rows(uri))
         if on_driver:
@@ -228,7 +228,7 @@ def test_copy_on_write_on_the_driver_keeps_partitions_and_mapped_column_names(sp
         with monkeypatch.context() as m:
             m.setattr(row_match, "matching_rows", lambda *a, **k: calls.append(1) or original(*a, **k))
             if not on_driver:
-                m.setattr(merge_module, "_DRIVER_MATCH_SOURCE_ROWS", 0)
+                m.setattr(merge_match, "_DRIVER_MATCH_SOURCE_ROWS", 0)
             change(uri)
         results.append(rows(uri))
     assert calls == [1] and results[0] == results[1]

@@ -22,7 +22,7 @@ from deltalog.actions import AddFile, CommitInfo, DomainMetadata
 from deltalog.scan import read_table
 from deltalog.snapshot import Snapshot
 from deltalog.spark import operations as ops
-from deltalog.spark.dml import merge as merge_module
+from deltalog.spark.dml.merge import match as merge_match
 from deltalog.spark.optimize import optimize
 from deltalog.spark.reader import snapshot_dataframe
 from deltalog.table import DeltaTable
@@ -50,7 +50,7 @@ def test_dml_keeps_row_ids_of_untouched_rows_and_gives_fresh_ones_to_new_rows(sp
     """`match`: the merge's rows matched on the driver, or by Spark (its updates from the source alone,
     or from target values too)."""
     if match != "driver":
-        monkeypatch.setattr(merge_module, "_DRIVER_MATCH_SOURCE_ROWS", 0)
+        monkeypatch.setattr(merge_match, "_DRIVER_MATCH_SOURCE_ROWS", 0)
     uri = str(tmp_path / "t")
     ops.write_dataframe(spark.range(1000).selectExpr("id", "'a' AS s").repartition(4), uri, configuration=TRACKED)
     snap = Snapshot.load(uri)
@@ -96,7 +96,7 @@ def test_optimize_keeps_every_row_id_and_commit_version(spark, tmp_path, mapping
     before, and the commit says so. New rows still get IDs above every earlier one. A merge after it
     (matched on the driver or by Spark) keeps the materialized IDs of the rows it updates."""
     if match == "spark":
-        monkeypatch.setattr(merge_module, "_DRIVER_MATCH_SOURCE_ROWS", 0)
+        monkeypatch.setattr(merge_match, "_DRIVER_MATCH_SOURCE_ROWS", 0)
     uri = str(tmp_path / "t")
     configuration = {**TRACKED, **({"delta.columnMapping.mode": mapping} if mapping != "none" else {})}
     ops.write_dataframe(spark.range(600).selectExpr("id", "'a' AS s").repartition(3), uri,

@@ -67,7 +67,7 @@ def test_replace_where_whose_data_write_fails_leaves_no_deletion_vector(spark, t
 
 
 def test_merge_whose_change_feed_write_fails_leaves_nothing(spark, tmp_path, monkeypatch):
-    from deltalog.spark.dml import merge
+    from deltalog.spark.dml.merge import commit as merge
 
     uri = str(tmp_path / "t")
     version = _table(spark, uri)
