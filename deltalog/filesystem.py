@@ -19,6 +19,7 @@ from urllib.parse import unquote, urlparse
 
 import pyarrow.fs as pafs
 
+from . import secrets
 from .storage_options import OBJECT_STORE_SCHEMES, StorageOptions
 
 _configured: dict[str, StorageOptions] = {}
@@ -222,9 +223,7 @@ def redact(text: str) -> str:
     errors from a store may echo its configuration."""
     with _lock:
         values = [v for options in _configured.values() for v in options.secrets()]
-    for v in sorted(values, key=len, reverse=True):
-        text = text.replace(v, "****")
-    return text
+    return secrets.redact(text, values)
 
 
 def table_path_from_uri(table_uri: str) -> str:

@@ -19,13 +19,13 @@ from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
 
+from . import secrets
 from .process_cache import made_once
 
 SINGLE_WRITER_OPTION = "deltalog_single_writer"
 ENVIRONMENT_PREFIXES = ("AWS_", "AZURE_", "GOOGLE_")
 _PREFIXES = ("aws_", "azure_storage_", "azure_", "google_")
 # a key whose name holds one of these words holds a credential: never printed
-SECRET_WORDS = ("secret", "password", "token", "key", "sas", "signature", "credential")
 # object_store's client settings (not a cloud's own keys): obstore takes them as `client_options`
 _CLIENT_KEYS = {"allow_http", "allow_invalid_certificates", "connect_timeout", "timeout", "proxy_url",
                 "pool_idle_timeout", "pool_max_idle_per_host", "user_agent", "http1_only", "http2_only"}
@@ -53,9 +53,6 @@ def bare_name(key: str) -> str:
 def truthy(value: str | None) -> bool:
     return str(value or "").strip().lower() in ("1", "true", "yes", "on")
 
-
-def is_secret(key: str) -> bool:
-    return any(w in str(key).lower() for w in SECRET_WORDS)
 
 
 @dataclass(frozen=True)
@@ -92,7 +89,7 @@ class StorageOptions:
         return dict(self.given)
 
     def redacted(self) -> dict[str, str]:
-        return {k: "****" if is_secret(k) else v for k, v in self.given}
+        return secrets.redacted(dict(self.given))
 
     def over(self, base: "StorageOptions") -> "StorageOptions":
         """These options over `base`: a key given here (in any spelling) replaces base's."""
@@ -114,13 +111,11 @@ class StorageOptions:
         return truthy(self.bare.get(SINGLE_WRITER_OPTION))
 
     def secrets(self) -> list[str]:
-        return [v for k, v in self.given if is_secret(k) and len(v) >= 4]
+        return secrets.secret_values(self.given)
 
     def redact(self, text: str) -> str:
         """`text` with every credential among these options replaced by `****`."""
-        for v in sorted(self.secrets(), key=len, reverse=True):
-            text = text.replace(v, "****")
-        return text
+        return secrets.redact(text, self.secrets())
 
     # ---- obstore (the log) ------------------------------------------------------------------------
 

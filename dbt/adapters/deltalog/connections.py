@@ -17,6 +17,7 @@ from dbt_common.exceptions import DbtRuntimeError
 from dbt.adapters.deltalog.catalog import Warehouse
 from dbt.adapters.deltalog.sql_gateway import execute
 from dbt.adapters.deltalog.runtime.session import RUNTIME
+from deltalog import secrets
 from deltalog.errors import DeltaError
 from deltalog.filesystem import is_object_store_uri
 
@@ -279,26 +280,13 @@ class DeltalogCredentials(Credentials):
         return describe(self.master, self.spark_conf)
 
 
-# Setting names that hold credentials (spark.authenticate.secret, fs.s3a.secret.key, ...).
-_SECRET_WORDS = ("secret", "password", "passwd", "token", "key", "credential", "sas", "signature")
-REDACTED = "****"
-
-
-def is_secret_setting(name: str) -> bool:
-    parts = [p for p in re.split(r"[._\-]", str(name).lower()) if p]
-    return any(w in parts or any(p.endswith(w) for p in parts) for w in _SECRET_WORDS)
-
-
 def redact_conf(conf: Dict[str, Any]) -> Dict[str, Any]:
-    return {k: (REDACTED if is_secret_setting(k) and v not in (None, "") else v) for k, v in conf.items()}
+    return secrets.redacted(conf)
 
 
 def redact_text(text: str, conf: Dict[str, Any]) -> str:
     """`text` with the values of secret settings replaced (errors may echo the configuration)."""
-    for k, v in conf.items():
-        if is_secret_setting(k) and v not in (None, "") and len(str(v)) >= 4:
-            text = text.replace(str(v), REDACTED)
-    return text
+    return secrets.redact(text, secrets.secret_values(conf.items()))
 
 
 class DeltalogCursor:
