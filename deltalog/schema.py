@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from . import log_json
 from .errors import InvalidTableError, SchemaMismatchError, UnsupportedFeatureError
+from .sql_text import quote_identifier  # noqa: F401  (re-exported: one quoting for every module)
 
 # The Arrow field-metadata key under which a Delta field's metadata dict travels.
 FIELD_METADATA_KEY = b"delta.metadata"
@@ -321,6 +322,3 @@ def without_columns(schema_json: dict[str, Any], names: list[str]) -> dict[str, 
     return struct([f for f in schema_json.get("fields", []) if f["name"].lower() not in drop])
 
 
-def quote_identifier(name: str) -> str:
-    """A column name as Spark SQL writes it: backquoted, backquotes doubled."""
-    return "`" + name.replace("`", "``") + "`"

@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 from . import log_json
+from .sql_text import quote_identifier, sql_literal
 from .lazy_imports import load
 from .storage import arrow_owned_buffer
 from .column_mapping import is_mapped, physical_names, physical_path
@@ -131,22 +132,6 @@ def col(name: str) -> Column:
     return Column(name)
 
 
-def _sql_literal(v: Any) -> str:
-    if v is None:
-        return "NULL"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float, decimal.Decimal)):
-        return repr(v) if isinstance(v, float) else str(v)
-    if isinstance(v, dt.datetime):
-        return f"TIMESTAMP '{v.isoformat(sep=' ')}'"
-    if isinstance(v, dt.date):
-        return f"DATE '{v.isoformat()}'"
-    return "'" + str(v).replace("'", "''") + "'"
-
-
-def _sql_ident(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def _coerce_python(text: str, like: Any) -> Any:
@@ -206,7 +191,7 @@ class Compare(Expr):
             return True
 
     def to_sql(self):
-        return f"{_sql_ident(self.column)} {self.op} {_sql_literal(self.value)}"
+        return f"{quote_identifier(self.column)} {self.op} {sql_literal(self.value)}"
 
 
 @dataclass(frozen=True)
@@ -234,8 +219,8 @@ class In(Expr):
         return not hit if self.negated else hit
 
     def to_sql(self):
-        inner = ", ".join(_sql_literal(v) for v in self.values)
-        return f"{_sql_ident(self.column)} {'NOT IN' if self.negated else 'IN'} ({inner})"
+        inner = ", ".join(sql_literal(v) for v in self.values)
+        return f"{quote_identifier(self.column)} {'NOT IN' if self.negated else 'IN'} ({inner})"
 
 
 @dataclass(frozen=True)
@@ -253,7 +238,7 @@ class IsNull(Expr):
         return (text is not None) if self.negated else (text is None)
 
     def to_sql(self):
-        return f"{_sql_ident(self.column)} IS {'NOT ' if self.negated else ''}NULL"
+        return f"{quote_identifier(self.column)} IS {'NOT ' if self.negated else ''}NULL"
 
 
 @dataclass(frozen=True)
@@ -1006,7 +991,7 @@ def inexact_on_partitions(expr: Expr, schema_json: dict, partition_columns: Sequ
             try:
                 _coerce_literal(value, base)
             except (ValueError, TypeError, decimal.InvalidOperation, OverflowError):
-                problems.append(f"{_sql_literal(value)} does not fit {e.column!r} ({base})")
+                problems.append(f"{sql_literal(value)} does not fit {e.column!r} ({base})")
 
     walk(e=expr)
     return problems

@@ -50,6 +50,7 @@ from ..paths import (
     serialize_partition_value,
 )
 from ..schema import partition_column_types, uses_type, without_columns
+from ..sql_text import quote_identifier
 from ..stats import StatsCollector
 from . import hadoop
 from .embedded import jar_class
@@ -159,7 +160,7 @@ def conform_dataframe(df: DataFrame, schema_json: dict[str, Any], table: str) ->
     cols = []
     for f in target.fields:
         src = by_lower[f.name.lower()]
-        c = F.col(_quote(src.name))
+        c = F.col(quote_identifier(src.name))
         if src.dataType != f.dataType:
             c = cast_by_name(c, src.dataType, f.dataType)
         if not f.nullable:
@@ -180,7 +181,7 @@ def enforce_constraints(df: DataFrame, schema_json: dict[str, Any], configuratio
     declared = table_constraints(configuration, schema_json)
     if not declared or not df.columns:
         return df
-    row_json = F.to_json(F.struct(*[F.col(_quote(c)) for c in df.columns]), {"ignoreNullFields": "false"})
+    row_json = F.to_json(F.struct(*[F.col(quote_identifier(c)) for c in df.columns]), {"ignoreNullFields": "false"})
     first = df.columns[0]
     guarded = None
     for c in declared:
@@ -196,11 +197,8 @@ def enforce_constraints(df: DataFrame, schema_json: dict[str, Any], configuratio
         violated = ~F.coalesce(holds, F.lit(False))  # NULL violates, as in Delta
         guarded = (F.when(violated, F.raise_error(message)) if guarded is None
                    else guarded.when(violated, F.raise_error(message)))
-    return df.select(guarded.otherwise(F.col(_quote(first))).alias(first), *[_quote(c) for c in df.columns[1:]])
-
-
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
+    return df.select(guarded.otherwise(F.col(quote_identifier(first))).alias(first),
+                     *[quote_identifier(c) for c in df.columns[1:]])
 
 
 def write_files(df: DataFrame, table_uri: str, partition_columns: Sequence[str], schema_json: dict[str, Any],
@@ -277,7 +275,7 @@ def _physical_columns(df: DataFrame, schema_json: dict[str, Any], partition_colu
     and stats of the files written then use physical names too, as the protocol asks."""
     physical = physical_schema(schema_json, mode_of(configuration))
     target = spark_schema(physical)
-    df = df.select(*[F.col(_quote(f["name"])).cast(p.dataType).alias(p.name, metadata=p.metadata)
+    df = df.select(*[F.col(quote_identifier(f["name"])).cast(p.dataType).alias(p.name, metadata=p.metadata)
                      for f, p in zip(schema_json["fields"], target.fields)])
     names = physical_names(schema_json, configuration)
     return df, physical, [names[c] for c in partition_columns]
@@ -499,7 +497,7 @@ def _write_arrow(df: DataFrame, root: str, partition_columns: list[str], schema_
     data_schema = schema_json if keep_partitions else without_columns(schema_json, partition_columns)
     if partition_columns:
         # Like Spark's writer: rows of one partition together, so each task keeps one file open.
-        df = df.sortWithinPartitions(*[F.col(_quote(c)) for c in partition_columns])
+        df = df.sortWithinPartitions(*[F.col(quote_identifier(c)) for c in partition_columns])
     task = _ArrowFileTask(root, partition_columns, types, data_schema, schema_json, configuration, storage_options)
     rows = df.mapInArrow(task, _ADD_SCHEMA).collect()
     return [AddFile(path=r["path"], partition_values=json.loads(r["partition_values"]), size=r["size"],

@@ -18,6 +18,7 @@ from dbt.adapters.deltalog.catalog import Warehouse
 from dbt.adapters.deltalog.sql_gateway import execute
 from dbt.adapters.deltalog.runtime.session import RUNTIME
 from deltalog import secrets
+from deltalog.sql_text import sql_literal
 from deltalog.errors import DeltaError
 from deltalog.filesystem import is_object_store_uri
 
@@ -306,7 +307,7 @@ class DeltalogCursor:
         while sql.endswith(";"):
             sql = sql[:-1].rstrip()
         if bindings:
-            sql = sql % tuple(_literal(b) for b in bindings)
+            sql = sql % tuple(sql_literal(b) for b in bindings)
         outcome = execute(self.spark, self.warehouse, sql, _dml_commit_info(), self.small_query_here)
         self._df, self._rows, self._columns = outcome.dataframe, outcome.rows, outcome.columns
 
@@ -352,23 +353,6 @@ def _dml_commit_info() -> Dict[str, Any]:
         return {"dbtInvocationId": get_invocation_id()}
     except Exception:
         return {}
-
-
-def _literal(value: Any) -> str:
-    import datetime as dt
-    from decimal import Decimal
-
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float, Decimal)):
-        return str(value)
-    if isinstance(value, dt.datetime):
-        return f"timestamp'{value.isoformat(sep=' ')}'"
-    if isinstance(value, dt.date):
-        return f"date'{value.isoformat()}'"
-    return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 class DeltalogHandle:

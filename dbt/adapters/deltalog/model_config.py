@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Optional
 from dbt_common.exceptions import CompilationError
 
 from deltalog.constraints import CONSTRAINT_PREFIX, property_name
+from deltalog.sql_text import quote_identifier
 
 ISOLATION_LEVELS = ("Serializable", "WriteSerializable")
 CURVES = ("zorder", "hilbert")
@@ -141,9 +142,7 @@ def as_list(value: Any) -> List[str]:
     return [v for v in value if not (isinstance(v, str) and not v.strip())]
 
 
-def quote_name(name: str) -> str:
-    """A column name quoted for Spark SQL."""
-    return "`" + name.replace("`", "``") + "`"
+quote_name = quote_identifier  # (the name the adapter's macros and modules know it by)
 
 
 class DeltaConfig:

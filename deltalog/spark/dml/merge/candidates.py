@@ -11,7 +11,8 @@ load("spark")  # pyspark whole before any import from it (lazy_imports.py says w
 from pyspark.sql import functions as F  # noqa: E402
 
 from .... import sql  # noqa: E402
-from ....schema import find_field, quote_identifier  # noqa: E402
+from ....schema import find_field  # noqa: E402
+from ....sql_text import quote_identifier, sql_literal  # noqa: E402
 from ....skipping import ALWAYS, bind, files_matching, parse_sql_predicate  # noqa: E402
 from .plan import check_unique_keys, fits_broadcast  # noqa: E402
 from .run import MergeRun  # noqa: E402
@@ -47,8 +48,8 @@ def find_candidates(run: MergeRun) -> None:
         if lo is None:  # every source key is null: equality matches nothing
             exprs.append("false")
         else:
-            exprs.append(f"{quote_identifier(t)} >= {_sql_literal(lo)} and "
-                         f"{quote_identifier(t)} <= {_sql_literal(hi)}")
+            exprs.append(f"{quote_identifier(t)} >= {sql_literal(lo)} and "
+                         f"{quote_identifier(t)} <= {sql_literal(hi)}")
     exprs += [f"({c})" for c in sql.only_alias_conjuncts(on, target_alias, source_alias)]
     prune_text = " and ".join(f"({e})" for e in exprs)
     prune_expr = parse_sql_predicate(prune_text) if prune_text else ALWAYS
@@ -64,26 +65,3 @@ def find_candidates(run: MergeRun) -> None:
 def _utc_from_micros(micros: int) -> Any:
     import datetime as dt
     return dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=micros)
-
-
-
-
-def _sql_literal(value: Any) -> str:
-    """A Python value (from a Spark row) as a SQL literal the skipping parser understands."""
-    import datetime as dt
-    from decimal import Decimal
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, Decimal)):
-        return str(value)
-    if isinstance(value, float):
-        return repr(value)
-    if isinstance(value, dt.datetime):
-        if value.tzinfo is not None:
-            value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
-        return f"timestamp '{value.isoformat(sep=' ')}'"
-    if isinstance(value, dt.date):
-        return f"date '{value.isoformat()}'"
-    return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-

@@ -214,8 +214,9 @@ def match_on_driver(spark: SparkSession, snapshot: Any, candidates: pa.Table, so
     """A merge's matched pairs found on the driver (`row_match`: the candidate files' key columns read
     with pyarrow, joined with the source's keys in Arrow) where `on` is equality of key columns alone,
     of one type on both sides: (the matched rows, as an Arrow table with the columns the Spark match
-    gives them: ACTION_COLUMN and SOURCE_ID, and ROW_ID_COLUMN under row tracking; the files touched, their (add, row indexes) to mark, whether every source row matched exactly one
-    target row). None where that does not apply, or the table
+    gives them: ACTION_COLUMN and SOURCE_ID, and ROW_ID_COLUMN under row tracking; the files touched;
+    their (add, row indexes) to mark; whether every source row matched exactly one target row). None
+    where that does not apply, or the table
     is too big for it: then Spark matches. Spark's scan and join of the table cost seconds of fixed
     overhead that dwarf a small source (a 10M-row target's ids: 0.5 s here, 2-3 s by Spark)."""
     from ....row_match import FILE, ROW_INDEX, matching_rows
