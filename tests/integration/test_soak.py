@@ -122,7 +122,9 @@ def test_a_day_of_commands(tmp_path, threads, server):
 
 def _interrupt_a_run(day: Day) -> None:
     """Ctrl-C while the slow model's Spark job runs: nothing half-written, every table as before."""
-    running = cli.start_dbt(day.project, "run", "--vars", "{round: 12, sleep_ms: 250}")
+    # each of the slow model's 4 tasks sleeps 10 s: the signal lands mid-job however slowly the START line
+    # reaches us (at 250 ms a row the job could end before it, and the run then succeeded)
+    running = cli.start_dbt(day.project, "run", "--vars", "{round: 12, sleep_ms: 1000}")
     try:
         cli.wait_for_line(running, "START sql table model `analytics.slow`", timeout=300)
         time.sleep(2)
