@@ -66,8 +66,16 @@ def dbt(project_dir: Path, *args: str, timeout: float = 300) -> subprocess.Compl
                           cwd=project_dir, env=_env())
 
 
+# A command the tests may Ctrl-C handles SIGINT as in a terminal. A shell that starts the suite in the
+# background (`bash .ci/run &`) makes its children ignore SIGINT, and Python keeps an ignored SIGINT
+# ignored: the command would then run to its end.
+_AS_IN_A_TERMINAL = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+
+
 def start_dbt(project_dir: Path, *args: str) -> subprocess.Popen:
-    return subprocess.Popen(_args(project_dir, *args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    command = _args(project_dir, *args)
+    command[2] = _AS_IN_A_TERMINAL + command[2]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, cwd=project_dir, env=_env())
 
 
