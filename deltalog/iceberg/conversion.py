@@ -395,9 +395,8 @@ class _Builder:
             carried.append(added)
         # row lineage (v3): the snapshot's row IDs run from the table's next one past every baseRowId it adds
         first_row_id = self.next_row_id
-        self.next_row_id = max([first_row_id] + [data_files.v3_field(f, "first_row_id") + f.record_count
-                                                 for f in added_files
-                                                 if data_files.v3_field(f, "first_row_id") is not None])
+        starts = [(data_files.v3_field(f, "first_row_id"), f.record_count) for f in added_files]
+        self.next_row_id = max([first_row_id] + [start + n for start, n in starts if start is not None])
         manifest_list = self._output("snap", snapshot_id)
         if self.format_version >= 3:
             lister: Any = _ManifestListWriterV3(manifest_list, snapshot_id, self.head, self.sequence, first_row_id)
