@@ -101,6 +101,12 @@ class LogStore(ABC):
     def exists(self) -> bool:
         """Whether `_delta_log` exists."""
 
+    def task_options(self) -> dict[str, str]:
+        """What a Spark task needs to reach this table as this process does: the store's options over
+        the cloud variables of this process's environment, so executors need no credentials of their
+        own (they travel in task closures, never in a query plan or a log)."""
+        return self.options.over(StorageOptions.from_environment()).as_dict()
+
     def file_path(self, name: str) -> str:
         """A path or URI of the log file that pyarrow can open (used for Parquet checkpoints)."""
         raise NotImplementedError

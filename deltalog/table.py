@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 from datetime import datetime
 from typing import Any
 
@@ -9,13 +10,23 @@ import pyarrow as pa
 
 from .actions import Metadata
 from .errors import InvalidTableError, NotATableError
+from .storage import LogStore
 from .stores import log_store_for
 from .transaction import Transaction
 
 
+def as_table(table: "DeltaTable | str | os.PathLike") -> "DeltaTable":
+    """A table given as a handle (kept) or by its location alone (its store from the options configured
+    for that location, see `filesystem.configure`)."""
+    return table if isinstance(table, DeltaTable) else DeltaTable(table)
+
+
 class DeltaTable:
-    def __init__(self, uri: str, storage_options: dict[str, Any] | None = None):
-        self.store = log_store_for(str(uri), storage_options)
+    """One table and its store (`LogStore`: the log, the data files, the options that reach them), made
+    once and handed to everything that reads or writes the table."""
+
+    def __init__(self, uri: str, storage_options: dict[str, Any] | None = None, *, store: LogStore | None = None):
+        self.store = store or log_store_for(str(uri), storage_options)
         self.uri = self.store.table_uri
 
     def __repr__(self) -> str:

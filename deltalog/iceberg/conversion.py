@@ -92,15 +92,14 @@ def convert(snapshot: Any, store: LogStore) -> int | None:
                        f"{_ATTEMPTS} attempts (the next write converts again)")
 
 
-def catch_up(table_uri: str) -> tuple[int | None, int]:
+def catch_up(table: Any) -> tuple[int | None, int]:
     """Convert a table's Delta versions that have no Iceberg metadata yet (after a failed conversion, or
     for a table that turned Iceberg on without a write since): (the metadata number written or None,
-    the Delta version the newest metadata names)."""
-    from ..snapshot import Snapshot
-    from ..stores import log_store_for
+    the Delta version the newest metadata names). `table`: a `DeltaTable` or a location."""
+    from ..table import as_table
 
-    snapshot = Snapshot.load(table_uri)
-    store = log_store_for(snapshot.table_uri)
+    snapshot = as_table(table).snapshot()
+    store = snapshot.store
     written = convert(snapshot, store)
     return written, converted_version(snapshot.table_uri, store)
 
@@ -312,7 +311,7 @@ class _Builder:
             return self.unchanged_metadata
         from ..snapshot import Snapshot  # a batch that changes the metadata after this commit: rare
 
-        return Snapshot.load(self.location, version=version).metadata
+        return Snapshot.load(self.location, version=version, store=self.store).metadata
 
     def _head_manifests(self) -> list[ManifestFile]:
         if self.manifests is None:

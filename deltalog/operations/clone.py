@@ -16,8 +16,7 @@ from typing import Any
 from ..actions import AddFile, Metadata, now_ms
 from ..deletion_vectors import relative_path as dv_relative_path, unique_id
 from ..paths import decode_path, encode_path, is_absolute_path
-from ..snapshot import Snapshot
-from ..table import DeltaTable
+from ..table import DeltaTable, as_table
 
 
 def _absolute_uri(root: str, path: str) -> str:
@@ -41,14 +40,14 @@ def _dv_key(dv: dict[str, Any] | None) -> str:
     return unique_id(dv) if dv else ""
 
 
-def shallow_clone(source_uri: str, target_uri: str, version: int | None = None,
+def shallow_clone(source: DeltaTable | str, target: DeltaTable | str, version: int | None = None,
                   timestamp: datetime | int | str | None = None,
                   extra_commit_info: dict[str, Any] | None = None) -> int:
-    """Make `target_uri` a shallow clone of the source table (at `version` / `timestamp`, default its
+    """Make `target` a shallow clone of the `source` table (at `version` / `timestamp`, default its
     latest). Returns the target's new version."""
-    source = Snapshot.load(source_uri, version=version, timestamp=timestamp)
+    source = as_table(source).snapshot(version=version, timestamp=timestamp)
     root = source.table_uri
-    txn = DeltaTable(target_uri).transaction()
+    txn = as_table(target).transaction()
     current = txn.snapshot
     # The files' rows satisfied the same constraints in the source table.
     txn.constraints_enforced = True

@@ -11,19 +11,20 @@ from ..actions import now_ms
 from ..errors import InvalidTableError, VersionNotFoundError
 from ..paths import absolute_file_path, decode_path
 from ..snapshot import Snapshot
-from ..table import DeltaTable
+from ..table import DeltaTable, as_table
 
 
-def restore(table_uri: str, version: int | None = None,
+def restore(table: DeltaTable | str, version: int | None = None,
             timestamp: datetime | int | str | None = None) -> int | None:
     """Restore the table to `version` or to the last version at or before `timestamp`. Returns the new
     version, or None when the table already is in that state (nothing committed)."""
+    table = as_table(table)
     if (version is None) == (timestamp is None):
-        raise InvalidTableError(f"{table_uri}: RESTORE needs exactly one of version or timestamp.")
-    txn = DeltaTable(table_uri).transaction()
+        raise InvalidTableError(f"{table.uri}: RESTORE needs exactly one of version or timestamp.")
+    txn = table.transaction()
     current = txn.snapshot
     if current is None:
-        raise InvalidTableError(f"{table_uri}: RESTORE needs an existing Delta table; none is here.")
+        raise InvalidTableError(f"{table.uri}: RESTORE needs an existing Delta table; none is here.")
     root = current.table_uri
     if version is not None:
         try:

@@ -25,7 +25,9 @@ from ..errors import CorruptLogError, InvalidTableError, UnsafePathError, Unsupp
 from ..paths import ICEBERG_METADATA_DIR, decode_path, is_absolute_path
 from ..snapshot import Snapshot, tombstone_retention_ms
 from ..storage import LOG_DIR, TEMP_PREFIX
-from ..table import DeltaTable
+from ..storage import LogStore
+from ..storage_options import StorageOptions
+from ..table import DeltaTable, as_table
 
 log = logging.getLogger(__name__)
 
@@ -95,11 +97,11 @@ def _considered(dirs: list[str], name: str) -> bool:
 LOG_TEMP_MIN_AGE_MS = 3_600_000
 
 
-def _candidates(root: str):
+def _candidates(root: str, options: StorageOptions):
     """(relative path, URI or path, mtime ms, size) of every file vacuum may consider: one listing of
     the table, on local disk or an object store."""
     now = time.time() * 1000
-    for info in fs.list_files(root, recursive=True):
+    for info in fs.list_files(root, recursive=True, storage_options=options):
         if info.type != pafs.FileType.File:
             continue
         *dirs, name = info.path.split("/")
@@ -145,15 +147,15 @@ def _remove_empty_dirs(root: str, rel_files: list[str], cutoff_ms: int) -> int:
     return removed
 
 
-def _expire_iceberg_snapshots(root: str, deleted: list[str]) -> None:
+def _expire_iceberg_snapshots(store: LogStore, deleted: list[str]) -> None:
     """Iceberg snapshots that name a file VACUUM deleted can no longer be read: expire them (a new
     metadata version without them) and delete the manifests only they used. A failure is logged; the
     files are gone either way, and the latest snapshot never names one."""
+    root = store.table_uri
     try:
         from ..iceberg.expire import expire_snapshots_naming
-        from ..stores import log_store_for
 
-        expired = expire_snapshots_naming(root, log_store_for(root), [fs.join(root, r) for r in deleted])
+        expired = expire_snapshots_naming(root, store, [fs.join(root, r) for r in deleted])
         if expired:
             log.info("%s: VACUUM expired %d Iceberg snapshot(s) whose files it deleted", root, expired)
     except Exception as exc:
@@ -161,13 +163,14 @@ def _expire_iceberg_snapshots(root: str, deleted: list[str]) -> None:
                     root, exc, exc_info=log.isEnabledFor(logging.DEBUG))
 
 
-def vacuum(table_uri: str, retain_hours: float | None = None, dry_run: bool = False, force: bool = False,
+def vacuum(table: DeltaTable | str, retain_hours: float | None = None, dry_run: bool = False, force: bool = False,
            log_commits: bool = False) -> list[str]:
     """Delete the files no retained version needs; return their paths relative to the table (what
     would be deleted, with dry_run). With `log_commits`, a real run records VACUUM START and VACUUM END
     commits (commitInfo only), as delta-spark does when vacuum logging is on (off by default there too)."""
-    snapshot = Snapshot.load(table_uri)
-    root = snapshot.table_uri
+    table = as_table(table)
+    snapshot = table.snapshot()
+    root, options = snapshot.table_uri, table.store.options
     unsupported = snapshot.protocol.unsupported_writer_features(snapshot.metadata)
     if unsupported:
         # e.g. deletion vectors: their files are not data files this vacuum knows to keep
@@ -198,7 +201,7 @@ def vacuum(table_uri: str, retain_hours: float | None = None, dry_run: bool = Fa
     keep |= {p for p in map(dv_file_path, snapshot.files.column("deletion_vector").to_pylist()) if p}
     keep |= _removed_since(snapshot, cutoff)
     keep = {p for p in keep if not is_absolute_path(p)}
-    doomed = [(rel, full, size) for rel, full, mtime, size in _candidates(root)
+    doomed = [(rel, full, size) for rel, full, mtime, size in _candidates(root, options)
               if rel not in keep and mtime < cutoff]
     rels = sorted(r for r, _, _ in doomed)
     if dry_run:
@@ -208,13 +211,13 @@ def vacuum(table_uri: str, retain_hours: float | None = None, dry_run: bool = Fa
     if retain_hours is not None:
         parameters["specifiedRetentionMillis"] = retention
     if log_commits:
-        txn = DeltaTable(root).transaction()
+        txn = table.transaction()
         txn.commit(operation="VACUUM START", parameters=parameters,
                    metrics={"numFilesToDelete": len(doomed), "sizeOfDataToDelete": size})
     deleted = []
     for rel, full, _ in doomed:
         try:
-            fs.delete_file(full, within=root)
+            fs.delete_file(full, options, within=root)
             deleted.append(rel)
         except UnsafePathError as e:
             log.warning("%s: VACUUM left %s alone: %s", root, rel, e)
@@ -222,10 +225,10 @@ def vacuum(table_uri: str, retain_hours: float | None = None, dry_run: bool = Fa
             log.warning("%s: VACUUM could not delete %s: %s", root, rel, e)
     dirs = _remove_empty_dirs(root, deleted, cutoff)
     if deleted and (snapshot.table_configuration.writes_iceberg
-                    or fs.exists(fs.join(root, ICEBERG_METADATA_DIR, "version-hint.text"))):
-        _expire_iceberg_snapshots(root, deleted)
+                    or fs.exists(fs.join(root, ICEBERG_METADATA_DIR, "version-hint.text"), options)):
+        _expire_iceberg_snapshots(table.store, deleted)
     if log_commits:
-        txn = DeltaTable(root).transaction()
+        txn = table.transaction()
         txn.commit(operation="VACUUM END", parameters={"status": "COMPLETED"},
                    metrics={"numDeletedFiles": len(deleted), "numVacuumedDirectories": dirs})
     return sorted(deleted)

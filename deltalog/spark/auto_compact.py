@@ -56,10 +56,10 @@ def small_files_to_compact(files: pa.Table, partitions: list[dict[str, Any]], mi
     return files.filter(pa.array([bool(s) and k in chosen for k, s in zip(keys, small)]))
 
 
-def after_write(spark: Any, table_uri: str, configuration: dict[str, str] | None,
+def after_write(spark: Any, table: Any, configuration: dict[str, str] | None,
                 written_partitions: Iterable[dict[str, Any]]) -> int | None:
     """Compact where the write left too many small files; the OPTIMIZE version, or None. Never raises:
-    the write has committed already."""
+    the write has committed already. `table`: a `DeltaTable` or a location."""
     if not enabled(configuration):
         return None
     partitions = [dict(p or {}) for p in written_partitions]
@@ -75,11 +75,12 @@ def after_write(spark: Any, table_uri: str, configuration: dict[str, str] | None
     from .optimize import optimize
 
     try:
-        version = optimize(spark, table_uri, select=select, min_file_size=min_size, max_file_size=max_size,
+        version = optimize(spark, table, select=select, min_file_size=min_size, max_file_size=max_size,
                            auto=True)
     except Exception as exc:
-        log.warning("%s: auto-compaction after a write failed (the write stands): %s", table_uri, one_line(exc))
+        log.warning("%s: auto-compaction after a write failed (the write stands): %s", getattr(table, "uri", table),
+                    one_line(exc))
         return None
     if version is not None:
-        log.info("%s: auto-compaction committed version %d", table_uri, version)
+        log.info("%s: auto-compaction committed version %d", getattr(table, "uri", table), version)
     return version

@@ -39,7 +39,7 @@ def change_rows(rows: DataFrame, schema_json: dict[str, Any], change_type: Any) 
                        value.cast("string").alias(CHANGE_TYPE_COLUMN))
 
 
-def write_change_data(changes: Sequence[DataFrame], table_uri: str, partition_columns: Sequence[str],
+def write_change_data(changes: Sequence[DataFrame], store: LogStore, partition_columns: Sequence[str],
                       schema_json: dict[str, Any], configuration: dict[str, str],
                       method: str = "native") -> list[AddCDCFile]:
     """Write the rows of `changes` (each from `change_rows`) as change data files under
@@ -49,8 +49,8 @@ def write_change_data(changes: Sequence[DataFrame], table_uri: str, partition_co
     out = changes[0]
     for df in changes[1:]:
         out = out.unionByName(df)
-    adds = write_files(out, f"{table_uri.rstrip('/')}/{CHANGE_DATA_DIR}", partition_columns,
-                       with_change_type(schema_json), configuration, method=method, conform=False)
+    adds = write_files(out, f"{store.table_uri.rstrip('/')}/{CHANGE_DATA_DIR}", partition_columns,
+                       with_change_type(schema_json), configuration, method=method, conform=False, store=store)
     return [AddCDCFile(path=f"{CHANGE_DATA_DIR}/{a.path}", partition_values=a.partition_values, size=a.size)
             for a in adds]
 

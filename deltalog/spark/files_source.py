@@ -37,7 +37,7 @@ def register_source(spark: SparkSession, source: type) -> None:
 
 
 # Spark redacts option values whose key matches spark.redaction.regex (`secret` does by default).
-_SECRET_OPTION = "secret_storage_options"
+SECRET_OPTION = "secret_storage_options"
 _TARGET_PARTITION_BYTES = 128 * 1024 * 1024
 
 
@@ -62,7 +62,7 @@ class DeltaFilesSource(DataSource):
         return SOURCE_NAME
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return _Reader(json.loads(self.options["plan"]), json.loads(self.options.get(_SECRET_OPTION) or "{}"))
+        return _Reader(json.loads(self.options["plan"]), json.loads(self.options.get(SECRET_OPTION) or "{}"))
 
 
 class _Reader(DataSourceReader):
@@ -130,4 +130,4 @@ def read_files(spark: SparkSession, snapshot: Any, files: Any, schema: StructTyp
 
     options = snapshot.store.options.over(StorageOptions.from_environment()).as_dict()
     return (spark.read.format(SOURCE_NAME).schema(StructType(fields)).option("plan", json.dumps(plan))
-            .option(_SECRET_OPTION, json.dumps(options)).load())
+            .option(SECRET_OPTION, json.dumps(options)).load())

@@ -73,13 +73,14 @@ _AS_GIVEN = {"s3", "s3a", "gs", "abfs", "abfss"}
 DIRECT_COMMIT_PROTOCOL = "write.DirectCommitProtocol"
 
 
-def native_io(spark: Any, uri: str) -> tuple[bool, str]:
+def native_io(spark: Any, uri: str, task_options: dict[str, str] | None = None) -> tuple[bool, str]:
     """(whether Spark's own Parquet reader and writer serve the table at `uri` on an object store, why).
 
     They do where the JVM has the scheme's Hadoop connector and every task can load the jar's
     `DirectCommitProtocol` (writes at final keys, no rename). The store's options become the session's
     Hadoop settings for the bucket or account first. Otherwise executors read and write through
-    pyarrow's file systems."""
+    pyarrow's file systems. `task_options`: the table store's (`LogStore.task_options`); without them,
+    those configured for `uri`."""
     from ..filesystem import task_storage_options
     from .embedded import has_jar_class
 
@@ -93,7 +94,7 @@ def native_io(spark: Any, uri: str) -> tuple[bool, str]:
         return False, f"Spark's Hadoop connectors do not take {scheme}:// URIs{hint}"
     sc = spark.sparkContext
     applied = sc.__dict__.setdefault("_deltalog_hadoop_applied", set())
-    options = task_storage_options(uri)
+    options = task_options if task_options is not None else task_storage_options(uri)
     key = (uri, tuple(sorted(options.items())))
     if key not in applied:
         apply(spark, uri, options)

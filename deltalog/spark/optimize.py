@@ -30,7 +30,7 @@ from ..errors import InvalidTableError
 from ..paths import absolute_file_path
 from ..skipping import ALWAYS, as_expr, bind_to, prune_snapshot, resolve_column
 from ..stats import indexed_columns
-from ..table import DeltaTable
+from ..table import DeltaTable, as_table
 from ..transaction import reruns_after_conflict, row_level
 from . import zorder
 from .dml.rows import rows_with_row_ids
@@ -246,7 +246,7 @@ def _cluster_plan(files: pa.Table, columns: list[str], curve: str, max_file_size
 
 
 @reruns_after_conflict(row_level)
-def optimize(spark: SparkSession, table_uri: str, zorder_by: Any = None, where: Any = None,
+def optimize(spark: SparkSession, table: DeltaTable | str, zorder_by: Any = None, where: Any = None,
              curve: str = "zorder", min_file_size: int | None = None, max_file_size: int | None = None,
              target_files: int | None = None, num_ranges: int = zorder.DEFAULT_NUM_RANGES,
              incremental_ratio: float = INCREMENTAL_RATIO, max_deleted_rows_ratio: float = MAX_DELETED_ROWS_RATIO,
@@ -258,21 +258,22 @@ def optimize(spark: SparkSession, table_uri: str, zorder_by: Any = None, where: 
     vectors delete more than `max_deleted_rows_ratio` of their rows are rewritten without those rows.
     `purge` (REORG TABLE ... APPLY (PURGE)) rewrites every file with deleted rows and nothing else.
     Returns the committed version, or None when there was nothing to do (no commit)."""
+    table = as_table(table)
     if purge and zorder_by:
-        raise InvalidTableError(f"{table_uri}: purging deletion vectors rewrites the files that have them as "
+        raise InvalidTableError(f"{table.uri}: purging deletion vectors rewrites the files that have them as "
                                 f"they are; it does not cluster (run OPTIMIZE ZORDER BY separately).")
     if curve not in zorder.CURVES:
-        raise InvalidTableError(f"{table_uri}: unknown clustering curve {curve!r}; allowed: "
+        raise InvalidTableError(f"{table.uri}: unknown clustering curve {curve!r}; allowed: "
                                 f"{', '.join(zorder.CURVES)}.")
-    txn = DeltaTable(table_uri).transaction()
+    txn = table.transaction()
     txn.may_carry_marks = not purge  # a purge that loses runs again, so that it leaves no deleted row behind
     snapshot = txn.snapshot
     if snapshot is None:
-        raise InvalidTableError(f"{table_uri}: OPTIMIZE needs an existing Delta table; none is here.")
-    table = snapshot.table_uri
+        raise InvalidTableError(f"{table.uri}: OPTIMIZE needs an existing Delta table; none is here.")
+    name = snapshot.table_uri
     liquid = clustering_columns(snapshot)
     if liquid and zorder_by:
-        raise InvalidTableError(f"{table}: the table is liquid clustered by {liquid}; OPTIMIZE clusters on those "
+        raise InvalidTableError(f"{name}: the table is liquid clustered by {liquid}; OPTIMIZE clusters on those "
                                 f"columns: run it without ZORDER BY (change them with the model's "
                                 f"liquid_clustered_by, or clustering.set_clustering).")
     if liquid and not purge and select is None:
@@ -280,7 +281,7 @@ def optimize(spark: SparkSession, table_uri: str, zorder_by: Any = None, where: 
     columns = validate_zorder_columns(snapshot, zorder_by)
     max_size = target_file_size(snapshot, max_file_size)
     if max_size <= 0:
-        raise InvalidTableError(f"{table}: max_file_size must be positive, got {max_size}.")
+        raise InvalidTableError(f"{name}: max_file_size must be positive, got {max_size}.")
     min_size = max_size if min_file_size is None else int(min_file_size)
     if purge:  # no file is small enough to join a bin for its size alone; any deleted row counts
         min_size, max_deleted_rows_ratio = 0, 0.0
@@ -340,8 +341,8 @@ def optimize(spark: SparkSession, table_uri: str, zorder_by: Any = None, where: 
         [absolute_file_path(snapshot.table_uri, p) for p in rewrite.column("path").to_pylist()]))
     parquet_options = {f"parquet.enable.dictionary#{c}": "false" for c in sorted(plain_columns)
                        if "." not in c and "#" not in c}
-    adds = write_files(out_df, table, snapshot.partition_columns, write_schema, snapshot.configuration,
-                       parquet_options=parquet_options)
+    adds = write_files(out_df, name, snapshot.partition_columns, write_schema, snapshot.configuration,
+                       parquet_options=parquet_options, store=txn.store)
     if keep_ids:
         adds = [replace(a, stats=row_tracking.without_hidden_stats(a.stats, snapshot.configuration)) for a in adds]
         txn.rows_keep_ids = True

@@ -25,6 +25,7 @@ from ..paths import (
     absolute_file_path, decode_path, is_absolute_path, parse_partition_folder, parse_partition_value,
 )
 from ..schema import nullable_type, partition_column_types, quote_identifier, without_columns
+from ..storage import LogStore
 from .connect import empty_dataframe
 from .embedded import has_jar_class, jar_class, reads_with_jar_format, register_jar_function
 from .writer import spark_schema
@@ -57,7 +58,7 @@ def _snapshot_dataframe(spark: SparkSession, snapshot: Any) -> DataFrame:
     columns = [quote_identifier(f.name) for f in schema.fields]
     if snapshot.num_files == 0:
         return empty_dataframe(spark, schema)
-    through_source = read_through_data_source(spark, snapshot.table_uri)
+    through_source = read_through_data_source(spark, snapshot.store)
     if (has_deletion_vectors(snapshot.files) or is_mapped(snapshot.configuration) or widened_columns(schema_json)
             or through_source):
         df = files_dataframe(spark, snapshot, snapshot.files)
@@ -74,14 +75,14 @@ def _snapshot_dataframe(spark: SparkSession, snapshot: Any) -> DataFrame:
     return _read_per_partition(spark, snapshot, uris).select(*columns)
 
 
-def read_through_data_source(spark: SparkSession, table_uri: str) -> bool:
+def read_through_data_source(spark: SparkSession, store: LogStore) -> bool:
     """Whether the table's files are read by the Python data source of `files_source`: on an object store
     that Spark's own Parquet reader cannot reach (`hadoop.native_io`)."""
-    if not is_object_store_uri(table_uri):
+    if not is_object_store_uri(store.table_uri):
         return False
     from .hadoop import native_io
 
-    return not native_io(spark, table_uri)[0]
+    return not native_io(spark, store.table_uri, store.task_options())[0]
 
 
 def _folders_match(snapshot: Any, spark: SparkSession) -> bool:
@@ -144,10 +145,11 @@ def view_identifier(view_name: str) -> str:
     return quote_identifier(view_name)
 
 
-def register_view(spark: SparkSession, view_name: str, table_uri: str, version: int | None = None) -> DataFrame:
-    """Create or replace the temporary view `view_name` over the table's latest (or given) snapshot."""
-    from ..snapshot import Snapshot
-    snapshot = Snapshot.load(os.fspath(table_uri), version=version)
+def register_view(spark: SparkSession, view_name: str, table: Any, version: int | None = None) -> DataFrame:
+    """Create or replace the temporary view `view_name` over the latest (or given) snapshot of `table`
+    (a `DeltaTable` or a location)."""
+    from ..table import as_table
+    snapshot = as_table(table).snapshot(version)
     df = snapshot_dataframe(spark, snapshot)
     df.createOrReplaceTempView(view_identifier(view_name))
     return df
@@ -170,7 +172,7 @@ def files_dataframe(spark: SparkSession, snapshot: Any, files: Any, with_file: b
     `local_path_of`), its size (`FILE_SIZE_COLUMN`: not on object stores) and the row's position in that
     file (`ROW_INDEX_COLUMN`). Rows that the files' deletion vectors delete are left out, unless
     `with_deleted` (the caller filters them later with `deleted_rows_column`)."""
-    if read_through_data_source(spark, snapshot.table_uri):
+    if read_through_data_source(spark, snapshot.store):
         # no Hadoop connector for the store: executors read the files with pyarrow (see files_source)
         from .files_source import read_files
         return read_files(spark, snapshot, files, spark_schema(snapshot.schema_json), with_file=with_file,

@@ -21,27 +21,29 @@ load("spark")  # pyspark whole before any import from it (lazy_imports.py says w
 from pyspark.sql import DataFrame
 
 from ..errors import ConcurrentTransactionException
-from ..snapshot import Snapshot
+from ..table import DeltaTable, as_table
 from .dml.write import write_dataframe
 
 log = logging.getLogger(__name__)
 
 
-def batch_writer(table_uri: str, app_id: str, **write_options: Any) -> Callable[[DataFrame, int], None]:
-    """A `foreachBatch` function appending each micro-batch to `table_uri` in one idempotent commit
+def batch_writer(table: DeltaTable | str, app_id: str, **write_options: Any) -> Callable[[DataFrame, int], None]:
+    """A `foreachBatch` function appending each micro-batch to `table` in one idempotent commit
     (`write_dataframe(..., txn_app_id=app_id, txn_version=batch_id)`); `write_options` are
     `write_dataframe`'s (partition_by, schema_mode, configuration, ...)."""
+    table = as_table(table)
+    table_uri = table.uri
     if not app_id or not isinstance(app_id, str):
         raise ValueError(f"{table_uri}: a streaming write needs an app id naming its query, got {app_id!r}.")
     mode = write_options.pop("mode", "append")
 
     def write_batch(batch: DataFrame, batch_id: int) -> None:
         try:
-            version = write_dataframe(batch, table_uri, mode=mode,
+            version = write_dataframe(batch, table, mode=mode,
                                       txn_app_id=app_id, txn_version=int(batch_id), **write_options)
         except ConcurrentTransactionException:
             # another run of this same batch (a replay racing the original) landed first: done
-            if (Snapshot.load(table_uri).app_transactions.get(app_id, -1)) >= batch_id:
+            if (table.snapshot().app_transactions.get(app_id, -1)) >= batch_id:
                 log.info("%s: batch %d of %s was committed by another run of it", table_uri, batch_id, app_id)
                 return
             raise

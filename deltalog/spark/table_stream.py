@@ -38,7 +38,7 @@ except ImportError:  # pragma: no cover - PySpark 4.0/4.1
     ReadAllAvailable = ReadMaxBytes = ReadMaxFiles = None
     SupportsTriggerAvailableNow = object
 
-from .files_source import FilesPartition, register_source
+from .files_source import SECRET_OPTION, FilesPartition, register_source
 
 SOURCE_NAME = "deltalog_table"
 DEFAULT_MAX_FILES = 1000  # Delta's maxFilesPerTrigger when neither limit is given
@@ -84,15 +84,21 @@ class DeltaTableStreamSource(DataSource):
         return SOURCE_NAME
 
     def schema(self) -> StructType:
-        from ..snapshot import Snapshot
-
-        schema = StructType.fromJson(Snapshot.load(self.options["path"]).schema_json)
+        schema = StructType.fromJson(_open_table(self.options).snapshot().schema_json)
         if _flag(self.options, "readChangeFeed"):
             schema = StructType([*schema.fields, *_change_columns()])
         return schema
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return _StreamReader(self.options)
+
+
+def _open_table(options: dict[str, str]) -> Any:
+    """The table a stream reads, with the store options its driver handed over: this runs in Spark's
+    Python workers, which know no options configured in the driver's process."""
+    from ..table import DeltaTable
+
+    return DeltaTable(options["path"], json.loads(options.get(SECRET_OPTION) or "{}") or None)
 
 
 OPTIONS = ("startingVersion", "skipChangeCommits", "readChangeFeed", "maxFilesPerTrigger", "maxBytesPerTrigger")
@@ -121,8 +127,7 @@ def read_limits(table_uri: str, options: dict[str, Any]) -> dict[str, int]:
 
 class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: dict[str, str]):
-        from ..snapshot import Snapshot
-
+        self.options = options
         self.table_uri = options["path"]
         self.starting_version = int(options["startingVersion"]) if options.get("startingVersion") else None
         self.skip_change_commits = _flag(options, "skipChangeCommits")
@@ -130,9 +135,19 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         limits = read_limits(self.table_uri, options)
         self.max_files = limits.get("maxFilesPerTrigger", None if "maxBytesPerTrigger" in limits else DEFAULT_MAX_FILES)
         self.max_bytes = limits.get("maxBytesPerTrigger")
-        self.declared = Snapshot.load(self.table_uri).schema_json  # the schema the query is planned with
+        self.declared = self.table.snapshot().schema_json  # the schema the query is planned with
         self.target: int | None = None  # availableNow: the last version this run reads
         self._units: dict[tuple[int, bool], list[tuple[list[Any], int]]] = {}
+
+    @property
+    def table(self) -> Any:
+        """The table's handle, made once per process: the reader travels to executors pickled, without it."""
+        if self.__dict__.get("_table") is None:
+            self._table = _open_table(self.options)
+        return self._table
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "_table"}
 
     # -- offsets --------------------------------------------------------------------------------------
 
@@ -150,9 +165,8 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _latest(self) -> int | None:
         from ..log_segment import latest_version
-        from ..stores import log_store_for
 
-        return latest_version(log_store_for(self.table_uri))
+        return latest_version(self.table.store)
 
     def latestOffset(self, start: dict[str, Any] | None = None, limit: Any = None) -> dict[str, Any]:
         last = self.target if self.target is not None else self._latest()
@@ -182,7 +196,6 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         from ..errors import InvalidTableError
-        from ..snapshot import Snapshot
 
         begin, stop = Position.of(start), Position.of(end)
         if begin.version == -1:  # the first batch: the snapshot the end position names
@@ -195,7 +208,7 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if stop.index > position.index:  # (an end at index 0 needs nothing of its unit, which may not exist yet)
             entries += [e for e, _ in self._unit(stop.version, stop.snapshot)[position.index:stop.index]]
         last = stop.version if stop.index or stop.snapshot else stop.version - 1
-        snapshot = Snapshot.load(self.table_uri, version=max(last, 0))
+        snapshot = self.table.snapshot(version=max(last, 0))
         known = {f["name"].lower(): f["type"] for f in self.declared["fields"]}
         grown = [f["name"] for f in snapshot.schema_json["fields"] if known.get(f["name"].lower()) != f["type"]]
         if grown:
@@ -214,9 +227,7 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._units[key]
 
     def _snapshot_unit(self, version: int) -> list[tuple[list[Any], int]]:
-        from ..snapshot import Snapshot
-
-        snapshot = Snapshot.load(self.table_uri, version=version)
+        snapshot = self.table.snapshot(version=version)
         files = snapshot.files
         kind = "insert" if self.changes else "add"
         rows = sorted(zip(files.column("modification_time").to_pylist(), files.column("path").to_pylist(),
@@ -226,9 +237,7 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 for _, path, values, dv, size in rows]
 
     def _commit_unit(self, version: int) -> list[tuple[list[Any], int]]:
-        from ..stores import log_store_for
-
-        store = log_store_for(self.table_uri)
+        store = self.table.store
         if self.changes:
             from ..change_data import commit_changes
 
@@ -262,9 +271,8 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         from ..change_data import CHANGE_TYPE_COLUMN, COMMIT_TIMESTAMP_COLUMN, COMMIT_VERSION_COLUMN, with_change_type
         from ..scan import read_data_file
-        from ..stores import log_store_for
 
-        store, layout = log_store_for(self.table_uri), partition.layout
+        store, layout = self.table.store, partition.layout
         for log_path, values, dv, kind, version, millis in partition.files:
             schema = with_change_type(layout["schema"]) if kind == "cdc" else layout["schema"]
             table = read_data_file(store, schema, layout["configuration"], layout["partition_columns"],
@@ -283,10 +291,14 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._units = {k: v for k, v in self._units.items() if k[0] >= done}  # units read in full go
 
 
-def stream_table(spark: Any, table_uri: str, **options: Any) -> Any:
-    """The table as a streaming DataFrame (options as Delta names them: startingVersion, skipChangeCommits,
-    readChangeFeed, maxFilesPerTrigger, maxBytesPerTrigger)."""
+def stream_table(spark: Any, table: Any, **options: Any) -> Any:
+    """The table (a `DeltaTable` or a location) as a streaming DataFrame (options as Delta names them:
+    startingVersion, skipChangeCommits, readChangeFeed, maxFilesPerTrigger, maxBytesPerTrigger)."""
     from ..errors import InvalidTableError
+    from ..table import as_table
+
+    table = as_table(table)
+    table_uri = table.uri
 
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
@@ -294,5 +306,6 @@ def stream_table(spark: Any, table_uri: str, **options: Any) -> Any:
                                 f"takes {', '.join(OPTIONS)}.")
     read_limits(table_uri, {k: str(v) for k, v in options.items()})
     register_source(spark, DeltaTableStreamSource)
-    return spark.readStream.format(SOURCE_NAME).options(**{k: json.dumps(v) if not isinstance(v, str) else v
-                                                            for k, v in options.items()}).load(table_uri)
+    return (spark.readStream.format(SOURCE_NAME)
+            .options(**{k: json.dumps(v) if not isinstance(v, str) else v for k, v in options.items()})
+            .option(SECRET_OPTION, json.dumps(table.store.task_options())).load(table_uri))

@@ -204,8 +204,10 @@ def enforce_constraints(df: DataFrame, schema_json: dict[str, Any], configuratio
 def write_files(df: DataFrame, table_uri: str, partition_columns: Sequence[str], schema_json: dict[str, Any],
                 configuration: dict[str, str] | None = None, *, method: str = "native",
                 conform: bool = True, store_partition_columns: bool = False,
-                parquet_options: dict[str, str] | None = None) -> list[AddFile]:
-    """Write `df` as new data files under the table and return their `add` actions (not committed).
+                parquet_options: dict[str, str] | None = None, store: Any = None) -> list[AddFile]:
+    """Write `df` as new data files under `table_uri` (the table's root, or a folder in it) and return
+    their `add` actions (not committed). `store`: the table's `LogStore`, whose options tasks reach the
+    files with (without it: those configured for `table_uri`).
 
     `parquet_options`: Parquet writer settings for the native method (e.g. `parquet.enable.dictionary#col`).
 
@@ -214,6 +216,7 @@ def write_files(df: DataFrame, table_uri: str, partition_columns: Sequence[str],
     """
     object_store = is_object_store_uri(table_uri)
     root = str(table_uri).rstrip("/") if object_store else table_path_from_uri(table_uri)
+    task_options = store.task_options() if store is not None else task_storage_options(root)
     partition_columns = list(partition_columns)
     if conform:
         df = conform_dataframe(df, schema_json, root)
@@ -236,7 +239,7 @@ def write_files(df: DataFrame, table_uri: str, partition_columns: Sequence[str],
         # Spark's default commit renames a staging folder the driver lists: not on an object store. With
         # the scheme's Hadoop connector, Spark's writer puts each file at its final key instead
         # (DirectCommitProtocol); without one, executors write them with pyarrow.
-        direct, why = hadoop.native_io(df.sparkSession, root)
+        direct, why = hadoop.native_io(df.sparkSession, root, task_options)
         _log_once(f"{root}: data files are written at their final keys by "
                   + (f"Spark's Parquet writer; {why}" if direct else f"executors with pyarrow's file system; {why}"))
         method = "native" if direct else "arrow"
@@ -247,7 +250,7 @@ def write_files(df: DataFrame, table_uri: str, partition_columns: Sequence[str],
     else:
         adds = _write_arrow(df, root, partition_columns, schema_json, configuration or {},
                             keep_partitions=keep_partitions,
-                            storage_options=task_storage_options(root) if object_store else None)
+                            storage_options=task_options if object_store else None)
     # native: the driver found the files itself; arrow: executors report files the driver must still see
     # (a local folder may be an executor's own disk; an object store shows every writer the same keys)
     _check_rows_accounted_for(int(written.get["rows"]), adds, root,

@@ -14,7 +14,7 @@ from ...errors import InvalidTableError, NotATableError
 from ...schema import quote_identifier
 from ...constraints import check_constraints
 from ...definition import TableDefinition, added_checks, changed_properties, describe_change
-from ...table import DeltaTable
+from ...table import DeltaTable, as_table
 from ..reader import files_dataframe
 
 
@@ -48,11 +48,11 @@ def check_existing_rows(spark: SparkSession, snapshot: Any, metadata: Metadata, 
                 f"Nothing was committed; fix or delete such rows first (or rebuild the table).")
 
 
-def alter_table(spark: SparkSession, table_uri: str, definition: TableDefinition,
+def alter_table(spark: SparkSession, table: DeltaTable | str, definition: TableDefinition,
                 extra_commit_info: dict[str, Any] | None = None) -> int | None:
     """Apply a table definition to an existing table in one metadata commit (None when nothing
     changes). New CHECK constraints and NOT NULL columns are checked against the rows first."""
-    table = DeltaTable(table_uri)
+    table = as_table(table)
     if not table.exists():
         raise NotATableError(f"{table.uri}: no Delta table here to alter.")
     txn = table.transaction()

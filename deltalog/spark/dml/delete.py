@@ -19,7 +19,7 @@ from ...actions import AddFile, Metadata
 from ...errors import NotATableError
 from ...skipping import ALWAYS, bind_to, files_matching, parse_sql_predicate
 from ...file_actions import files_table
-from ...table import DeltaTable
+from ...table import DeltaTable, as_table
 from ...transaction import rearranged_only, reruns_after_conflict
 from ... import change_data, deletion_vectors, row_tracking
 from ..change_data import change_rows, write_change_data
@@ -75,7 +75,7 @@ def write_kept_rows(txn: Any, plan: DeletePlan, table: str, partition_by: Sequen
     if keeps_ids:
         schema_json = row_tracking.with_materialized_fields(schema_json, configuration)
     adds = txn.stage(write_files(plan.keep, table, partition_by, schema_json, configuration, method=method,
-                                 store_partition_columns=store_partition_columns))
+                                 store_partition_columns=store_partition_columns, store=txn.store))
     if keeps_ids:
         adds = [replace(a, stats=row_tracking.without_hidden_stats(a.stats, configuration)) for a in adds]
         txn.rows_keep_ids = True
@@ -95,7 +95,7 @@ def deleted_rows_changes(spark: SparkSession, snapshot: Any, removed: pa.Table, 
     if inserted:
         files = files_table([a.to_dict() for a in inserted])
         changes.append(change_rows(files_dataframe(spark, snapshot.with_metadata(metadata), files), metadata.schema_json, change_data.INSERT))
-    return write_change_data(changes, snapshot.table_uri, metadata.partition_columns, metadata.schema_json,
+    return write_change_data(changes, snapshot.store, metadata.partition_columns, metadata.schema_json,
                              dict(metadata.configuration), method=method)
 
 
@@ -131,12 +131,12 @@ def delete_plan(spark: SparkSession, txn: Any, predicate: str | None) -> DeleteP
 
 
 @reruns_after_conflict(rearranged_only)
-def delete(spark: SparkSession, table_uri: str, predicate: str | None = None,
+def delete(spark: SparkSession, table: DeltaTable | str, predicate: str | None = None,
            user_metadata: str | None = None, extra_commit_info: dict[str, Any] | None = None,
            method: str = "native") -> int | None:
     """DELETE FROM table WHERE predicate (None/'true': every row), copy-on-write, in one commit.
     Returns None when no row matched (nothing is committed)."""
-    table = DeltaTable(table_uri)
+    table = as_table(table)
     if not table.exists():
         raise NotATableError(f"{table.uri}: no Delta table here to delete from.")
     txn = table.transaction()

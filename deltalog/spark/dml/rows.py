@@ -40,7 +40,7 @@ class FileKeys:
     def __init__(self, spark: SparkSession, snapshot: Any, files: pa.Table, by_size: bool | None = None):
         self.spark, self.snapshot = spark, snapshot
         self.by_size = by_size if by_size is not None else (
-            not read_through_data_source(spark, snapshot.table_uri) and files.num_rows > 0
+            not read_through_data_source(spark, snapshot.store) and files.num_rows > 0
             and sizes_differ(files) and (not has_deletion_vectors(files) or tells_files_by_size(spark, files)))
         self.column = FILE_SIZE_COLUMN if self.by_size else FILE_COLUMN
 

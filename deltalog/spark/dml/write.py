@@ -19,7 +19,7 @@ from ...column_mapping import physical_names
 from ...schema import check_column_names, nullable_type, quote_identifier, schema_string, to_arrow_schema
 from ...write_plan import WritePlan, partition_names
 from ...definition import TableDefinition
-from ...table import DeltaTable, new_metadata
+from ...table import DeltaTable, as_table, new_metadata
 from ...transaction import rearranged_only, reruns_after_conflict
 from .. import auto_compact
 from ..writer import write_files
@@ -104,7 +104,7 @@ def _type_void_columns(df: DataFrame, schema_json: dict[str, Any]) -> DataFrame:
 
 
 @reruns_after_conflict(rearranged_only)
-def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partition_by: Sequence[str] | str | None = None,
+def write_dataframe(df: DataFrame, table: DeltaTable | str, mode: str = "append", partition_by: Sequence[str] | str | None = None,
                     replace_where: str | None = None, overwrite_partitions: bool = False,
                     schema_mode: str | None = None, configuration: dict[str, str] | None = None,
                     operation: str | None = None, operation_parameters: dict[str, Any] | None = None,
@@ -135,9 +135,9 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
     already records `txn_version` or a later one for `txn_app_id`, nothing is written (None); otherwise
     the commit records it. A concurrent commit of the same app id is a ConcurrentTransactionException.
     """
-    plan = WritePlan.of(table_uri, mode, partition_by, replace_where, overwrite_partitions, schema_mode,
+    table = as_table(table)
+    plan = WritePlan.of(table.uri, mode, partition_by, replace_where, overwrite_partitions, schema_mode,
                         txn_app_id, txn_version)
-    table = DeltaTable(table_uri)
     txn = table.transaction(read_version=read_version)
     if read_version is not None and txn.snapshot is not None:
         txn.read_whole_table()  # `df` read the table: what it read is not known file by file
@@ -203,7 +203,7 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
             df = _refuse_rows_outside(df, plan.replace_where, name)
         materialize = bool(txn.protocol and txn.protocol.stores_partition_columns)
         adds = txn.stage(write_files(df, name, parts, schema_json, conf, method=method,
-                                     store_partition_columns=materialize))
+                                     store_partition_columns=materialize, store=txn.store))
         kept_adds: list[AddFile] = []
         cdc = []
         marked = remove.marked if remove is not None else None
@@ -264,7 +264,7 @@ def write_dataframe(df: DataFrame, table_uri: str, mode: str = "append", partiti
         version = txn.commit(operation=operation or "WRITE", parameters=params, metrics=metrics,
                              user_metadata=user_metadata, extra_commit_info=extra_commit_info)
         if adds and auto_compact.enabled(txn.metadata.configuration):
-            auto_compact.after_write(df.sparkSession, table_uri, txn.metadata.configuration,
+            auto_compact.after_write(df.sparkSession, table, txn.metadata.configuration,
                                      {tuple(sorted((a.partition_values or {}).items())): a.partition_values
                                       for a in adds}.values())
         return version

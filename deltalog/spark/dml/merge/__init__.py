@@ -19,7 +19,7 @@ from pyspark.sql.types import StructType  # noqa: E402
 from ....errors import NotATableError  # noqa: E402
 from ....schema import schema_string  # noqa: E402
 from ....schema_evolution import checked_table_schema  # noqa: E402
-from ....table import DeltaTable  # noqa: E402
+from ....table import DeltaTable, as_table  # noqa: E402
 from ....transaction import rearranged_only, reruns_after_conflict  # noqa: E402
 from ....write_plan import mapped_if_dropping  # noqa: E402
 from ...cluster import is_local_master  # noqa: E402
@@ -36,7 +36,7 @@ __all__ = ["MergeDuplicateSourceError", "MergePlan", "merge"]
 
 
 @reruns_after_conflict(rearranged_only)
-def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
+def merge(spark: SparkSession, table: DeltaTable | str, source_df: DataFrame, on: str,
           when_matched_update: Any = None, when_matched_condition: str | None = None,
           when_matched_delete_condition: str | None = None, when_not_matched_insert: Any = None,
           when_not_matched_condition: str | None = None, source_alias: str = "DBT_INTERNAL_SOURCE",
@@ -67,7 +67,7 @@ def merge(spark: SparkSession, table_uri: str, source_df: DataFrame, on: str,
     the merge runs against that version, so that a commit landed since is a conflict rather than
     overwritten by rows computed before it (a lost update).
     """
-    table = DeltaTable(table_uri)
+    table = as_table(table)
     if not table.exists():
         raise NotATableError(f"{table.uri}: no Delta table here to merge into; create it first.")
     txn = table.transaction(read_version=read_version)

@@ -43,7 +43,7 @@ def write_and_commit(run: MergeRun, app_transactions: dict[str, int] | None, ope
         write_schema = row_tracking.with_materialized_fields(write_schema, txn.metadata.configuration)
     adds = txn.stage(write_files(out, run.name, snapshot.partition_columns, write_schema,
                                  dict(txn.metadata.configuration), method=run.method,
-                                 store_partition_columns=materialize))
+                                 store_partition_columns=materialize, store=txn.store))
     if run.keep_ids:
         adds = [replace(a, stats=row_tracking.without_hidden_stats(a.stats, txn.metadata.configuration))
                 for a in adds]
@@ -78,7 +78,7 @@ def write_and_commit(run: MergeRun, app_transactions: dict[str, int] | None, ope
                   change_rows(run.deleted.select(*run.old_cols), schema_json, change_data.DELETE)]
         if run.inserts is not None:
             frames.append(change_rows(run.inserts, schema_json, change_data.INSERT))
-        cdc = txn.stage(write_change_data(frames, run.name, snapshot.partition_columns, txn.metadata.schema_json,
+        cdc = txn.stage(write_change_data(frames, txn.store, snapshot.partition_columns, txn.metadata.schema_json,
                                           dict(txn.metadata.configuration), method=run.method))
     txn.add_actions([*removes, *adds_committed, *cdc, *set_transactions(app_transactions)])
     metrics = {
