@@ -44,7 +44,7 @@ def restore(table: DeltaTable | str, version: int | None = None,
     to_remove = [a for a in current.add_files() if decode_path(a.path) not in then_paths]
     missing = []
     for a in to_add:
-        if not fs.exists(absolute_file_path(root, a.path)):
+        if not fs.exists(absolute_file_path(root, a.path), txn.store.options):
             missing.append(decode_path(a.path))
     if missing:
         raise InvalidTableError(

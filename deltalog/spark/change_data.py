@@ -72,7 +72,7 @@ def changes_dataframe(spark: SparkSession, table: str | LogStore, start_version:
         # may appear in several of them
         for c in commits if kind != "cdc" else []:
             if c.by_rows and getattr(c, kind).num_rows:
-                _check_files_exist(snapshot.table_uri, getattr(c, kind), start_version)
+                _check_files_exist(snapshot.store, getattr(c, kind), start_version)
                 rows = files_dataframe(spark, view, getattr(c, kind))
                 parts.append(rows.select(*columns, F.lit(INSERT if kind == "inserted" else DELETE).alias(CHANGE_TYPE_COLUMN),
                                          F.lit(c.version).cast("long").alias(COMMIT_VERSION_COLUMN),
@@ -82,7 +82,7 @@ def changes_dataframe(spark: SparkSession, table: str | LogStore, start_version:
         if not files:
             continue
         table = pa.concat_tables([f for _, _, f in files])
-        _check_files_exist(snapshot.table_uri, table, start_version)
+        _check_files_exist(snapshot.store, table, start_version)
         rows = files_dataframe(spark, view, table, with_file=True)
         if kind != "cdc":
             rows = rows.withColumn(CHANGE_TYPE_COLUMN, F.lit(INSERT if kind == "inserted" else DELETE))
@@ -101,9 +101,10 @@ def changes_dataframe(spark: SparkSession, table: str | LogStore, start_version:
     return out.select(*columns, *extra)
 
 
-def _check_files_exist(root: str, files: pa.Table, start_version: int) -> None:
+def _check_files_exist(store: LogStore, files: pa.Table, start_version: int) -> None:
+    root = store.table_uri
     missing = [decode_path(p) for p in files.column("path").to_pylist()
-               if not fs.exists(absolute_file_path(root, p))]
+               if not fs.exists(absolute_file_path(root, p), store.options)]
     if missing:
         raise VersionNotFoundError(
             f"{root}: {len(missing)} file(s) holding changes since version {start_version} were deleted by "

@@ -338,7 +338,7 @@ def optimize(spark: SparkSession, table: DeltaTable | str, zorder_by: Any = None
     # (sampled clustering columns, and fixed-width columns whose dictionary did not pay off in the
     # files rewritten) that is pure cost: a third of the write time on 10M unique longs and strings.
     plain_columns = set(plain_columns) | set(dictionary_free_columns(
-        [absolute_file_path(snapshot.table_uri, p) for p in rewrite.column("path").to_pylist()]))
+        [absolute_file_path(snapshot.table_uri, p) for p in rewrite.column("path").to_pylist()], txn.store.options))
     parquet_options = {f"parquet.enable.dictionary#{c}": "false" for c in sorted(plain_columns)
                        if "." not in c and "#" not in c}
     adds = write_files(out_df, name, snapshot.partition_columns, write_schema, snapshot.configuration,

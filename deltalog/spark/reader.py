@@ -46,7 +46,7 @@ def snapshot_dataframe(spark: SparkSession, snapshot: Any) -> DataFrame:
             raise
         missing = next((decode_path(p) for p, uri in zip(snapshot.files.column("path").to_pylist(),
                                                          snapshot.file_uris())
-                        if not exists(uri)), None)
+                        if not exists(uri, snapshot.store.options)), None)
         if missing is None:
             raise
         raise snapshot.missing_file_error(missing) from None
@@ -432,7 +432,7 @@ def _read_parquet(spark: SparkSession, snapshot: Any, schema_json: dict[str, Any
     physical = physical_schema(schema_json, mode)
     logical = spark_schema(nullable_type(schema_json))
     out: DataFrame | None = None
-    for stored, group in _by_stored_types(physical, schema_json, uris, widened).items():
+    for stored, group in _by_stored_types(physical, schema_json, uris, widened, snapshot.store.options).items():
         types = dict(stored)
         read_schema = {**physical, "fields": [{**f, "type": json.loads(types[f["name"]])} if f["name"] in types
                                               else f for f in physical["fields"]]}
@@ -461,7 +461,7 @@ def widened_columns(schema_json: dict[str, Any]) -> set[str]:
 
 
 def _by_stored_types(physical: dict[str, Any], schema_json: dict[str, Any], uris: list[str],
-                     widened: set[str]) -> dict[tuple, list[str]]:
+                     widened: set[str], storage_options: Any) -> dict[tuple, list[str]]:
     """The files grouped by the types their footers give the widened columns ((physical name, Delta
     type JSON) pairs; one group of all files when nothing was widened). Spark's Parquet reader widens
     only some types itself (not byte -> decimal, for one)."""
@@ -473,7 +473,7 @@ def _by_stored_types(physical: dict[str, Any], schema_json: dict[str, Any], uris
     names = [p["name"] for p, f in zip(physical["fields"], schema_json["fields"]) if f["name"] in widened]
     groups: dict[tuple, list[str]] = {}
     for uri in uris:
-        stored = parquet_metadata(local_path_of(uri)).schema.to_arrow_schema()
+        stored = parquet_metadata(local_path_of(uri), storage_options).schema.to_arrow_schema()
         key = tuple((n, json.dumps(type_from_arrow(stored.field(n).type))) for n in names if n in stored.names)
         groups.setdefault(key, []).append(uri)
     return groups

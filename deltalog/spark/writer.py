@@ -74,7 +74,7 @@ DICTIONARY_MIN_SAVING = 0.25
 _FIXED_WIDTHS = {"INT32": 4, "INT64": 8, "FLOAT": 4, "DOUBLE": 8, "INT96": 12}
 
 
-def dictionary_free_columns(paths: Sequence[str], max_files: int = 8) -> list[str]:
+def dictionary_free_columns(paths: Sequence[str], storage_options: Any = None, max_files: int = 8) -> list[str]:
     """Top-level fixed-width columns (numbers, dates, timestamps) whose dictionary, in these Parquet
     files, saved less than DICTIONARY_MIN_SAVING of their plain size: mostly distinct values. Spark's
     Parquet writer builds a dictionary for every column and gives up only once it outgrows a page, so
@@ -86,7 +86,7 @@ def dictionary_free_columns(paths: Sequence[str], max_files: int = 8) -> list[st
     sizes: dict[str, list[int]] = {}  # column -> [stored bytes, plain bytes]
     for path in list(paths)[::step][:max_files]:
         try:
-            meta = parquet_metadata(path)
+            meta = parquet_metadata(path, storage_options)
         except (OSError, pa.ArrowException):
             continue  # only a hint: the read of the file itself reports what is wrong with it
         for g in range(meta.num_row_groups):
@@ -244,7 +244,8 @@ def write_files(df: DataFrame, table_uri: str, partition_columns: Sequence[str],
                   + (f"Spark's Parquet writer; {why}" if direct else f"executors with pyarrow's file system; {why}"))
         method = "native" if direct else "arrow"
     if direct and not keep_partitions:
-        adds = _write_direct(df, root, partition_columns, schema_json, configuration or {}, parquet_options)
+        adds = _write_direct(df, root, partition_columns, schema_json, configuration or {}, parquet_options,
+                             task_options)
     elif method == "native" and not keep_partitions:
         adds = _write_native(df, root, partition_columns, schema_json, configuration or {}, parquet_options)
     else:
@@ -359,7 +360,8 @@ def _parquet_writer(df: DataFrame, partition_columns: list[str], parquet_options
 
 
 def _write_direct(df: DataFrame, root: str, partition_columns: list[str], schema_json: dict[str, Any],
-                  configuration: dict[str, str], parquet_options: dict[str, str] | None = None) -> list[AddFile]:
+                  configuration: dict[str, str], parquet_options: dict[str, str] | None = None,
+                  storage_options: dict[str, str] | None = None) -> list[AddFile]:
     """Spark's Parquet writer on an object store, through the jar's DirectCommitProtocol: executors write
     each file at its final key and name it in their task's commit message; the driver reads the footers
     of exactly those files (no listing, no rename)."""
@@ -379,7 +381,7 @@ def _write_direct(df: DataFrame, root: str, partition_columns: list[str], schema
     types = partition_column_types(schema_json, partition_columns, root)
 
     def describe(relative: str) -> AddFile | None:
-        fs, path = arrow_filesystem(join(root, relative))
+        fs, path = arrow_filesystem(join(root, relative), storage_options)
         with fs.open_input_file(path) as f:
             size = f.size()
             metadata = pq.ParquetFile(f).metadata

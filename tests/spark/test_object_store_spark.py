@@ -91,3 +91,38 @@ def test_optimize_restore_and_vacuum_on_s3(spark, s3):
     left = {i.path for i in filesystem.list_files(uri) if not i.path.startswith("_delta_log")}
     assert left == live
     assert _delta_rs_rows(s3, uri) == before
+
+
+def test_a_table_handle_carries_its_store_options_to_every_spark_operation(spark, s3, monkeypatch, tmp_path):
+    """A `DeltaTable` made with its storage options reaches the store through every operation and every
+    Spark task (and the stream's Python workers) with nothing configured for its location and no
+    credentials in the environment."""
+    from deltalog import DeltaTable
+    from deltalog.spark.table_stream import stream_table
+
+    for name in [k for k in __import__("os").environ if k.startswith(("AWS_", "AZURE_"))]:
+        monkeypatch.delenv(name)
+    filesystem.configure(s3.uri(), None)
+    try:
+        table = DeltaTable(s3.uri("spark", "handle"), storage_options=s3.storage_options())
+        ops.write_dataframe(spark.range(300).selectExpr("id", "id % 3 AS k", "'a' AS s"), table, configuration=DVS)
+        ops.write_dataframe(spark.range(300, 400).selectExpr("id", "id % 3 AS k", "'a' AS s"), table)
+        ops.delete(spark, table, "id % 10 = 0")
+        ops.merge(spark, table, spark.range(0, 500, 50).selectExpr("id", "id % 3 AS k", "'b' AS s"), "t.id = s.id",
+                  when_matched_update="*", when_not_matched_insert="*", source_alias="s", target_alias="t")
+        assert optimize(spark, table) is not None
+        # the deleted rows (id % 10 = 0) include every id of the source: all of them are inserted
+        expected = sorted([(i, i % 3, "a") for i in range(400) if i % 10] + [(i, i % 3, "b") for i in range(0, 500, 50)])
+        got = snapshot_dataframe(spark, table.snapshot()).collect()
+        assert sorted((r["id"], r["k"], r["s"]) for r in got) == expected
+
+        batches = []
+        query = (stream_table(spark, table).writeStream
+                 .foreachBatch(lambda df, _: batches.extend((r["id"], r["k"], r["s"]) for r in df.collect()))
+                 .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start())
+        query.awaitTermination(120)
+        assert query.exception() is None
+        assert sorted(batches) == expected
+        assert _delta_rs_rows(s3, table.uri) == expected
+    finally:
+        filesystem.configure(s3.uri(), s3.storage_options())
