@@ -9,7 +9,7 @@ sk, s), this project's Z-order and Hilbert (OPTIMIZE ZORDER BY u1, u2, sk, s), a
 
 Predicates, a few random instances each: point, IN (5 values), ranges selecting 0.1%, 1% and 10% of
 the rows, on each column, and conjunctions. Reported: the fraction of files min/max stats prune (our
-`deltalog.skipping.prune`, which reads delta-rs stats too), next to the ideal for N files clustered on
+`deltalog.expressions.prune`, which reads delta-rs stats too), next to the ideal for N files clustered on
 k columns: a range selecting f of one column reads about f + N^(-1/k) of the files.
 
 Then 10% new rows are appended and OPTIMIZE runs again: bytes rewritten / bytes appended.
@@ -172,7 +172,7 @@ def ideal_read(sels: dict, n_files: int, k: int) -> float:
 
 
 def pruned(uri: str, items) -> float:
-    from deltalog.skipping import prune_snapshot
+    from deltalog.expressions import prune_snapshot
     from deltalog.snapshot import Snapshot
     snap = Snapshot.load(uri)
     total = 0.0

@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 from .actions import DomainMetadata
 from .errors import InvalidTableError
-from .skipping import resolve_column
+from .expressions import resolve_column
 
 CLUSTERING_DOMAIN = "delta.clustering"
 CLUSTERING_FEATURES = ("domainMetadata", "clustering")

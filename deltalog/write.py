@@ -20,13 +20,13 @@ import pyarrow.parquet as pq
 from .actions import AddFile, Metadata, RemoveFile, now_ms
 from .column_mapping import is_mapped, names_needing_mapping
 from .errors import InvalidTableError, ProtocolChangedException, SchemaMismatchError, UnsupportedFeatureError
+from .expressions import (
+    Compare, Expr, In, IsNull, PartitionPredicate, bind, conjunction, inexact_on_partitions, parse_sql_predicate,
+    prune,
+)
 from .paths import (
     encode_path, new_data_file_path, parse_partition_value, partition_folder,
     serialize_partition_value,
-)
-from .skipping import (
-    Compare, Expr, In, IsNull, PartitionPredicate, bind, conjunction, inexact_on_partitions, parse_sql_predicate,
-    prune,
 )
 from .schema import from_arrow_schema, partition_column_types, schema_string, to_arrow_schema
 from .write_plan import WritePlan
@@ -58,11 +58,11 @@ class ReplaceWhere:
 
 def replace_where(predicate: Any, metadata: Metadata, table: str) -> ReplaceWhere:
     """A predicate on partition columns: SQL text (`d >= '2024-01-01' AND region IN ('eu', 'us')`), a dict
-    {column: value | [values] | None}, or a skipping expression (`deltalog.skipping.col("d") >= ...`)."""
+    {column: value | [values] | None}, or an expression (`deltalog.expressions.col("d") >= ...`)."""
     parts = list(metadata.partition_columns)
     allowed = (f"Allowed: comparisons, IN, BETWEEN and IS [NOT] NULL tests of partition columns {parts} with "
                f"literals of their types, joined by AND / OR (e.g. \"d = '2024-01-01' AND region IN ('eu', "
-               f"'us')\"), a dict {{column: value}}, or a deltalog.skipping expression.")
+               f"'us')\"), a dict {{column: value}}, or an expression from deltalog.expressions.")
     if isinstance(predicate, Expr):
         expr, text = predicate, predicate.to_sql()
     elif isinstance(predicate, dict):

@@ -27,8 +27,8 @@ from ..actions import now_ms
 from ..clustering import CLUSTERING_CURVE, CLUSTERING_PROVIDER, clustering_columns
 from .. import row_tracking
 from ..errors import InvalidTableError
+from ..expressions import ALWAYS, as_expr, bind_to, prune_snapshot, resolve_column
 from ..paths import absolute_file_path
-from ..skipping import ALWAYS, as_expr, bind_to, prune_snapshot, resolve_column
 from ..stats import indexed_columns
 from ..table import DeltaTable, as_table
 from ..transaction import reruns_after_conflict, row_level

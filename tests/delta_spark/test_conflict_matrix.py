@@ -200,7 +200,7 @@ def test_optimize_of_other_files_in_a_partition_an_update_read(spark, tmp_path):
             update.actions = [update._remove(files[0]), update._add(table, "a", [10])[1]]
         else:
             files = sorted(update.txn.snapshot.add_files(), key=lambda f: f.path)
-            from deltalog.skipping import col
+            from deltalog.expressions import col
             update.txn.read_predicate(col("part") == "a")
             update.txn.read_files(files[:1])
             update.txn.add_actions([files[0].remove(), new_file(table, "a", [10])])

@@ -216,7 +216,7 @@ def test_struct_only_stats_are_read_and_survive_our_checkpoint(tmp_path, name):
     the stats are read, used for skipping, and our next checkpoint keeps them for every reader."""
     import shutil
 
-    from deltalog.skipping import files_matching
+    from deltalog.expressions import files_matching
     from deltalog.stores import log_store_for
     from tests.shared_data import WILD, require
 

@@ -29,7 +29,7 @@ from deltalog.errors import (
     ConcurrentModificationError,
 )
 from deltalog.paths import encode_path, new_data_file_path, partition_folder
-from deltalog.skipping import col
+from deltalog.expressions import col
 from deltalog.stats import file_stats
 
 LEVELS = ["Serializable", "WriteSerializable"]

@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from deltalog.skipping import parse_sql_predicate
+from deltalog.expressions import parse_sql_predicate
 from deltalog.sql_text import quote_identifier, sql_literal
 
 VALUES = ["plain", "it's", "back\\slash", "both \\' here", "", 7, -3, 2.5, Decimal("12.340"), True,

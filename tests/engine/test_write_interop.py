@@ -322,7 +322,7 @@ def test_delta_rs_removes_our_non_ascii_files(tmp_path):
 
 def test_replace_where_forms(tmp_path):
     """Dict, SQL text (=, IN, IS NULL) and skipping expressions select the partitions replaced."""
-    from deltalog.skipping import col
+    from deltalog.expressions import col
     uri = str(tmp_path / "t")
     data = pa.table({"id": pa.array(range(6), pa.int64()),
                      "d": pa.array([dt.date(2024, 1, 1 + i % 3) for i in range(5)] + [None], pa.date32()),

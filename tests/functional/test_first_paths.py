@@ -66,7 +66,7 @@ CHILD = textwrap.dedent("""\
         assert parse_dml("delete from `shop.orders` where id = 1") is not None
 
     def predicate_parse():
-        from deltalog.skipping import parse_sql_predicate
+        from deltalog.expressions import parse_sql_predicate
         parse_sql_predicate("id > 1 and status = 'a'")
 
     def warm_up_and_metastore():

@@ -11,7 +11,7 @@ pyspark = pytest.importorskip("pyspark")
 from pyspark.sql import functions as F  # noqa: E402
 
 from deltalog.errors import InvalidTableError  # noqa: E402
-from deltalog.skipping import prune_snapshot  # noqa: E402
+from deltalog.expressions import prune_snapshot  # noqa: E402
 from deltalog.snapshot import Snapshot  # noqa: E402
 from deltalog.spark.operations import write_dataframe  # noqa: E402
 from deltalog.spark.optimize import optimize  # noqa: E402

@@ -7,7 +7,7 @@ import pytest
 pyspark = pytest.importorskip("pyspark")
 from pyspark.sql import functions as F  # noqa: E402
 
-from deltalog.skipping import prune_snapshot  # noqa: E402
+from deltalog.expressions import prune_snapshot  # noqa: E402
 from deltalog.snapshot import Snapshot  # noqa: E402
 from deltalog.spark import zorder  # noqa: E402
 from deltalog.spark.operations import write_dataframe  # noqa: E402
@@ -63,7 +63,7 @@ def test_files_hold_whole_curve_cells(spark, tmp_path, curve):
     by sampled quantiles alone leave files straddling cells by a few rows, with twice the range."""
     import random
 
-    from deltalog.skipping import col
+    from deltalog.expressions import col
     uri = str(tmp_path / curve)
     df = spark.range(0, 64_000).select((F.rand(1) * 10_000).cast("long").alias("a"),
                                        (F.rand(2) * 10_000).cast("long").alias("b"))

@@ -71,7 +71,7 @@ def test_column_mapping_table_reads_as_delta_rs_reads_it(spark, case):
 def test_filters_on_mapped_columns_skip_by_physical_stats():
     """Stats and partition values are keyed by physical names: a filter on a logical name must still
     prune files, and never drop a matching one."""
-    from deltalog.skipping import files_matching
+    from deltalog.expressions import files_matching
 
     case = "wild/deltars/table_with_column_mapping"  # partitioned by `Company Very Short`
     snap = Snapshot.load(str(require(CONFORMANCE / case)))

@@ -12,7 +12,7 @@ import pytest
 
 from deltalog.column_mapping import MODE, physical_name
 from deltalog.scan import read_table
-from deltalog.skipping import files_matching
+from deltalog.expressions import files_matching
 from deltalog.snapshot import Snapshot
 from deltalog.spark import operations as ops
 from deltalog.spark.reader import snapshot_dataframe

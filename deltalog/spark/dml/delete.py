@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame, SparkSession, functions as F
 
 from ...actions import AddFile, Metadata
 from ...errors import NotATableError
-from ...skipping import ALWAYS, bind_to, files_matching, parse_sql_predicate
+from ...expressions import ALWAYS, bind_to, files_matching, parse_sql_predicate
 from ...file_actions import files_table
 from ...table import DeltaTable, as_table
 from ...transaction import rearranged_only, reruns_after_conflict

@@ -11,9 +11,9 @@ load("spark")  # pyspark whole before any import from it (lazy_imports.py says w
 from pyspark.sql import functions as F  # noqa: E402
 
 from .... import sql  # noqa: E402
+from ....expressions import ALWAYS, bind, files_matching, parse_sql_predicate  # noqa: E402
 from ....schema import find_field  # noqa: E402
 from ....sql_text import quote_identifier, sql_literal  # noqa: E402
-from ....skipping import ALWAYS, bind, files_matching, parse_sql_predicate  # noqa: E402
 from .plan import check_unique_keys, fits_broadcast  # noqa: E402
 from .run import MergeRun  # noqa: E402
 

@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from deltalog.skipping import (
+from deltalog.expressions import (
     ALWAYS, And, Compare, In, IsNull, Or, bind, col, parse_sql_predicate, prune, prune_snapshot,
 )
 from deltalog.snapshot import Snapshot
