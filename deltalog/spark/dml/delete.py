@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame, SparkSession, functions as F
 
 from ...actions import AddFile, Metadata
 from ...errors import NotATableError
-from ...expressions import ALWAYS, bind_to, files_matching, parse_sql_predicate
+from ...file_selection import files_for, selects_every_row
 from ...file_actions import files_table
 from ...table import DeltaTable, as_table
 from ...transaction import rearranged_only, reruns_after_conflict
@@ -103,16 +103,10 @@ def delete_plan(spark: SparkSession, txn: Any, predicate: str | None) -> DeleteP
     """What deleting the rows matching `predicate` takes: files to remove whole, files to rewrite, the
     DataFrame of rows to keep from them, and counts. Records what was read in the transaction."""
     snapshot = txn.snapshot
-    files = snapshot.files
     text = (predicate or "").strip()
-    if not text or text.lower() in ("true", "1=1", "(true)"):
-        txn.read_whole_table()
-        return DeletePlan.whole(files, record_count(files), whole_table=True)
-    expr = parse_sql_predicate(text)
-    candidates = files_matching(snapshot, expr) if expr is not ALWAYS else files
-    txn.read_files(candidates)
-    # a concurrently added file conflicts only when its partition or its min/max may hold such rows
-    txn.read_predicate(bind_to(expr, snapshot))
+    candidates = files_for(txn, text)
+    if selects_every_row(text):
+        return DeletePlan.whole(candidates, record_count(candidates), whole_table=True)
     by_partition = partition_rows_matching(spark, snapshot, candidates, text)
     if by_partition is not None:
         whole = take_rows(candidates, by_partition)

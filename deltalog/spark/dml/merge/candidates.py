@@ -11,7 +11,8 @@ load("spark")  # pyspark whole before any import from it (lazy_imports.py says w
 from pyspark.sql import functions as F  # noqa: E402
 
 from .... import sql  # noqa: E402
-from ....expressions import ALWAYS, bind, files_matching, parse_sql_predicate  # noqa: E402
+from ....expressions import ALWAYS, parse_sql_predicate  # noqa: E402
+from ....file_selection import files_for  # noqa: E402
 from ....schema import find_field  # noqa: E402
 from ....sql_text import quote_identifier, sql_literal  # noqa: E402
 from .plan import check_unique_keys, fits_broadcast  # noqa: E402
@@ -19,7 +20,7 @@ from .run import MergeRun  # noqa: E402
 
 
 def find_candidates(run: MergeRun) -> None:
-    source, plan, snapshot, txn = run.source, run.plan, run.snapshot, run.txn
+    source, plan, txn = run.source, run.plan, run.txn
     on, source_alias, target_alias = plan.on, run.source_alias, run.target_alias
     keys = [(s, t) for s, t in sql.equi_keys(on, source_alias, target_alias)
             if find_field(run.schema_json, t) is not None and s.lower() in {c.lower() for c in source.columns}]
@@ -51,13 +52,10 @@ def find_candidates(run: MergeRun) -> None:
             exprs.append(f"{quote_identifier(t)} >= {sql_literal(lo)} and "
                          f"{quote_identifier(t)} <= {sql_literal(hi)}")
     exprs += [f"({c})" for c in sql.only_alias_conjuncts(on, target_alias, source_alias)]
-    prune_text = " and ".join(f"({e})" for e in exprs)
-    prune_expr = parse_sql_predicate(prune_text) if prune_text else ALWAYS
-    run.candidates = files_matching(snapshot, prune_expr) if prune_expr is not ALWAYS else snapshot.files
-    txn.read_files(run.candidates)
-    # what the merge read: the rows within the source's key bounds (at WriteSerializable a concurrent
+    # what the merge reads: the rows within the source's key bounds (at WriteSerializable a concurrent
     # file whose min/max stats lie outside them cannot hold a row this merge would have matched)
-    txn.read_predicate(bind(prune_expr, run.schema_json, snapshot.partition_columns, snapshot.configuration))
+    prune_text = " and ".join(f"({e})" for e in exprs)
+    run.candidates = files_for(txn, parse_sql_predicate(prune_text) if prune_text else ALWAYS)
     if plan.by_source:
         txn.read_whole_table()  # any row of the table may be one the source does not match
 
