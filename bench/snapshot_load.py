@@ -6,7 +6,7 @@ The JSON-only case (issue 12: no checkpoint at all, 300,000 files in 3,000 commi
     python bench/snapshot_load.py --commits 3000 --files-per-commit 100 --checkpoint-interval 0 --repeat 3
 
 The log is written directly (commit files from `actions.commit_to_bytes`, a checkpoint every 10
-commits from `checkpoint.write_checkpoint`); loading a snapshot never opens data files, and delta-rs
+commits from `checkpoint_write.write_checkpoint`); loading a snapshot never opens data files, and delta-rs
 does not stat them either, so none are created.
 
 The table users have (issue 33): delta-rs's `300k-add-files-100-col-partitioned` (5 commits, 300,000 adds
@@ -31,7 +31,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from deltalog.actions import AddFile, CommitInfo, Metadata, Protocol, commit_to_bytes  # noqa: E402
-from deltalog.checkpoint import should_checkpoint, write_checkpoint  # noqa: E402
+from deltalog.checkpoint_write import should_checkpoint, write_checkpoint  # noqa: E402
 from deltalog.snapshot import Snapshot  # noqa: E402
 from deltalog.stores import log_store_for  # noqa: E402
 

@@ -30,7 +30,7 @@ SUPPORTED_WRITER_FEATURES = frozenset({
     "materializePartitionColumns", "checkConstraints", "domainMetadata", "clustering", "columnMapping",
     "changeDataFeed", "inCommitTimestamp", "variantType", "deletionVectors", "rowTracking", "icebergCompatV2",
     "icebergCompatV3",
-    # checkpoints here are classic single-file ones with a checkpointMetadata row (checkpoint.py)
+    # checkpoints here are classic single-file ones with a checkpointMetadata row (checkpoint_write.py)
     "v2Checkpoint",
     # no write here changes a column's type; files keep the table's current types (schema.py)
     "typeWidening", "typeWidening-preview",

@@ -3,6 +3,7 @@ checked against the replayed state when a snapshot loads. Optional: a missing `.
 from __future__ import annotations
 
 import json
+import typing
 from typing import TYPE_CHECKING, Any
 
 from . import log_json
@@ -10,14 +11,31 @@ from .errors import ChecksumMismatchError
 from .storage import LogStore
 
 if TYPE_CHECKING:
-    from .snapshot import Snapshot
+    from .actions import DomainMetadata, Metadata, Protocol
+
+
+class TableState(typing.Protocol):
+    """What a checksum summarises: a `Snapshot`, named by what is read of it because a snapshot verifies
+    its checksum as it loads (snapshot.py imports this module, so this one cannot import it)."""
+    version: int
+    metadata: Metadata
+    protocol: Protocol
+    app_transactions: dict[str, int]
+    app_transaction_updated: dict[str, int | None]
+    domain_metadata: dict[str, DomainMetadata]
+
+    @property
+    def num_files(self) -> int: ...
+
+    @property
+    def size_bytes(self) -> int: ...
 
 
 def checksum_name(version: int) -> str:
     return "%020d.crc" % version
 
 
-def checksum_content(snapshot: "Snapshot", txn_id: str | None = None) -> dict[str, Any]:
+def checksum_content(snapshot: TableState, txn_id: str | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {
         "tableSizeBytes": snapshot.size_bytes,
         "numFiles": snapshot.num_files,
@@ -38,7 +56,7 @@ def checksum_content(snapshot: "Snapshot", txn_id: str | None = None) -> dict[st
     return out
 
 
-def write_checksum(store: LogStore, snapshot: "Snapshot", txn_id: str | None = None) -> bool:
+def write_checksum(store: LogStore, snapshot: TableState, txn_id: str | None = None) -> bool:
     """Write `<version>.crc` for the snapshot; False (and nothing written) when it already exists."""
     data = json.dumps(checksum_content(snapshot, txn_id), separators=(",", ":")).encode()
     try:
@@ -48,7 +66,7 @@ def write_checksum(store: LogStore, snapshot: "Snapshot", txn_id: str | None = N
     return True
 
 
-def verify_checksum(store: LogStore, snapshot: "Snapshot") -> bool:
+def verify_checksum(store: LogStore, snapshot: TableState) -> bool:
     """Check `<version>.crc`, when present, against the snapshot. False when there is none; raises
     ChecksumMismatchError naming the file when it disagrees. An unreadable crc is ignored (it is only
     a hint, written after the commit)."""

@@ -8,7 +8,7 @@ import logging
 from typing import Any
 
 from .actions import Action
-from . import checkpoint, checksum
+from . import checkpoint_write, checksum
 from .committer import WinningCommit
 from .errors import one_line
 from .snapshot import Snapshot
@@ -55,9 +55,9 @@ def after_commit(table_uri: str, store: LogStore, read_snapshot: Any, version: i
                         table_uri, version, one_line(exc), exc_info=log.isEnabledFor(logging.DEBUG))
     try:
         if read_snapshot is not None and read_snapshot.stale_last_checkpoint:
-            checkpoint.repair_last_checkpoint(store, version)
-        if checkpoint.should_checkpoint(version, snap.table_configuration.checkpoint_interval):
-            checkpoint.write_checkpoint(store, snap)
+            checkpoint_write.repair_last_checkpoint(store, version)
+        if checkpoint_write.should_checkpoint(version, snap.table_configuration.checkpoint_interval):
+            checkpoint_write.write_checkpoint(store, snap)
         else:
             return snap
     except Exception as exc:

@@ -1,7 +1,7 @@
 """The table state at one version: log segment (checkpoint + contiguous commits) and its replay.
 
-Live files and tombstones are kept as Arrow tables (`checkpoint.FILES_SCHEMA`,
-`checkpoint.TOMBSTONES_SCHEMA`). Reconciliation is columnar: a checkpoint is already reconciled, so
+Live files and tombstones are kept as Arrow tables (`file_actions.FILES_SCHEMA`,
+`file_actions.TOMBSTONES_SCHEMA`). Reconciliation is columnar: a checkpoint is already reconciled, so
 only the paths the later commits touch need deciding, and among those the action with the highest
 sequence number (last in log order) wins, found with an Arrow group-by.
 """
@@ -24,9 +24,10 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import checkpoint as cp
 from .actions import (SUPPORTED_READER_FEATURES, AddFile, DomainMetadata, Metadata, Protocol, check_action_fields,
                       commit_objects)
+from .checkpoint_read import read_checkpoint, read_last_checkpoint
+from .checksum import verify_checksum
 from .errors import (ChecksumMismatchError, CorruptLogError, DataFileNotFoundError, NotATableError,
                      UnsupportedFeatureError, VersionNotFoundError)
 from .deletion_vectors import file_keys
@@ -482,7 +483,7 @@ def _load_paused(store: LogStore, version: int | None) -> Snapshot:
     if version is not None and version < 0:
         raise VersionNotFoundError(f"{store.table_uri}: version {version} does not exist (versions "
                                    f"start at 0)")
-    last = cp.read_last_checkpoint(store)
+    last = read_last_checkpoint(store)
     start = last["version"] if last and (version is None or last["version"] <= version) else 0
     listing = LogListing(store.list_from(start))
     stale = start > 0 and (start not in listing.checkpoints or listing.latest() is None)
@@ -516,7 +517,7 @@ def _load_from(store: LogStore, listing: LogListing, version: int | None) -> Sna
     state, errors = None, []
     for cp_version, parts in listing.complete_checkpoints(target):
         try:
-            state = cp.read_checkpoint(store, parts)
+            state = read_checkpoint(store, parts)
             break
         except CorruptLogError as e:
             # Fall back to an earlier checkpoint or to the commits from 0.
@@ -551,6 +552,5 @@ def _load_from(store: LogStore, listing: LogListing, version: int | None) -> Sna
     base_tombs = state.tombstones if state else TOMBSTONES_SCHEMA.empty_table()
     snap = replay.build(store, target, timestamp, base_files, base_tombs)
     if target in listing.crcs:
-        from .checksum import verify_checksum
         verify_checksum(store, snap)
     return snap

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -96,9 +97,9 @@ def catch_up(table: Any) -> tuple[int | None, int]:
     """Convert a table's Delta versions that have no Iceberg metadata yet (after a failed conversion, or
     for a table that turned Iceberg on without a write since): (the metadata number written or None,
     the Delta version the newest metadata names). `table`: a `DeltaTable` or a location."""
-    from ..table import as_table
+    from ..snapshot import Snapshot  # not table.as_table: table.py imports the commit path, which converts
 
-    snapshot = as_table(table).snapshot()
+    snapshot = Snapshot.load(os.fspath(table)) if isinstance(table, (str, os.PathLike)) else table.snapshot()
     store = snapshot.store
     written = convert(snapshot, store)
     return written, converted_version(snapshot.table_uri, store)

@@ -16,7 +16,7 @@ import pytest
 from deltalake import QueryBuilder
 
 from deltalog import Snapshot
-from deltalog.checkpoint import read_last_checkpoint
+from deltalog.checkpoint_read import read_last_checkpoint
 from deltalog.checksum import checksum_name
 from deltalog.definition import TableDefinition
 from deltalog.operations.clone import shallow_clone

@@ -9,8 +9,8 @@ import pytest
 
 from tests.engine.conftest import add, remove
 from deltalog.actions import DomainMetadata, Metadata, SetTransaction
-from deltalog.checkpoint import (checkpoint_table, read_last_checkpoint, should_checkpoint,
-                                 write_checkpoint)
+from deltalog.checkpoint_read import read_last_checkpoint
+from deltalog.checkpoint_write import checkpoint_table, should_checkpoint, write_checkpoint
 from deltalog.errors import CorruptLogError
 from deltalog.snapshot import Snapshot
 from deltalog.table_configuration import TableConfiguration

@@ -103,7 +103,7 @@ def test_history_newest_first(log_writer):
 
 
 def test_history_after_log_cleanup(log_writer):
-    from deltalog.checkpoint import write_checkpoint
+    from deltalog.checkpoint_write import write_checkpoint
     log_writer.create()
     for v in range(1, 4):
         log_writer.commit(v, [add(f"f{v}")])

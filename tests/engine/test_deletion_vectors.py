@@ -219,7 +219,7 @@ def test_a_checkpointed_tombstone_keeps_the_dv_file_it_names(tmp_path):
     VACUUM keeps the old DV file while the tombstone is retained, and the older version still reads."""
     from deltalog import DeltaTable
     from deltalog.actions import now_ms
-    from deltalog.checkpoint import write_checkpoint
+    from deltalog.checkpoint_write import write_checkpoint
     from deltalog.deletion_vectors import dv_file_path, mark_rows
 
     uri = str(tmp_path / "t")

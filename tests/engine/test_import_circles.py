@@ -1,6 +1,8 @@
-"""No import circles in the engine (`deltalog/`) or the adapter (`dbt/adapters/deltalog/`): counting every
-import a module runs, at its top or inside a function. Imports under `if TYPE_CHECKING:` are left out:
-they name a type for the reader and never run."""
+"""No import circles in the engine (`deltalog/`) or the adapter (`dbt/adapters/deltalog/`), counting every
+import a module names: at its top, inside a function, and under `if TYPE_CHECKING:`. A type import never
+runs, but it still says the module needs the other one: a circle through it is a circle of concepts, and
+the next runtime import along it fails at import time. Break one by taking the pieces (or a
+`typing.Protocol` of them) instead of the type, or by moving the type down."""
 from __future__ import annotations
 
 import ast
@@ -19,13 +21,9 @@ def _modules() -> dict[str, Path]:
     return mods
 
 
-def _runtime_imports(tree: ast.Module) -> list[ast.stmt]:
-    """Every Import/ImportFrom in the module but those inside `if TYPE_CHECKING:` blocks."""
-    skipped = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            skipped.update(id(n) for stmt in node.body for n in ast.walk(stmt))
-    return [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) and id(n) not in skipped]
+def _imports(tree: ast.Module) -> list[ast.stmt]:
+    """Every Import/ImportFrom in the module, wherever it stands."""
+    return [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
 
 
 def _imported(module: str, is_package: bool, node: ast.stmt, mods: dict[str, Path]) -> set[str]:
@@ -45,7 +43,7 @@ def import_graph() -> dict[str, set[str]]:
     graph = {}
     for name, path in mods.items():
         tree = ast.parse(path.read_text(), str(path))
-        graph[name] = {dep for node in _runtime_imports(tree)
+        graph[name] = {dep for node in _imports(tree)
                        for dep in _imported(name, path.name == "__init__.py", node, mods) if dep != name}
     return graph
 
@@ -84,6 +82,11 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_the_checker_finds_a_circle():
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_type_and_function_imports_count():
+    tree = ast.parse("import json\nif TYPE_CHECKING:\n    from .b import B\ndef f():\n    from . import c\n")
+    assert [ast.unparse(n) for n in _imports(tree)] == ["import json", "from .b import B", "from . import c"]
 
 
 def test_no_module_imports_one_that_imports_it_back():

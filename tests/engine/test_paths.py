@@ -164,7 +164,7 @@ def test_golden_special_character_paths():
 @pytest.mark.parametrize("path", ["../x.parquet", "a/../../x.parquet", "%2E%2E/x.parquet", "/abs.parquet",
                                   "s3://b/x.parquet", 5])
 def test_sidecar_paths_that_leave_the_sidecar_folder_are_refused(path):
-    from deltalog.checkpoint import _sidecar_name
+    from deltalog.checkpoint_read import _sidecar_name
 
     with pytest.raises(ValueError, match="sidecar path"):
         _sidecar_name(path)

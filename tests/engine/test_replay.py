@@ -239,7 +239,7 @@ def test_in_commit_timestamps(log_writer):
 
 
 def test_version_after_cleanup_loads_from_checkpoint(log_writer):
-    from deltalog.checkpoint import write_checkpoint
+    from deltalog.checkpoint_write import write_checkpoint
     log_writer.create()
     for v in range(1, 5):
         log_writer.commit(v, [add(f"f{v}")])
@@ -319,7 +319,7 @@ def test_load_by_file_uri(log_writer):
 
 
 def test_version_held_only_by_checkpoint(log_writer):
-    from deltalog.checkpoint import write_checkpoint
+    from deltalog.checkpoint_write import write_checkpoint
     log_writer.create()
     log_writer.commit(1, [add("a")])
     log_writer.commit(2, [add("b")])

@@ -325,12 +325,12 @@ def test_duplicate_paths_in_one_commit(tmp_path):
 def test_post_commit_failures_are_logged_not_raised(tmp_path, monkeypatch, caplog):
     uri = str(tmp_path / "t")
     write_deltalake(uri, small([1]), configuration={"delta.checkpointInterval": "2"})
-    import deltalog.checkpoint as checkpoint
+    import deltalog.checkpoint_write as checkpoint_write
     import deltalog.checksum as checksum
 
     def boom(*a, **k):
         raise OSError("disk full")
-    monkeypatch.setattr(checkpoint, "write_checkpoint", boom)
+    monkeypatch.setattr(checkpoint_write, "write_checkpoint", boom)
     monkeypatch.setattr(checksum, "write_checksum", boom)
     write_deltalake(uri, small([2]), mode="append")
     with caplog.at_level(logging.WARNING, logger="deltalog.post_commit"):

@@ -491,7 +491,7 @@ def test_we_write_to_v2_checkpoint_and_type_widened_golden_tables(golden, tmp_pa
     import json
     import shutil
 
-    from deltalog.checkpoint import checkpoint_name, write_checkpoint
+    from deltalog.checkpoint_write import checkpoint_name, write_checkpoint
     from deltalog.scan import read_table
     from deltalog.stores import log_store_for
 

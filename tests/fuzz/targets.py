@@ -97,7 +97,7 @@ _SCHEMA = json.dumps({"type": "struct", "fields": [
 def seed_files() -> dict[str, bytes]:
     """A small table's log in memory: version 0 (protocol, metadata, two adds), version 1 (a remove and
     an add with an inline DV), a checkpoint of version 1 with `_last_checkpoint`, a `.crc` of version 1."""
-    from deltalog.checkpoint import write_checkpoint
+    from deltalog.checkpoint_write import write_checkpoint
     from deltalog.checksum import write_checksum
     from deltalog.snapshot import Snapshot
 

@@ -20,7 +20,8 @@ import pyarrow as pa
 import pytest
 
 from deltalog import Snapshot, write_deltalake
-from deltalog.checkpoint import checkpoint_name, read_last_checkpoint
+from deltalog.checkpoint_read import read_last_checkpoint
+from deltalog.checkpoint_write import checkpoint_name
 from deltalog.checksum import checksum_name
 from tests.selection import full_only
 

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from deltalog import Snapshot, filesystem, write_deltalake
-from deltalog.checkpoint import checkpoint_name
+from deltalog.checkpoint_write import checkpoint_name
 from deltalog.errors import DeltaError
 from deltalog.object_store import ObjectLogStore
 from deltalog.operations.vacuum import vacuum
