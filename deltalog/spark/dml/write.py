@@ -165,36 +165,7 @@ def write_dataframe(df: DataFrame, table: DeltaTable | str, mode: str = "append"
         params: dict[str, Any] = {"mode": _SPARK_MODE[plan.mode]}
         started = time.time()
 
-        remove = None
-        if snapshot is None:
-            parts = partition_names(data_schema, plan.partition_by or [], name)
-            metadata = new_metadata(data_schema, parts, configuration, table=name)
-            if definition is not None:
-                metadata = definition.apply(metadata, name)
-            txn.update_metadata(metadata)
-            if definition is not None:
-                definition.apply_clustering(txn)
-        else:
-            schema_json, parts, conf = plan.layout(name, snapshot, data_schema, configuration, table_schema)
-            metadata = Metadata(
-                id=snapshot.metadata.id, schema_string=schema_string(schema_json), partition_columns=parts,
-                configuration=conf, format=snapshot.metadata.format, name=snapshot.metadata.name,
-                description=snapshot.metadata.description, created_time=snapshot.metadata.created_time)
-            if definition is not None:
-                metadata = definition.apply(metadata, name)
-            if metadata_differs(metadata, snapshot.metadata):
-                if not plan.replaces_all:
-                    # rows this write keeps must satisfy what the table now declares
-                    check_existing_rows(df.sparkSession, snapshot, metadata, txn)
-                txn.update_metadata(metadata, replaces_table=plan.replaces_all)
-            if definition is not None:
-                definition.apply_clustering(txn)
-            if plan.replace_where:
-                remove = delete_plan(df.sparkSession, txn, plan.replace_where)
-                params["predicate"] = json.dumps([plan.replace_where])
-            elif plan.mode == "overwrite" and (plan.replaces_all or not parts):
-                txn.read_whole_table()
-                remove = DeletePlan.whole(snapshot.files, None)
+        parts, remove = _table_metadata(txn, plan, df, data_schema, configuration, table_schema, definition, params)
         schema_json, conf = txn.metadata.schema_json, dict(txn.metadata.configuration)
         params["partitionBy"] = json.dumps(parts)
 
@@ -244,21 +215,7 @@ def write_dataframe(df: DataFrame, table: DeltaTable | str, mode: str = "append"
                     and not app_transactions:
                 return None  # an empty append changes nothing
         txn.add_actions([*removes, *adds, *kept_adds, *dv_adds, *cdc, *set_transactions(app_transactions)])
-        metrics = {
-            "numFiles": len(adds) + len(kept_adds),
-            "numOutputRows": sum_records(adds) + sum_records(kept_adds),
-            "numOutputBytes": sum(a.size for a in adds) + sum(a.size for a in kept_adds),
-        }
-        if removes:
-            metrics["numRemovedFiles"] = len(removes) - len(dv_adds)
-            metrics["numRemovedBytes"] = byte_count(removed_files) if removed_files is not None else 0
-        if dv_adds:
-            metrics["numDeletionVectorsAdded"] = len(dv_adds)
-        if remove is not None and remove.keep is not None:
-            metrics["numCopiedRows"] = sum_records(kept_adds)
-        if remove is not None and remove.deleted is not None:
-            metrics["numDeletedRows"] = remove.deleted
-        metrics["executionTimeMs"] = int((time.time() - started) * 1000)
+        metrics = _metrics(adds, kept_adds, removes, dv_adds, removed_files, remove, started)
         if operation_parameters:
             params.update(operation_parameters)
         version = txn.commit(operation=operation or "WRITE", parameters=params, metrics=metrics,
@@ -268,3 +225,63 @@ def write_dataframe(df: DataFrame, table: DeltaTable | str, mode: str = "append"
                                      {tuple(sorted((a.partition_values or {}).items())): a.partition_values
                                       for a in adds}.values())
         return version
+
+
+def _table_metadata(txn: Any, plan: WritePlan, df: DataFrame, data_schema: dict[str, Any],
+                    configuration: dict[str, str] | None, table_schema: dict[str, Any] | None,
+                    definition: TableDefinition | None, params: dict[str, Any]) -> tuple[list[str], DeletePlan | None]:
+    """The metadata the write commits (a new table's, or the existing one's evolved by the plan and the
+    definition), set on `txn`; returns the partition columns and the files an overwrite replaces."""
+    snapshot = txn.snapshot
+    remove = None
+    if snapshot is None:
+        parts = partition_names(data_schema, plan.partition_by or [], txn.table_uri)
+        metadata = new_metadata(data_schema, parts, configuration, table=txn.table_uri)
+        if definition is not None:
+            metadata = definition.apply(metadata, txn.table_uri)
+        txn.update_metadata(metadata)
+        if definition is not None:
+            definition.apply_clustering(txn)
+    else:
+        schema_json, parts, conf = plan.layout(txn.table_uri, snapshot, data_schema, configuration, table_schema)
+        metadata = Metadata(
+            id=snapshot.metadata.id, schema_string=schema_string(schema_json), partition_columns=parts,
+            configuration=conf, format=snapshot.metadata.format, name=snapshot.metadata.name,
+            description=snapshot.metadata.description, created_time=snapshot.metadata.created_time)
+        if definition is not None:
+            metadata = definition.apply(metadata, txn.table_uri)
+        if metadata_differs(metadata, snapshot.metadata):
+            if not plan.replaces_all:
+                # rows this write keeps must satisfy what the table now declares
+                check_existing_rows(df.sparkSession, snapshot, metadata, txn)
+            txn.update_metadata(metadata, replaces_table=plan.replaces_all)
+        if definition is not None:
+            definition.apply_clustering(txn)
+        if plan.replace_where:
+            remove = delete_plan(df.sparkSession, txn, plan.replace_where)
+            params["predicate"] = json.dumps([plan.replace_where])
+        elif plan.mode == "overwrite" and (plan.replaces_all or not parts):
+            txn.read_whole_table()
+            remove = DeletePlan.whole(snapshot.files, None)
+    return parts, remove
+
+
+def _metrics(adds: list[AddFile], kept_adds: list[AddFile], removes: list[RemoveFile], dv_adds: list[Any],
+             removed_files: Any, remove: DeletePlan | None, started: float) -> dict[str, Any]:
+    """operationMetrics of a WRITE, as delta-spark names them."""
+    metrics = {
+        "numFiles": len(adds) + len(kept_adds),
+        "numOutputRows": sum_records(adds) + sum_records(kept_adds),
+        "numOutputBytes": sum(a.size for a in adds) + sum(a.size for a in kept_adds),
+    }
+    if removes:
+        metrics["numRemovedFiles"] = len(removes) - len(dv_adds)
+        metrics["numRemovedBytes"] = byte_count(removed_files) if removed_files is not None else 0
+    if dv_adds:
+        metrics["numDeletionVectorsAdded"] = len(dv_adds)
+    if remove is not None and remove.keep is not None:
+        metrics["numCopiedRows"] = sum_records(kept_adds)
+    if remove is not None and remove.deleted is not None:
+        metrics["numDeletedRows"] = remove.deleted
+    metrics["executionTimeMs"] = int((time.time() - started) * 1000)
+    return metrics
