@@ -246,56 +246,10 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
     def _model_dataframe(self, code: str, model: Any):
         """The model's result as a lazy DataFrame: its SQL, or what its Python `model()` returns."""
         if _get(model, "language") == "python":
-            return self._python_dataframe(code, model)
+            from dbt.adapters.deltalog.python_models import python_dataframe
+
+            return python_dataframe(self.spark, self.warehouse, code, model)
         return self._dataframe(code)
-
-    def _python_dataframe(self, code: str, model: Any):
-        """Run a Python model, `def model(dbt, session)`, on this connection's SparkSession: `dbt.ref`
-        and `dbt.source` give DataFrames of the relations' latest snapshots. It may return a Spark or a
-        pandas DataFrame (or a pyarrow Table); the write that follows is its one commit."""
-        spark = self.spark
-        unique_id = _get(model, "unique_id") or "python model"
-        # the relations the model names (refs, sources, this) as session views of their latest version
-        RUNTIME.views(spark).refresh_for_sql(self.warehouse, code)
-        # `spark` as a global, as dbt-spark and Databricks python models use it
-        namespace: Dict[str, Any] = {"__name__": "dbt_python_model", "spark": spark}
-        # what a model's code imports first, loaded whole before it runs beside other models
-        load("pandas")
-        if "pyspark.pandas" in code:
-            load("pandas_on_spark")
-        import time
-
-        # the code run and its outcome in dbt.log, as dbt's log_code_execution writes them for python jobs
-        logger.debug(f"On {unique_id}: {code}")
-        started = time.time()
-        try:
-            exec(compile(code, f"<{unique_id}>", "exec"), namespace)
-            entry = namespace.get("model")
-            if not callable(entry):
-                raise DbtRuntimeError(f"Python model {unique_id} defines no function model(dbt, session).")
-            result = entry(namespace["dbtObj"](spark.table), spark)
-            logger.debug(f"Execution status: OK in {time.time() - started:.2f} seconds")
-        except DbtRuntimeError:
-            raise
-        except Exception as exc:
-            from dbt.adapters.deltalog.connections import _short_error
-
-            raise DbtRuntimeError(f"Python model {unique_id} failed: {type(exc).__name__}: "
-                                  f"{_short_error(exc)}") from exc
-        load("spark")
-        from pyspark.sql import DataFrame
-
-        if isinstance(result, DataFrame):
-            return result
-        kind = f"{type(result).__module__}.{type(result).__name__}"
-        if kind.startswith("pyspark.pandas."):  # pandas-on-Spark: its Spark DataFrame, without the index
-            return result.to_spark()
-        if kind.startswith("pyarrow.") and hasattr(result, "to_pandas"):
-            result = result.to_pandas()
-        if kind.startswith("pandas.") or kind.startswith("pyarrow."):
-            return spark.createDataFrame(result)
-        raise DbtRuntimeError(f"Python model {unique_id} returned {kind}; allowed: a Spark DataFrame, a pandas "
-                              f"or pandas-on-Spark (pyspark.pandas) DataFrame, or a pyarrow Table. Nothing was written.")
 
     @staticmethod
     def _model_config(relation: BaseRelation, model: Any) -> DeltaConfig:
