@@ -577,24 +577,6 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         return AdapterResponse(_message=f"STREAMED {done['batches']} batch(es), {done['rows']} row(s): version "
                                         f"{done['version']}", rows_affected=done["rows"])
 
-    def _seed_unchanged(self, relation: BaseRelation, fingerprint: str) -> Optional[int]:
-        """The table's version when its last commit is a seed load of exactly `fingerprint`, else None."""
-        from deltalog.errors import DeltaError
-        from deltalog.history import commit_info
-        from deltalog.log_segment import latest_version
-        from deltalog.stores import log_store_for
-
-        wh = self.warehouse_of(relation)
-        if not wh.is_table(relation.schema, relation.identifier):
-            return None
-        try:  # the last commit's info alone: no snapshot load
-            store = log_store_for(self.table_uri(relation))
-            version = latest_version(store)
-            info = (commit_info(store, version) if version is not None else None) or {}
-        except (DeltaError, OSError):
-            return None  # the load then says what is wrong
-        return version if info.get(SEED_FINGERPRINT) == fingerprint else None
-
     def _replace_table(self, relation: BaseRelation, df: Any, model: Any, operation: str,
                        commit_info: Optional[Dict[str, Any]] = None) -> Optional[int]:
         """Create the table (version 0), or replace its rows and schema in one overwrite commit; a dbt
@@ -740,33 +722,10 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
     @_reported
     def write_seed(self, relation: BaseRelation, agate_table: Any, model: Any = None,
                    full_refresh: bool = False) -> AdapterResponse:
-        """Seeds: typed columns (inferred as dbt does, or `column_types`), one overwrite commit. A seed whose
-        rows, column types and config are those of the table's last commit (its own last load: nothing
-        committed to the table since) is left as it is, without a commit; `--full-refresh` loads it anyway."""
-        load("spark")
-        from pyspark.sql.types import StringType, StructField, StructType
+        """Seeds: typed columns, one overwrite commit, none when the seed is as last loaded (seeds.py)."""
+        from dbt.adapters.deltalog.seeds import write_seed
 
-        config = _get(model, "config") or {}
-        column_types = _get(config, "column_types") or {}
-        names = [str(n) for n in agate_table.column_names]
-        types = [column_types.get(n) or self.convert_type(agate_table, i) for i, n in enumerate(names)]
-        rows = [tuple(_seed_text(v) for v in row) for row in agate_table.rows]
-        fingerprint = _seed_fingerprint(names, types, rows, config)
-        unchanged = None if full_refresh else self._seed_unchanged(relation, fingerprint)
-        if unchanged is not None:
-            self._publish(relation)
-            response = AdapterResponse(_message=f"UNCHANGED {len(rows)} (SEED version {unchanged}: the rows, "
-                                                f"types and config of its last load)")
-            response.rows_affected = 0
-            return response
-        spark = self.spark
-        raw = spark.createDataFrame(rows, StructType([StructField(f"c{i}", StringType()) for i in range(len(names))]))
-        df = raw.selectExpr(*[f"cast(`c{i}` as {t}) as {_q(n)}" for i, (n, t) in enumerate(zip(names, types))])
-        version = self._replace_table(relation, df, model, "WRITE", {SEED_FINGERPRINT: fingerprint})
-        response = self._refreshed(relation, "SEED", version)
-        response.rows_affected = len(rows)
-        response._message = f"INSERT {len(rows)} ({response._message})"
-        return response
+        return write_seed(self, relation, agate_table, model, full_refresh)
 
     @available
     def validate_incremental(self, strategy: Optional[str], model: Any = None,
@@ -1136,40 +1095,6 @@ def _nullable(field):
     from pyspark.sql.types import StructField
 
     return StructField(field.name, field.dataType, True, field.metadata)
-
-
-# commitInfo field of a seed load: what was loaded (see _seed_fingerprint)
-SEED_FINGERPRINT = "dbtSeedFingerprint"
-
-
-def _seed_fingerprint(names: List[str], types: List[str], rows: List[tuple], config: Any) -> str:
-    """A seed load's rows, column names and types, its model config and this adapter's version, hashed:
-    equal fingerprints load equal tables."""
-    import hashlib
-
-    from dbt.adapters.deltalog.__version__ import version
-
-    as_dict = config.to_dict() if hasattr(config, "to_dict") else dict(config)
-    body = json.dumps({"columns": names, "types": types, "rows": rows, "config": as_dict, "adapter": version},
-                      sort_keys=True, default=str)
-    return hashlib.sha256(body.encode()).hexdigest()
-
-
-def _seed_text(value: Any) -> Optional[str]:
-    import datetime as dt
-    from decimal import Decimal
-
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, Decimal):
-        return format(value, "f")
-    if isinstance(value, dt.datetime):
-        return value.isoformat(sep=" ")
-    if isinstance(value, dt.date):
-        return value.isoformat()
-    return str(value)
 
 
 def _txn_commit_info(txn, commit_info: Dict[str, Any]) -> Dict[str, Any]:
