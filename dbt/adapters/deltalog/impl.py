@@ -34,8 +34,9 @@ from deltalog import filesystem as fs
 from deltalog.errors import DeltaError
 from deltalog.lazy_imports import load
 from dbt.adapters.deltalog.catalog import Warehouse, referenced_relations
-from dbt.adapters.deltalog.column import DeltalogColumn
+from dbt.adapters.deltalog.column import DeltalogColumn, column_of
 from dbt.adapters.deltalog.connections import DeltalogConnectionManager
+from dbt.adapters.deltalog.docs_catalog import warn_missing_doc_columns
 from dbt.adapters.deltalog.maintenance import MaintenanceMixin
 from dbt.adapters.deltalog.model_config import (
     DeltaConfig, as_list as _as_list, config_value as _get, quote_name as _q, table_definition, truthy as _truthy,
@@ -383,7 +384,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
 
             snap = self._snapshot(relation)
             fields = StructType.fromJson(snap.schema_json).fields
-            return [self._column(relation, i, f.name, f.dataType.simpleString()) for i, f in enumerate(fields)]
+            return [column_of(relation, i, f.name, f.dataType.simpleString()) for i, f in enumerate(fields)]
         spark = self.spark
         if schema and name:
             RUNTIME.views(spark).ensure(warehouse, schema, name)
@@ -392,19 +393,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
             fields = spark.table(_q(view)).schema.fields
         except Exception:  # no such relation: dbt expects no columns, not an error
             return []
-        return [self._column(relation, i, f.name, f.dataType.simpleString()) for i, f in enumerate(fields)]
-
-    def _column(self, relation, index, name, dtype, stats=None) -> DeltalogColumn:
-        return DeltalogColumn(
-            table_database=relation.database or None,
-            table_schema=relation.schema,
-            table_name=relation.identifier,
-            table_type=relation.type,
-            column_index=index,
-            column=name,
-            dtype=dtype,
-            table_stats=stats,
-        )
+        return [column_of(relation, i, f.name, f.dataType.simpleString()) for i, f in enumerate(fields)]
 
     # ---- catalog for `dbt docs generate` ---------------------------------------------------
 
@@ -412,54 +401,9 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
     get_catalog = BaseAdapter.get_catalog
 
     def _get_one_catalog(self, information_schema: InformationSchema, schemas: Set[str], used_schemas):
-        import agate
-        from dbt_common.clients.agate_helper import DEFAULT_TYPE_TESTER
-        load("spark")
-        from pyspark.sql.types import StructType
+        from dbt.adapters.deltalog.docs_catalog import catalog_table
 
-        from dbt.adapters.deltalog.catalog import Entry
-
-        rows: List[Dict[str, Any]] = []
-        database = information_schema.database or None
-        warehouse = self.warehouse.of(database)
-        for schema in schemas:
-            entries = warehouse.list_relations(schema) if warehouse.schema_exists(schema) else []
-            listed = {e.name for e in entries}
-            # sources whose tables live elsewhere (a declared location, or found in the metastore)
-            entries += [Entry("table", s, n, path) for s, n, path in warehouse.external_tables()
-                        if s == schema and n not in listed and warehouse.is_table(s, n)]
-            for entry in entries:
-                relation = self.Relation.create(
-                    database=database,
-                    schema=entry.schema,
-                    identifier=entry.name,
-                    type=RelationType.Table if entry.kind == "table" else RelationType.View,
-                )
-                table_comment = None
-                if entry.kind == "table":
-                    snap = self._snapshot(relation)
-                    # persist_docs: the description and column comments Delta readers see
-                    fields = [(f.name, f.dataType.simpleString(), (f.metadata or {}).get("comment"))
-                              for f in StructType.fromJson(snap.schema_json).fields]
-                    stats = _table_stats(snap)
-                    table_comment = snap.metadata.description
-                else:
-                    docs = warehouse.read_view_docs(entry.schema, entry.name)
-                    comments = {k.lower(): v for k, v in (docs.get("columns") or {}).items()}
-                    fields = [(c.name, c.dtype, comments.get(c.name.lower()))
-                              for c in self.get_columns_in_relation(relation)]
-                    stats = None
-                    table_comment = docs.get("description")
-                for i, (name, dtype, comment) in enumerate(fields):
-                    col = self._column(relation, i, name, dtype, stats).to_column_dict()
-                    col["column_name"] = col.pop("column", None)
-                    col["column_type"] = col.pop("dtype")
-                    col["column_comment"] = comment
-                    col["table_comment"] = table_comment
-                    col["table_database"] = database
-                    col["table_type"] = "table" if entry.kind == "table" else "view"
-                    rows.append(col)
-        return agate.Table.from_object(rows, column_types=DEFAULT_TYPE_TESTER)
+        return catalog_table(self, information_schema, schemas)
 
     # ---- materializations ------------------------------------------------------------------
 
@@ -586,7 +530,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         config = _get(model, "config") or {}
         cfg = self._model_config(relation, model)
         definition = table_definition(cfg, model)
-        _warn_missing_doc_columns(model, definition.column_comments, df.columns)
+        warn_missing_doc_columns(model, definition.column_comments, df.columns)
         self._place_table(relation, cfg)
         existed = self.warehouse_of(relation).is_table(relation.schema, relation.identifier)
         if self.warehouse_of(relation).is_view(relation.schema, relation.identifier):
@@ -683,7 +627,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         docs = None
         if model is not None:
             definition = self._definition(relation, model)
-            _warn_missing_doc_columns(model, definition.column_comments, columns)
+            warn_missing_doc_columns(model, definition.column_comments, columns)
             docs = {"description": definition.description,
                     "columns": {c: definition.column_comments.get(c) or None for c in columns
                                 if definition.column_comments.get(c)}}
@@ -1080,16 +1024,6 @@ def _same_location(a: str, b: str) -> bool:
     return os.path.abspath(a) == os.path.abspath(b)
 
 
-def _warn_missing_doc_columns(model: Any, comments: Dict[str, str], columns: List[str]) -> None:
-    """persist_docs of columns the relation does not have: warned about (as dbt-core's adapters do),
-    never fatal."""
-    have = {c.lower() for c in columns}
-    missing = [c for c in comments if c.lower() not in have]
-    if missing:
-        logger.warning(f"In {_get(model, 'unique_id')}: The following columns are specified in the schema but "
-                       f"are not present in the database: {', '.join(missing)}")
-
-
 def _nullable(field):
     load("spark")
     from pyspark.sql.types import StructField
@@ -1104,42 +1038,3 @@ def _txn_commit_info(txn, commit_info: Dict[str, Any]) -> Dict[str, Any]:
     if "extra_commit_info" in params:
         return {"extra_commit_info": commit_info}
     return {}
-
-
-def _iceberg_version(snap) -> Optional[int]:
-    if not snap.table_configuration.writes_iceberg:
-        return None
-    try:
-        from deltalog.iceberg import converted_version
-        from deltalog.stores import log_store_for
-
-        return converted_version(snap.table_uri, log_store_for(snap.table_uri))
-    except Exception:
-        return None
-
-
-def _table_stats(snap) -> Dict[str, Any]:
-    rows = 0
-    try:
-        dvs = snap.files.column("deletion_vector").to_pylist()
-        for s, dv in zip(snap.files.column("stats").to_pylist(), dvs):
-            if s:  # numRecords counts a file's rows, deleted ones too
-                rows += int(json.loads(s).get("numRecords", 0)) - int((dv or {}).get("cardinality") or 0)
-    except Exception:
-        rows = None
-    stats: Dict[str, Any] = {}
-    for key, label, value, description in (
-        ("rows", "Rows", rows, "Rows in the live files (from the log's file statistics)"),
-        ("bytes", "Bytes", snap.size_bytes, "Bytes of the live data files"),
-        ("files", "Files", snap.num_files, "Live data files"),
-        ("version", "Version", snap.version, "Latest version of the Delta log"),
-        ("iceberg_version", "Iceberg at Delta version", _iceberg_version(snap),
-         "The Delta version the newest Iceberg metadata reflects (table_format: iceberg)"),
-    ):
-        if value is None:
-            continue
-        stats[f"stats:{key}:label"] = label
-        stats[f"stats:{key}:value"] = value
-        stats[f"stats:{key}:description"] = description
-        stats[f"stats:{key}:include"] = True
-    return stats
