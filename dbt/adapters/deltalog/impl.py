@@ -945,43 +945,17 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         return self._refreshed(target, "SNAPSHOT MERGE", version)
 
     def calculate_freshness_from_metadata_batch(self, sources: List[BaseRelation], macro_resolver: Any = None):
-        """When each source table last changed, from its Delta log: the newest commit's in-commit
-        timestamp, or its commit file's time; tables other engines wrote count alike. A source whose
-        table is missing is left out here, and dbt then asks for it alone, which fails naming it (a
-        batch that raised would skip every source)."""
-        found = {}
-        for source in sources:
-            try:
-                found[source] = self._log_freshness(source)
-            except DbtRuntimeError:
-                continue
-        return [AdapterResponse(_message=f"freshness of {len(found)} table(s) from their Delta logs")], found
+        """When each source table last changed, from its Delta log (freshness.py)."""
+        from dbt.adapters.deltalog.freshness import freshness_of_many
+
+        return freshness_of_many(self, sources)
 
     def calculate_freshness_from_metadata(self, source: BaseRelation, macro_resolver: Any = None):
         """One source's freshness from its Delta log; a source whose table is not in the warehouse fails
         naming it."""
-        return AdapterResponse(_message="freshness from the Delta log"), self._log_freshness(source)
+        from dbt.adapters.deltalog.freshness import log_freshness
 
-    def _log_freshness(self, source: BaseRelation):
-        from datetime import datetime, timezone
-
-        from deltalog.history import last_commit_time
-        from deltalog.stores import log_store_for
-
-        schema, name = source.schema, source.identifier
-        warehouse = self.warehouse_of(source)
-        if not schema or not name or not warehouse.is_table(schema, name):
-            raise DbtRuntimeError(
-                f"source {source}: there is no Delta table {schema}.{name} in the warehouse "
-                f"{warehouse.root} to take its freshness from. Build or load it there (or point the "
-                f"source's schema and identifier at it), or give the source a loaded_at_field.")
-        try:
-            version, millis = last_commit_time(log_store_for(warehouse.table_path(schema, name)))
-        except DeltaError as exc:
-            raise DbtRuntimeError(f"source {source}: {exc}") from None
-        logger.debug(f"freshness of {source}: version {version} committed at {millis} ms")
-        return self._create_freshness_response(datetime.fromtimestamp(millis / 1000, timezone.utc),
-                                               datetime.now(timezone.utc))
+        return AdapterResponse(_message="freshness from the Delta log"), log_freshness(self, source)
 
     def debug_query(self) -> None:
         self.execute("select 1 as id")
