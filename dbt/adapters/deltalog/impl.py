@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import threading
 from typing import Any, Dict, List, Optional, Set, Tuple
 
@@ -37,6 +36,7 @@ from dbt.adapters.deltalog.catalog import Warehouse, referenced_relations
 from dbt.adapters.deltalog.column import DeltalogColumn, column_of
 from dbt.adapters.deltalog.connections import DeltalogConnectionManager
 from dbt.adapters.deltalog.docs_catalog import warn_missing_doc_columns
+from dbt.adapters.deltalog import placement
 from dbt.adapters.deltalog.maintenance import MaintenanceMixin
 from dbt.adapters.deltalog.model_config import (
     DeltaConfig, as_list as _as_list, config_value as _get, quote_name as _q, table_definition, truthy as _truthy,
@@ -523,88 +523,15 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
 
     def _replace_table(self, relation: BaseRelation, df: Any, model: Any, operation: str,
                        commit_info: Optional[Dict[str, Any]] = None) -> Optional[int]:
-        """Create the table (version 0), or replace its rows and schema in one overwrite commit; a dbt
-        view of the same name gives way first. `commit_info`: more fields for the commit's commitInfo."""
-        from deltalog.spark import operations
-
-        config = _get(model, "config") or {}
-        cfg = self._model_config(relation, model)
-        definition = table_definition(cfg, model)
-        warn_missing_doc_columns(model, definition.column_comments, df.columns)
-        self._place_table(relation, cfg)
-        existed = self.warehouse_of(relation).is_table(relation.schema, relation.identifier)
-        if self.warehouse_of(relation).is_view(relation.schema, relation.identifier):
-            self.drop_relation(relation.incorporate(type=RelationType.View))
-        self.warehouse_of(relation).create_schema(relation.schema)
-        return operations.write_dataframe(
-            df,
-            self.table_uri(relation),
-            mode="overwrite" if existed else "error",
-            partition_by=_as_list(_get(config, "partition_by")) or None,
-            schema_mode="overwrite" if existed else None,
-            operation=operation,
-            extra_commit_info={**self._commit_info(model), **(commit_info or {})},
-            app_transactions=self.take_app_transactions(relation, self._snapshot(relation) if existed else None),
-            definition=definition,
-        )
-
-    def _place_table(self, relation: BaseRelation, cfg: DeltaConfig) -> None:
-        """With location_root the table lives at `<location_root>/<identifier>` and the warehouse keeps
-        a `.location` file naming it. A table is never moved silently between locations, and never
-        written into a folder that holds other files (VACUUM would later delete them)."""
-        wh, schema, name = self.warehouse_of(relation), relation.schema, relation.identifier
-        current = wh.location_of(schema, name) if wh.is_table(schema, name) else None
-        wanted = None
-        if cfg.location_root:
-            root = str(cfg.location_root).rstrip("/")
-            if not fs.is_object_store_uri(root):
-                if "://" in root:
-                    raise CompilationError(
-                        f"Model '{cfg.model}': location_root={cfg.location_root!r} is a URI this adapter cannot "
-                        f"store tables in; allowed: a folder path, s3://, abfss:// / az://, gs://.")
-                root = os.path.abspath(os.path.join(RUNTIME.project_root or ".", os.path.expanduser(root)))
-            wanted = fs.join(root, name)
-        here = current or (wh.folder_path(schema, name) if wh.is_table(schema, name) else None)
-        if here is not None and not _same_location(here, wanted or wh.folder_path(schema, name)):
-            raise CompilationError(
-                f"Model '{cfg.model}': its table {relation} is at {here}, but location_root puts it at "
-                f"{wanted or wh.folder_path(schema, name)}. Tables are not moved silently: drop the old table "
-                f"first (its data outside the warehouse folder is never deleted), or set location_root back.")
-        if wanted is None and here is None and wh.location_of(schema, name) is not None:
-            wh.set_location(schema, name, None)  # a location whose table was never written
-        if wanted is None or current is not None:
-            return
-        if fs.list_files(wanted, recursive=False) and not fs.exists(fs.join(wanted, "_delta_log")):
-            raise CompilationError(
-                f"Model '{cfg.model}': location_root puts its table at {wanted}, a folder that holds files but no "
-                f"Delta table. Choose an empty or new folder: table maintenance (VACUUM) would delete files it "
-                f"does not know. Nothing was written.")
-        wh.set_location(schema, name, wanted)
+        """Create the table, or replace its rows and schema in one overwrite commit (placement.py)."""
+        return placement.replace_table(self, relation, df, model, operation, commit_info)
 
     def _publish(self, relation: BaseRelation) -> None:
-        """The relation as the warehouse now holds it, registered in the metastore (`catalog` in the
-        profile; its entry dropped when the relation is gone). The Spark session's view of it is made
-        again by the next statement that names it (SessionViews.ensure), not here: the tables at the
-        end of a DAG, and those only data tests read in this process, never need one."""
-        warehouse = self.warehouse_of(relation)
-        RUNTIME.changed(warehouse.view_name(relation.schema, relation.identifier))
-        metastore = self.metastore_of(relation)
-        if metastore is not None:
-            RUNTIME.views(self.spark).ensure(warehouse, relation.schema, relation.identifier)
-            from dbt.adapters.deltalog.metastore import MetastoreError, publish
-
-            try:
-                publish(metastore, warehouse, self.spark, relation.schema, relation.identifier)
-            except MetastoreError as exc:
-                raise DbtRuntimeError(
-                    f"{relation}: what was built is committed, but its entry in the Hive Metastore is not "
-                    f"up to date: {exc} The next run registers it again.") from None
+        """The relation registered in the metastore and its session view marked changed (placement.py)."""
+        placement.publish(self, relation)
 
     def _refreshed(self, relation: BaseRelation, what: str, version: Optional[int]) -> AdapterResponse:
-        self._publish(relation)
-        if version is None:
-            return AdapterResponse(_message=f"{what}: nothing to commit")
-        return AdapterResponse(_message=f"{what} version {version}")
+        return placement.refreshed(self, relation, what, version)
 
     @available
     @_reported
@@ -990,12 +917,6 @@ def _expose_mixin_methods(cls) -> None:
 
 
 _expose_mixin_methods(DeltalogAdapter)
-
-
-def _same_location(a: str, b: str) -> bool:
-    if fs.is_object_store_uri(a) or fs.is_object_store_uri(b):
-        return a.rstrip("/") == b.rstrip("/")
-    return os.path.abspath(a) == os.path.abspath(b)
 
 
 def _nullable(field):
