@@ -13,7 +13,6 @@ translation of one dbt call into one of those."""
 from __future__ import annotations
 
 import functools
-import json
 import threading
 from typing import Any, Dict, List, Optional, Set, Tuple
 
@@ -32,11 +31,12 @@ from dbt_common.exceptions import CompilationError, DbtRuntimeError
 from deltalog import filesystem as fs
 from deltalog.errors import DeltaError
 from deltalog.lazy_imports import load
+from deltalog.schema_evolution import ON_SCHEMA_CHANGE
 from dbt.adapters.deltalog.catalog import Warehouse, referenced_relations
 from dbt.adapters.deltalog.column import DeltalogColumn, column_of
 from dbt.adapters.deltalog.connections import DeltalogConnectionManager
 from dbt.adapters.deltalog.docs_catalog import warn_missing_doc_columns
-from dbt.adapters.deltalog import placement
+from dbt.adapters.deltalog import placement, schema_change
 from dbt.adapters.deltalog.maintenance import MaintenanceMixin
 from dbt.adapters.deltalog.model_config import (
     DeltaConfig, as_list as _as_list, config_value as _get, quote_name as _q, table_definition, truthy as _truthy,
@@ -50,7 +50,6 @@ from dbt.adapters.deltalog.sql_gateway import quote_warehouse_refs
 logger = AdapterLogger("Deltalog")
 
 INCREMENTAL_STRATEGIES = list(STRATEGIES)
-ON_SCHEMA_CHANGE = ["ignore", "fail", "append_new_columns", "sync_all_columns"]
 
 
 from dataclasses import dataclass, fields as dataclass_fields
@@ -721,107 +720,14 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         return RUNTIME.views(self.spark).table_version(self.warehouse_of(relation), relation.schema, relation.identifier)
 
     def _apply_schema_change(self, relation, df, on_schema_change: str, model: Any):
-        """Align the new rows with the table: (rows, the table's new schema JSON or None). With
-        append_new_columns / sync_all_columns the new schema goes into the data commit itself (no data
-        file is rewritten; a run that fails commits nothing)."""
-        load("spark")
-        from pyspark.sql.types import StructType
-
-        snap = self._snapshot(relation)
-        target = StructType.fromJson(snap.schema_json)
-        source = df.schema
-        tgt = {f.name.lower(): f for f in target.fields}
-        src = {f.name.lower(): f for f in source.fields}
-        added = [f for f in source.fields if f.name.lower() not in tgt]
-        removed = [f for f in target.fields if f.name.lower() not in src]
-        changed = [
-            (tgt[n], src[n]) for n in src
-            if n in tgt and tgt[n].dataType.simpleString() != src[n].dataType.simpleString()
-        ]
-        if on_schema_change == "fail" and (added or removed or changed):
-            raise CompilationError(
-                "The source and target schemas on this incremental model are out of sync!\n"
-                f"  model: {_get(model, 'unique_id')} (table {relation})\n"
-                f"  columns added in the new data: {[f.name for f in added]}\n"
-                f"  columns missing from the new data: {[f.name for f in removed]}\n"
-                f"  columns with a new type: {[(a.name, a.dataType.simpleString(), b.dataType.simpleString()) for a, b in changed]}\n"
-                "Set on_schema_change to append_new_columns or sync_all_columns, or run with --full-refresh."
-            )
-        untyped = [f.name for f in added if f.dataType.typeName() == "void"]
-        if untyped and on_schema_change in ("append_new_columns", "sync_all_columns"):
-            raise CompilationError(
-                f"Model {_get(model, 'unique_id')}: new column(s) {untyped} have no type (a bare NULL), so "
-                f"they cannot be added to {relation}. Cast them, e.g. cast(null as string) as "
-                f"{untyped[0]}. Nothing was committed.")
-        new_fields = list(target.fields)
-        if on_schema_change == "append_new_columns" and added:
-            new_fields = list(target.fields) + [_nullable(f) for f in added]
-        elif on_schema_change == "sync_all_columns" and (added or removed or changed):
-            if changed:
-                raise CompilationError(
-                    f"Model {_get(model, 'unique_id')}: sync_all_columns cannot change the type of "
-                    f"{[(a.name, a.dataType.simpleString(), b.dataType.simpleString()) for a, b in changed]} "
-                    f"in {relation} without rewriting its files; run with --full-refresh."
-                )
-            new_fields = [f for f in target.fields if f.name.lower() in src] + [_nullable(f) for f in added]
-        table_schema = None
-        if [f.name for f in new_fields] != [f.name for f in target.fields]:
-            table_schema = StructType(new_fields).jsonValue()
-        from pyspark.sql import functions as F
-
-        from deltalog.spark.writer import cast_by_name
-
-        columns = []
-        for f in new_fields:
-            s = src.get(f.name.lower())
-            # struct fields by name: a model that spells a struct's fields in another order keeps its values
-            value = cast_by_name(F.col(_q(s.name)), s.dataType, f.dataType) if s is not None else \
-                F.lit(None).cast(f.dataType)
-            columns.append(value.alias(f.name))
-        return df.select(*columns), table_schema
-
-    def _commit_schema(self, relation, snap, schema, model, added, removed) -> Optional[int]:
-        import dataclasses
-
-        from deltalog.table import DeltaTable
-
-        txn = DeltaTable(self.table_uri(relation)).transaction()
-        txn.read_whole_table()
-        metadata = dataclasses.replace(txn.snapshot.metadata, schema_string=json.dumps(schema.jsonValue()))
-        txn.update_metadata(metadata)
-        operation = "ADD COLUMNS" if added and not removed else "REPLACE COLUMNS"
-        params: Dict[str, Any] = {"columns": json.dumps([f.name for f in schema.fields])}
-        return txn.commit(operation=operation, parameters=params, **_txn_commit_info(txn, self._commit_info(model)))
+        """(the rows aligned with the table, its new schema JSON or None): schema_change.py."""
+        return schema_change.apply_schema_change(self, relation, df, on_schema_change, model)
 
     @available
     @_reported
     def add_columns(self, relation: BaseRelation, columns: List[Any], model: Any = None) -> None:
         """New columns (snapshot's dbt_is_deleted, alter ... add columns) as a metadata commit."""
-        load("spark")
-        from pyspark.sql.types import StructType
-
-        if not columns:
-            return
-        snap = self._snapshot(relation)
-        target = StructType.fromJson(snap.schema_json)
-        added = self._new_fields(target, columns)
-        if added:
-            self._commit_schema(relation, snap, StructType(list(target.fields) + added), model, added, [])
-            RUNTIME.views(self.spark).ensure(self.warehouse_of(relation), relation.schema, relation.identifier)
-
-    @staticmethod
-    def _new_fields(target: Any, columns: List[Any]) -> List[Any]:
-        """dbt column objects (or dicts) that `target` (a StructType) lacks, as nullable fields."""
-        load("spark")
-        from pyspark.sql.types import StructField, _parse_datatype_string
-
-        have = {f.name.lower() for f in target.fields}
-        return [
-            StructField(_get(c, "name") or _get(c, "column"),
-                        _parse_datatype_string(_get(c, "data_type") or _get(c, "dtype")), True)
-            for c in columns
-            if (_get(c, "name") or _get(c, "column")).lower() not in have
-        ]
+        schema_change.add_columns(self, relation, columns, model)
 
     @available
     @_reported
@@ -849,7 +755,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         valid_to = _get(columns, "dbt_valid_to") or "dbt_valid_to"
         current = _get(_get(model, "config") or {}, "dbt_valid_to_current")
         table = StructType.fromJson(self._snapshot(target).schema_json)
-        added = self._new_fields(table, add_columns or [])
+        added = schema_change.new_fields(table, add_columns or [])
         table_schema = StructType(list(table.fields) + added).jsonValue() if added else None
         target_cols = [f.name for f in table.fields] + [f.name for f in added]
         is_current = f"DBT_INTERNAL_DEST.{_q(valid_to)} is null"
@@ -917,19 +823,3 @@ def _expose_mixin_methods(cls) -> None:
 
 
 _expose_mixin_methods(DeltalogAdapter)
-
-
-def _nullable(field):
-    load("spark")
-    from pyspark.sql.types import StructField
-
-    return StructField(field.name, field.dataType, True, field.metadata)
-
-
-def _txn_commit_info(txn, commit_info: Dict[str, Any]) -> Dict[str, Any]:
-    import inspect
-
-    params = inspect.signature(txn.commit).parameters
-    if "extra_commit_info" in params:
-        return {"extra_commit_info": commit_info}
-    return {}
