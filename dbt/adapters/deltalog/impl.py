@@ -31,25 +31,23 @@ from dbt_common.exceptions import CompilationError, DbtRuntimeError
 from deltalog import filesystem as fs
 from deltalog.errors import DeltaError
 from deltalog.lazy_imports import load
-from deltalog.schema_evolution import ON_SCHEMA_CHANGE
-from dbt.adapters.deltalog.catalog import Warehouse, referenced_relations
+from dbt.adapters.deltalog.catalog import Warehouse
 from dbt.adapters.deltalog.column import DeltalogColumn, column_of
 from dbt.adapters.deltalog.connections import DeltalogConnectionManager
 from dbt.adapters.deltalog.docs_catalog import warn_missing_doc_columns
 from dbt.adapters.deltalog import placement, schema_change
 from dbt.adapters.deltalog.maintenance import MaintenanceMixin
 from dbt.adapters.deltalog.model_config import (
-    DeltaConfig, as_list as _as_list, config_value as _get, quote_name as _q, table_definition, truthy as _truthy,
+    DeltaConfig, as_list as _as_list, config_value as _get, quote_name as _q, table_definition,
 )
 from dbt.adapters.deltalog.model_config_keys import warn_unapplied_configs
-from dbt.adapters.deltalog.strategies import STRATEGIES, IncrementalWrite
+from dbt.adapters.deltalog.strategies import incremental
 from dbt.adapters.deltalog.relation import DeltalogRelation
 from dbt.adapters.deltalog.runtime.session import RUNTIME
 from dbt.adapters.deltalog.sql_gateway import quote_warehouse_refs
 
 logger = AdapterLogger("Deltalog")
 
-INCREMENTAL_STRATEGIES = list(STRATEGIES)
 
 
 from dataclasses import dataclass, fields as dataclass_fields
@@ -130,12 +128,6 @@ def _reported(method):
             raise DbtRuntimeError(f"{relation}: {_short_error(exc, self.warehouse.root)}") from exc
 
     return wrapper
-
-
-def _missing_unique_key(model: Any, df: Any) -> List[str]:
-    """The model's unique_key columns that its result (a DataFrame) lacks."""
-    unique_key = _as_list(_get(_get(model, "config") or {}, "unique_key"))
-    return [k for k in unique_key if k.lower() not in {c.lower() for c in df.columns}]
 
 
 class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
@@ -420,7 +412,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         existed = self.warehouse_of(relation).is_table(relation.schema, relation.identifier)
         df = self._model_dataframe(sql, model)
         config = _get(model, "config") or {}
-        missing = _missing_unique_key(model, df) if _get(config, "materialized") == "incremental" else []
+        missing = incremental.missing_unique_key(model, df) if _get(config, "materialized") == "incremental" else []
         if missing:
             # dbt's contract (and its adapter test suite): a first build does not apply the key, so it
             # passes; say now what the next run will fail on.
@@ -600,24 +592,8 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
     @available
     def validate_incremental(self, strategy: Optional[str], model: Any = None,
                              custom_macro: bool = False) -> Tuple[str, str]:
-        """The model's strategy and on_schema_change, checked on every run (the first build too).
-        `custom_macro`: the project defines `get_incremental_<strategy>_sql` (a custom strategy)."""
-        config = _get(model, "config") or {}
-        strategy = (strategy or "merge").lower()
-        if strategy not in INCREMENTAL_STRATEGIES and not custom_macro:
-            macro = f"get_incremental_{strategy.replace('+', '_')}_sql"
-            raise CompilationError(
-                f"Invalid incremental strategy {strategy!r} for model {_get(model, 'unique_id')}: "
-                f"expected one of {', '.join(INCREMENTAL_STRATEGIES)}, or a custom strategy of the project "
-                f"(a macro named {macro}, which the project does not define)"
-            )
-        on_schema_change = (_get(config, "on_schema_change") or "ignore").lower()
-        if on_schema_change not in ON_SCHEMA_CHANGE:
-            raise CompilationError(
-                f"Invalid on_schema_change {on_schema_change!r} for model {_get(model, 'unique_id')}: "
-                f"expected one of {', '.join(ON_SCHEMA_CHANGE)}"
-            )
-        return strategy, on_schema_change
+        """The model's strategy and on_schema_change, checked on every run (strategies/incremental.py)."""
+        return incremental.validate(strategy, model, custom_macro)
 
     @available
     @_reported
@@ -625,99 +601,23 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         self, relation: BaseRelation, sql: str, strategy: str, model: Any = None
     ) -> AdapterResponse:
         """One incremental run on an existing table: exactly one commit for the strategy, holding the
-        schema change too when on_schema_change asks for one (a failed run changes nothing). The strategy
-        itself is a module of `strategies/`."""
-        config = _get(model, "config") or {}
-        strategy, on_schema_change = self.validate_incremental(strategy, model)
-        self._alter_to_definition(relation, model)  # (its commit first: the model then reads the table after it)
-        df = self._model_dataframe(sql, model)
-        read_version = self._version_read(relation, sql)
-        unique_key = _as_list(_get(config, "unique_key"))
-        evolve = strategy == "merge" and bool(unique_key) and _truthy(_get(config, "merge_with_schema_evolution"))
-        table_schema = None
-        if not evolve:  # with schema evolution the merge itself grows the table
-            df, table_schema = self._apply_schema_change(relation, df, on_schema_change, model)
-        self._check_unique_key(model, df)
-        write = IncrementalWrite(
-            spark=self.spark, uri=self.table_uri(relation), name=_get(model, "unique_id") or str(relation),
-            model=model, config=config, df=df, unique_key=unique_key,
-            predicates=_as_list(_get(config, "incremental_predicates") or _get(config, "predicates")), evolve=evolve,
-            commit=dict(extra_commit_info=self._commit_info(model), table_schema=table_schema,
-                        # what changes_since_last_run read, recorded with the data
-                        app_transactions=self.take_app_transactions(relation), read_version=read_version))
-        version = STRATEGIES[strategy](write)
-        return self._refreshed(relation, strategy.upper(), version)
+        schema change too (strategies/incremental.py, the strategy itself a module of `strategies/`)."""
+        version = incremental.write_incremental(self, relation, sql, strategy, model)
+        return self._refreshed(relation, (strategy or "merge").upper(), version)
 
     @available
     def is_builtin_strategy(self, strategy: Optional[str]) -> bool:
-        return (strategy or "merge").lower() in INCREMENTAL_STRATEGIES
+        return incremental.is_builtin(strategy)
 
     @available
     @_reported
     def run_custom_strategy(self, relation: BaseRelation, script: str, strategy: str, model: Any = None) -> AdapterResponse:
-        """A project's own incremental strategy (its `get_incremental_<name>_sql` macro, as dbt documents
-        them): the INSERT / DELETE / UPDATE statements of its SQL on the target land in ONE commit, or none
-        does; its other statements run as they come. The commit appends when the statements only insert;
-        otherwise it replaces the rows of the version they read (a copy-on-write of the table)."""
-        from deltalog.spark import operations
-        from deltalog.spark.reader import snapshot_dataframe
-        from dbt.adapters.deltalog.dml import TargetRows, parse_dml
-        from dbt.adapters.deltalog.sql_gateway import statements, strip_leading_comments
+        """A project's own incremental strategy: its statements on the target in ONE commit, or none
+        (strategies/custom.py)."""
+        from dbt.adapters.deltalog.strategies.custom import run_custom_strategy
 
-        spark = self.spark
-        uri = self.table_uri(relation)
-        snap = self._snapshot(relation)
-        view = f"`{relation.schema}.{relation.identifier}`"
-        rows = TargetRows(spark, view, snapshot_dataframe(spark, snap))  # exactly the version committed against
-        touched = False
-        try:
-            for statement in statements(script):
-                sql = quote_warehouse_refs(strip_leading_comments(statement), self.warehouse)
-                dml = parse_dml(sql)
-                if dml and (dml.schema.lower(), dml.name.lower()) == (
-                        relation.schema.lower(), relation.identifier.lower()):
-                    rows.apply(dml)
-                    touched = True
-                else:
-                    self.execute(sql)
-            if not touched:
-                return self._refreshed(relation, strategy.upper(), None)
-            write = dict(operation="WRITE", operation_parameters={"strategy": strategy},
-                         extra_commit_info=self._commit_info(model), read_version=snap.version,
-                         app_transactions=self.take_app_transactions(relation))
-            if rows.rewrites:
-                version = operations.write_dataframe(rows.rows, uri, mode="overwrite", **write)
-            else:
-                version = operations.write_dataframe(rows.inserted, uri, mode="append", **write)
-        except (ValueError, DeltaError) as exc:
-            raise DbtRuntimeError(f"Model {_get(model, 'unique_id')}: incremental strategy {strategy!r}: {exc}. "
-                                  f"Nothing was committed to {relation}.") from exc
-        finally:
-            rows.close()
+        version = run_custom_strategy(self, relation, script, strategy, model)
         return self._refreshed(relation, strategy.upper(), version)
-
-    @staticmethod
-    def _check_unique_key(model: Any, df: Any) -> None:
-        missing = _missing_unique_key(model, df)
-        if missing:
-            raise CompilationError(
-                f"Model {_get(model, 'unique_id')}: unique_key column(s) {missing} are not columns of the "
-                f"model's result ({', '.join(df.columns)}). Nothing was written."
-            )
-
-    def _partition_columns(self, relation: BaseRelation) -> List[str]:
-        return list(self._snapshot(relation).partition_columns)
-
-    def _version_read(self, relation: BaseRelation, code: str) -> Optional[int]:
-        """The version of `relation` the model's code reads, when it reads its own table (`{{ this }}`), else
-        None. The commit is then made against that version: a commit landed since the model read it is a
-        conflict (named, and nothing is written), never overwritten by rows computed before it."""
-        warehouse = self.warehouse
-        target = ((relation.database or "").lower(), relation.schema.lower(), relation.identifier.lower())
-        refs = [warehouse.resolve(*ref) for ref in referenced_relations(quote_warehouse_refs(code, warehouse))]
-        if target not in {((w.name or "").lower(), s.lower(), n.lower()) for w, s, n in refs}:
-            return None
-        return RUNTIME.views(self.spark).table_version(self.warehouse_of(relation), relation.schema, relation.identifier)
 
     def _apply_schema_change(self, relation, df, on_schema_change: str, model: Any):
         """(the rows aligned with the table, its new schema JSON or None): schema_change.py."""
@@ -735,46 +635,11 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         self, target: BaseRelation, staging: BaseRelation, columns: Any, model: Any = None,
         add_columns: Optional[List[Any]] = None,
     ) -> AdapterResponse:
-        """Snapshot update on the merge engine: close changed/deleted rows, insert new versions; the
-        columns the snapshot gains (`add_columns`) go into the same commit. The staging view reads the
-        snapshot's own table: the merge commits against the version it read, so a snapshot run landing in
-        between is a named conflict, not a second set of rows computed from the same old state."""
-        load("spark")
-        from pyspark.sql.types import StructType
+        """Snapshot update on the merge engine, the columns it gains in the same commit
+        (strategies/snapshot.py)."""
+        from dbt.adapters.deltalog.strategies.snapshot import snapshot_merge
 
-        from deltalog.spark import operations
-
-        spark = self.spark
-        self._alter_to_definition(target, model)
-        # The staging view resolves the target's session view when it is read: register it at the latest
-        # version (our own alteration included) and commit against that version.
-        RUNTIME.views(spark).ensure(self.warehouse_of(target), target.schema, target.identifier)
-        read_version = RUNTIME.views(spark).table_version(self.warehouse_of(target), target.schema, target.identifier)
-        source = spark.table(staging.render())
-        scd_id = _get(columns, "dbt_scd_id") or "dbt_scd_id"
-        valid_to = _get(columns, "dbt_valid_to") or "dbt_valid_to"
-        current = _get(_get(model, "config") or {}, "dbt_valid_to_current")
-        table = StructType.fromJson(self._snapshot(target).schema_json)
-        added = schema_change.new_fields(table, add_columns or [])
-        table_schema = StructType(list(table.fields) + added).jsonValue() if added else None
-        target_cols = [f.name for f in table.fields] + [f.name for f in added]
-        is_current = f"DBT_INTERNAL_DEST.{_q(valid_to)} is null"
-        if current:
-            is_current = f"({is_current} or DBT_INTERNAL_DEST.{_q(valid_to)} = {current})"
-        src_cols = {c.lower(): c for c in source.columns}
-        insert = {
-            c: (f"DBT_INTERNAL_SOURCE.{_q(src_cols[c.lower()])}" if c.lower() in src_cols else "null")
-            for c in target_cols
-        }
-        version = operations.merge(
-            spark, self.table_uri(target), source,
-            on=f"DBT_INTERNAL_SOURCE.{_q(scd_id)} = DBT_INTERNAL_DEST.{_q(scd_id)}",
-            when_matched_update={valid_to: f"DBT_INTERNAL_SOURCE.{_q(valid_to)}"},
-            when_matched_condition=f"{is_current} and DBT_INTERNAL_SOURCE.dbt_change_type in ('update', 'delete')",
-            when_not_matched_insert=insert,
-            when_not_matched_condition="DBT_INTERNAL_SOURCE.dbt_change_type = 'insert'",
-            extra_commit_info=self._commit_info(model), table_schema=table_schema, read_version=read_version,
-        )
+        version = snapshot_merge(self, target, staging, columns, model, add_columns)
         return self._refreshed(target, "SNAPSHOT MERGE", version)
 
     def calculate_freshness_from_metadata_batch(self, sources: List[BaseRelation], macro_resolver: Any = None):
