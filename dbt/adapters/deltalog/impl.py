@@ -37,7 +37,7 @@ from dbt.adapters.deltalog.docs_catalog import warn_missing_doc_columns
 from dbt.adapters.deltalog import placement, schema_change
 from dbt.adapters.deltalog.maintenance import MaintenanceMixin
 from dbt.adapters.deltalog.model_config import (
-    DeltaConfig, as_list as _as_list, config_value as _get, quote_name as _q, table_definition,
+    DeltaConfig, config_value as _get, quote_name as _q, table_definition,
 )
 from dbt.adapters.deltalog.model_config_keys import OWN_CONFIGS, DeltalogConfig, warn_unapplied_configs
 from dbt.adapters.deltalog.strategies import incremental
@@ -406,49 +406,27 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
     def stream_of(self, relation: BaseRelation, options: Optional[Dict[str, Any]] = None,
                   changes: bool = False) -> str:
         """`{{ stream(ref('x')) }}`: a streaming view over one of our tables (its rows commit by commit, or
-        with `changes` its change feed: deltalog/spark/table_stream.py), for a streaming_table's SQL."""
-        import hashlib
-
-        from deltalog.errors import DeltaError
-        from deltalog.spark.table_stream import stream_table
+        with `changes` its change feed), for a streaming_table's SQL (streaming.py)."""
+        from dbt.adapters.deltalog.streaming import StreamingConfigError, table_stream_view
 
         if not self.warehouse_of(relation).is_table(relation.schema, relation.identifier):
             raise CompilationError(f"stream({relation}): there is no Delta table {relation} to read as a stream; "
                                    f"build it first (a stream reads a table, not a view).")
-        uri = self.table_uri(relation)
-        options = {**(options or {}), **({"readChangeFeed": True} if changes else {})}
-        name = "deltalog_stream_" + hashlib.sha1(f"{uri}|{sorted(options.items())}".encode()).hexdigest()[:16]
         try:
-            stream_table(self.spark, uri, **options).createOrReplaceTempView(name)
-        except DeltaError as exc:
+            return table_stream_view(self.spark, self.table_uri(relation), options, changes)
+        except StreamingConfigError as exc:
             raise CompilationError(f"stream({relation}): {exc}") from None
-        return name
 
     @available
     @_reported
     def write_streaming_table(self, relation: BaseRelation, sql: str, model: Any = None,
                               full_refresh: bool = False) -> AdapterResponse:
         """`streaming_table`: the model's stream into the table until everything available is in, each
-        micro-batch one commit, exactly once (dbt/adapters/deltalog/streaming.py)."""
+        micro-batch one commit, exactly once (streaming.py)."""
         from dbt.adapters.deltalog import streaming
 
-        config = _get(model, "config") or {}
-        name = _get(model, "unique_id") or str(relation)
         try:
-            trigger = streaming.trigger_of(config, name)
-            _, on_schema_change = self.validate_incremental("append", model)
-            definition = table_definition(self._model_config(relation, model), model)
-            df = self._model_dataframe(sql, model)
-            table_schema = None
-            if self.warehouse_of(relation).is_table(relation.schema, relation.identifier) and not full_refresh:
-                # the stream's columns against the table's, as an incremental model's: the first batch
-                # commits the schema change on_schema_change asks for, with its rows
-                df, table_schema = self._apply_schema_change(relation, df, on_schema_change, model)
-            self.warehouse_of(relation).create_schema(relation.schema)
-            done = streaming.run_streaming_table(
-                self.spark, df, self.table_uri(relation), full_refresh=full_refresh, trigger=trigger,
-                partition_by=_as_list(_get(config, "partition_by")), model=name, report=logger.info,
-                definition=definition, table_schema=table_schema)
+            done = streaming.write_streaming_table(self, relation, sql, model, full_refresh)
         except streaming.StreamingConfigError as exc:
             raise CompilationError(str(exc)) from None
         self._publish(relation)
