@@ -4,11 +4,13 @@ Jinja decides which operation a model needs; the @available methods here transla
 config into one engine call each (deltalog.spark.operations), so each materialization is one
 atomic commit in the table's `_delta_log`.
 
-Over 800 lines: this is dbt's adapter surface (`@available` methods the materializations call, and
-the relation, catalog and constraint methods dbt's base class asks for). The work behind each lives
-elsewhere — incremental strategies in `strategies/`, model config in `model_config.py`, the catalog
-in `catalog.py` / `catalog_sql.py`, maintenance in `maintenance.py` — and each method here is the
-translation of one dbt call into one of those."""
+Only dbt's methods (the `@available` ones the materializations call, and the relation, catalog and
+freshness methods dbt's base class asks for), each handing over to the module that does the work:
+`strategies/` (incremental runs, custom strategies, snapshots), `schema_change.py` (on_schema_change, on
+the engine's rule set), `python_models.py`, `seeds.py`, `placement.py` (where a table or view is
+written, publishing it), `docs_catalog.py` (`dbt docs generate`), `freshness.py`, `streaming.py`,
+`materialized_view.py`, `maintenance.py`, model config in `model_config.py` / `model_config_keys.py`,
+the warehouse catalog in `catalog.py` / `catalog_sql.py`."""
 
 from __future__ import annotations
 
@@ -30,11 +32,10 @@ from dbt_common.exceptions import CompilationError, DbtRuntimeError
 from deltalog import filesystem as fs
 from deltalog.errors import DeltaError
 from deltalog.lazy_imports import load
+from dbt.adapters.deltalog import placement, schema_change
 from dbt.adapters.deltalog.catalog import Warehouse
 from dbt.adapters.deltalog.column import DeltalogColumn, column_of
 from dbt.adapters.deltalog.connections import DeltalogConnectionManager
-from dbt.adapters.deltalog.docs_catalog import warn_missing_doc_columns
-from dbt.adapters.deltalog import placement, schema_change
 from dbt.adapters.deltalog.maintenance import MaintenanceMixin
 from dbt.adapters.deltalog.model_config import (
     DeltaConfig, config_value as _get, quote_name as _q, table_definition,
@@ -450,32 +451,8 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
     @available
     @_reported
     def create_view(self, relation: BaseRelation, sql: str, model: Any = None) -> AdapterResponse:
-        """A dbt view: its SQL is kept in the warehouse, and a session view runs it; persist_docs
-        keeps its description and column comments next to it."""
-        spark = self.spark
-        sql = quote_warehouse_refs(sql, self.warehouse)
-        RUNTIME.views(spark).refresh_for_sql(self.warehouse, sql)
-        # check it compiles before it is saved
-        try:
-            columns = spark.sql(sql).columns
-        except Exception as exc:
-            from dbt.adapters.deltalog.connections import _short_error
-
-            raise DbtRuntimeError(_short_error(exc)) from exc
-        if self.warehouse_of(relation).is_table(relation.schema, relation.identifier):
-            self.drop_relation(relation.incorporate(type=RelationType.Table))
-        self.warehouse_of(relation).write_view_sql(relation.schema, relation.identifier, sql)
-        docs = None
-        if model is not None:
-            definition = self._definition(relation, model)
-            warn_missing_doc_columns(model, definition.column_comments, columns)
-            docs = {"description": definition.description,
-                    "columns": {c: definition.column_comments.get(c) or None for c in columns
-                                if definition.column_comments.get(c)}}
-            if not docs["description"] and not docs["columns"]:
-                docs = None
-        self.warehouse_of(relation).write_view_docs(relation.schema, relation.identifier, docs)
-        self._publish(relation)
+        """A dbt view: its SQL kept in the warehouse, a session view runs it (placement.py)."""
+        placement.create_view(self, relation, sql, model)
         return AdapterResponse(_message="CREATE VIEW")
 
     @available

@@ -1,5 +1,6 @@
-"""Where a model's table is written (the warehouse folder, or `location_root`), its create-or-replace
-commit, and what follows every build: the Hive Metastore entry, the session views, dbt's response."""
+"""Where a model's relation is written: a table's folder (the warehouse's, or `location_root`) and its
+create-or-replace commit, a view's SQL and docs; and what follows every build: the Hive Metastore
+entry, the session views, dbt's response."""
 from __future__ import annotations
 
 import os
@@ -13,6 +14,7 @@ from deltalog import filesystem as fs
 from dbt.adapters.deltalog.docs_catalog import warn_missing_doc_columns
 from dbt.adapters.deltalog.model_config import DeltaConfig, as_list as _as_list, config_value as _get, table_definition
 from dbt.adapters.deltalog.runtime.session import RUNTIME
+from dbt.adapters.deltalog.sql_gateway import quote_warehouse_refs
 
 
 def replace_table(adapter: Any, relation: Any, df: Any, model: Any, operation: str,
@@ -110,3 +112,32 @@ def refreshed(adapter: Any, relation: Any, what: str, version: Optional[int]) ->
     if version is None:
         return AdapterResponse(_message=f"{what}: nothing to commit")
     return AdapterResponse(_message=f"{what} version {version}")
+
+
+def create_view(adapter: Any, relation: Any, sql: str, model: Any) -> None:
+    """A dbt view: its SQL is kept in the warehouse, and a session view runs it; persist_docs
+    keeps its description and column comments next to it."""
+    spark = adapter.spark
+    sql = quote_warehouse_refs(sql, adapter.warehouse)
+    RUNTIME.views(spark).refresh_for_sql(adapter.warehouse, sql)
+    # check it compiles before it is saved
+    try:
+        columns = spark.sql(sql).columns
+    except Exception as exc:
+        from dbt.adapters.deltalog.connections import _short_error
+
+        raise DbtRuntimeError(_short_error(exc)) from exc
+    if adapter.warehouse_of(relation).is_table(relation.schema, relation.identifier):
+        adapter.drop_relation(relation.incorporate(type=RelationType.Table))
+    adapter.warehouse_of(relation).write_view_sql(relation.schema, relation.identifier, sql)
+    docs = None
+    if model is not None:
+        definition = adapter._definition(relation, model)
+        warn_missing_doc_columns(model, definition.column_comments, columns)
+        docs = {"description": definition.description,
+                "columns": {c: definition.column_comments.get(c) or None for c in columns
+                            if definition.column_comments.get(c)}}
+        if not docs["description"] and not docs["columns"]:
+            docs = None
+    adapter.warehouse_of(relation).write_view_docs(relation.schema, relation.identifier, docs)
+    publish(adapter, relation)
