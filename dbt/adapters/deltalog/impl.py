@@ -36,7 +36,7 @@ from dbt.adapters.deltalog import placement, schema_change
 from dbt.adapters.deltalog.catalog import Warehouse
 from dbt.adapters.deltalog.column import DeltalogColumn, column_of
 from dbt.adapters.deltalog.connections import DeltalogConnectionManager
-from dbt.adapters.deltalog.maintenance import MaintenanceMixin
+from dbt.adapters.deltalog.maintenance import MaintenanceMixin, expose_mixin_methods
 from dbt.adapters.deltalog.model_config import (
     DeltaConfig, config_value as _get, quote_name as _q, table_definition,
 )
@@ -571,20 +571,4 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         return {"adapter_type": "deltalog", "table_format": "delta"}
 
 
-def _expose_mixin_methods(cls) -> None:
-    """AdapterMeta collects @available methods only from classes it builds; the maintenance mixin is
-    a plain class, so its methods are added to what Jinja may call here."""
-    names = set(cls._available_)
-    replacements = dict(cls._parse_replacements_)
-    for base in cls.__mro__:
-        for name, value in vars(base).items():
-            if getattr(value, "_is_available_", False):
-                names.add(name)
-            replacement = getattr(value, "_parse_replacement_", None)
-            if replacement is not None and name not in replacements:
-                replacements[name] = replacement
-    cls._available_ = frozenset(names)
-    cls._parse_replacements_ = replacements
-
-
-_expose_mixin_methods(DeltalogAdapter)
+expose_mixin_methods(DeltalogAdapter)
