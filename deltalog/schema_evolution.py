@@ -8,9 +8,12 @@ same write whichever of them makes it.
 - With schema evolution (`schema_mode='merge'`, MERGE WITH SCHEMA EVOLUTION, dbt's on_schema_change) new
   columns are appended and new struct fields are added at any depth (inside arrays and maps too), all
   nullable; a column never changes its type.
+- `schema_change` is what an incremental write's data makes of its table's columns under one of dbt's
+  on_schema_change modes (`ON_SCHEMA_CHANGE`); the adapter aligns the data with the schema it returns.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from .errors import SchemaMismatchError
@@ -18,6 +21,7 @@ from .schema import normalize_type_name, nullable_type
 
 WRITE_MODES = ("append", "overwrite", "error", "errorifexists", "ignore")
 SCHEMA_MODES = (None, "merge", "overwrite")
+ON_SCHEMA_CHANGE = ("ignore", "fail", "append_new_columns", "sync_all_columns")
 
 # The data types a column of each table type takes as they are (cast up exactly as they are written).
 WIDENS = {
@@ -155,3 +159,53 @@ def checked_table_schema(table: str, current: dict[str, Any], wanted: dict[str, 
     return {"type": "struct", "fields": [
         {**have[f["name"].lower()], "type": evolved_type(table, f["name"], have[f["name"].lower()]["type"], f["type"])}
         if f["name"].lower() in have else {**f, "nullable": True} for f in wanted["fields"]]}
+
+
+@dataclass(frozen=True)
+class SchemaChange:
+    """A table's columns after a write under an on_schema_change mode."""
+    schema: dict[str, Any]  # the table's schema after the write: the current one when nothing changes
+    added: list[str]  # the data's columns the table gains
+    removed: list[str]  # the table's columns it loses
+
+
+def schema_change(table: str, current: dict[str, Any], incoming: dict[str, Any], mode: str) -> SchemaChange:
+    """The table's schema after a write of data whose schema is `incoming`, columns matched ignoring case:
+    - ignore: the table keeps its columns (the data's new ones are left out, its missing ones read NULL);
+    - fail: a new column, a missing one or one of another type is refused, each named;
+    - append_new_columns: the data's new columns are appended, nullable;
+    - sync_all_columns: new columns appended, missing ones dropped; a column never changes its type.
+    A new column must have a type (not a bare NULL). Refusals raise SchemaMismatchError, `table` first."""
+    if mode not in ON_SCHEMA_CHANGE:
+        raise ValueError(f"on_schema_change {mode!r}: expected one of {', '.join(ON_SCHEMA_CHANGE)}")
+    have = {f["name"].lower(): f for f in current["fields"]}
+    data = {f["name"].lower(): f for f in incoming["fields"]}
+    added = [f for f in incoming["fields"] if f["name"].lower() not in have]
+    removed = [f for f in current["fields"] if f["name"].lower() not in data]
+    retyped = [(have[n]["name"], type_label(have[n]["type"]), type_label(f["type"])) for n, f in data.items()
+               if n in have and shape(have[n]["type"]) != shape(f["type"])]
+    if mode == "fail" and (added or removed or retyped):
+        raise SchemaMismatchError(
+            f"{table}: the source and target schemas are out of sync!\n"
+            f"  columns added in the new data: {[f['name'] for f in added]}\n"
+            f"  columns missing from the new data: {[f['name'] for f in removed]}\n"
+            f"  columns with a new type: {retyped}\n"
+            "Set on_schema_change to append_new_columns or sync_all_columns, or rebuild the table (a full refresh).")
+    if mode in ("ignore", "fail"):
+        return SchemaChange(current, [], [])
+    untyped = [f["name"] for f in added if f["type"] == "void"]
+    if untyped:
+        raise SchemaMismatchError(
+            f"{table}: new column(s) {untyped} have no type (a bare NULL), so they cannot be added to the "
+            f"table. Cast them, e.g. cast(null as string) as {untyped[0]}. Nothing was committed.")
+    if mode == "sync_all_columns" and retyped:
+        raise SchemaMismatchError(
+            f"{table}: sync_all_columns cannot change the type of {retyped} without rewriting the table's "
+            f"files; rebuild the table (a full refresh).")
+    if mode == "append_new_columns":
+        removed = []
+    if not added and not removed:
+        return SchemaChange(current, [], [])
+    kept = [f for f in current["fields"] if f["name"].lower() in data or mode == "append_new_columns"]
+    schema = {**current, "type": "struct", "fields": kept + [nullable_field(f) for f in added]}
+    return SchemaChange(schema, [f["name"] for f in added], [f["name"] for f in removed])

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 from dbt.artifacts.resources import ModelConfig, SeedConfig, SnapshotConfig, TestConfig
 
-from dbt.adapters.deltalog.impl import OWN_CONFIGS
+from dbt.adapters.deltalog.model_config_keys import OWN_CONFIGS
 from dbt.adapters.deltalog.model_config_keys import (
     FOREIGN_CONFIGS, config_warnings, dbt_configs, warn_unapplied_configs,
 )

@@ -4,21 +4,20 @@ Jinja decides which operation a model needs; the @available methods here transla
 config into one engine call each (deltalog.spark.operations), so each materialization is one
 atomic commit in the table's `_delta_log`.
 
-Over 800 lines: this is dbt's adapter surface (`@available` methods the materializations call, and
-the relation, catalog and constraint methods dbt's base class asks for). The work behind each lives
-elsewhere — incremental strategies in `strategies/`, model config in `model_config.py`, the catalog
-in `catalog.py` / `catalog_sql.py`, maintenance in `maintenance.py` — and each method here is the
-translation of one dbt call into one of those."""
+Only dbt's methods (the `@available` ones the materializations call, and the relation, catalog and
+freshness methods dbt's base class asks for), each handing over to the module that does the work:
+`strategies/` (incremental runs, custom strategies, snapshots), `schema_change.py` (on_schema_change, on
+the engine's rule set), `python_models.py`, `seeds.py`, `placement.py` (where a table or view is
+written, publishing it), `docs_catalog.py` (`dbt docs generate`), `freshness.py`, `streaming.py`,
+`materialized_view.py`, `maintenance.py`, model config in `model_config.py` / `model_config_keys.py`,
+the warehouse catalog in `catalog.py` / `catalog_sql.py`."""
 
 from __future__ import annotations
 
 import functools
-import json
-import os
 import threading
 from typing import Any, Dict, List, Optional, Set, Tuple
 
-from dbt.adapters.base import AdapterConfig
 from dbt.adapters.base.impl import BaseAdapter, ConstraintSupport
 from dbt.adapters.base.meta import available
 from dbt.adapters.base.relation import BaseRelation, InformationSchema
@@ -33,76 +32,21 @@ from dbt_common.exceptions import CompilationError, DbtRuntimeError
 from deltalog import filesystem as fs
 from deltalog.errors import DeltaError
 from deltalog.lazy_imports import load
-from dbt.adapters.deltalog.catalog import Warehouse, referenced_relations
-from dbt.adapters.deltalog.column import DeltalogColumn
+from dbt.adapters.deltalog import placement, schema_change
+from dbt.adapters.deltalog.catalog import Warehouse
+from dbt.adapters.deltalog.column import DeltalogColumn, column_of
 from dbt.adapters.deltalog.connections import DeltalogConnectionManager
-from dbt.adapters.deltalog.maintenance import MaintenanceMixin
+from dbt.adapters.deltalog.maintenance import MaintenanceMixin, expose_mixin_methods
 from dbt.adapters.deltalog.model_config import (
-    DeltaConfig, as_list as _as_list, config_value as _get, quote_name as _q, table_definition, truthy as _truthy,
+    DeltaConfig, config_value as _get, quote_name as _q, table_definition,
 )
-from dbt.adapters.deltalog.model_config_keys import warn_unapplied_configs
-from dbt.adapters.deltalog.strategies import STRATEGIES, IncrementalWrite
+from dbt.adapters.deltalog.model_config_keys import OWN_CONFIGS, DeltalogConfig, warn_unapplied_configs
+from dbt.adapters.deltalog.strategies import incremental
 from dbt.adapters.deltalog.relation import DeltalogRelation
 from dbt.adapters.deltalog.runtime.session import RUNTIME
 from dbt.adapters.deltalog.sql_gateway import quote_warehouse_refs
 
 logger = AdapterLogger("Deltalog")
-
-INCREMENTAL_STRATEGIES = list(STRATEGIES)
-ON_SCHEMA_CHANGE = ["ignore", "fail", "append_new_columns", "sync_all_columns"]
-
-
-from dataclasses import dataclass, fields as dataclass_fields
-
-
-@dataclass
-class DeltalogConfig(AdapterConfig):
-    """Every model config this adapter reads (beside dbt's own): a config key close to one of these
-    names is warned about as a misspelling (model_config_keys.py)."""
-    partition_by: Optional[Any] = None
-    table_format: Optional[str] = None  # iceberg: readable as Iceberg too (UniForm)
-    incremental_strategy: Optional[str] = None
-    unique_key: Optional[Any] = None
-    merge_update_columns: Optional[List[str]] = None
-    merge_exclude_columns: Optional[List[str]] = None
-    incremental_predicates: Optional[List[str]] = None
-    on_schema_change: Optional[str] = None
-    tblproperties: Optional[Dict[str, str]] = None
-    zorder_by: Optional[Any] = None
-    isolation_level: Optional[str] = None
-    checkpoint_interval: Optional[int] = None
-    location_root: Optional[str] = None
-    liquid_clustered_by: Optional[Any] = None
-    cluster_by: Optional[Any] = None
-    file_format: Optional[str] = None
-    clustered_by: Optional[Any] = None
-    buckets: Optional[int] = None
-    # the table configs model_config.py reads
-    zorder: Optional[Any] = None
-    cluster_curve: Optional[str] = None
-    skip_optimize: Optional[bool] = None
-    column_mapping: Optional[str] = None
-    change_data_feed: Optional[bool] = None
-    deletion_vectors: Optional[bool] = None
-    row_tracking: Optional[bool] = None
-    auto_compact: Optional[bool] = None
-    # the merge's clauses (strategies/merge.py) and the incremental write's
-    merge_with_schema_evolution: Optional[bool] = None
-    matched_condition: Optional[str] = None
-    not_matched_condition: Optional[str] = None
-    not_matched_by_source_action: Optional[str] = None
-    not_matched_by_source_condition: Optional[str] = None
-    not_matched_by_source_set: Optional[Dict[str, str]] = None
-    skip_matched_step: Optional[bool] = None
-    skip_not_matched_step: Optional[bool] = None
-    source_alias: Optional[str] = None
-    target_alias: Optional[str] = None
-    predicates: Optional[List[str]] = None
-    # a streaming_table's trigger (streaming.py)
-    trigger: Optional[Any] = None
-
-
-OWN_CONFIGS = frozenset(field.name for field in dataclass_fields(DeltalogConfig))
 
 
 def _invocation_id() -> Optional[str]:
@@ -130,12 +74,6 @@ def _reported(method):
             raise DbtRuntimeError(f"{relation}: {_short_error(exc, self.warehouse.root)}") from exc
 
     return wrapper
-
-
-def _missing_unique_key(model: Any, df: Any) -> List[str]:
-    """The model's unique_key columns that its result (a DataFrame) lacks."""
-    unique_key = _as_list(_get(_get(model, "config") or {}, "unique_key"))
-    return [k for k in unique_key if k.lower() not in {c.lower() for c in df.columns}]
 
 
 class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
@@ -246,56 +184,10 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
     def _model_dataframe(self, code: str, model: Any):
         """The model's result as a lazy DataFrame: its SQL, or what its Python `model()` returns."""
         if _get(model, "language") == "python":
-            return self._python_dataframe(code, model)
+            from dbt.adapters.deltalog.python_models import python_dataframe
+
+            return python_dataframe(self.spark, self.warehouse, code, model)
         return self._dataframe(code)
-
-    def _python_dataframe(self, code: str, model: Any):
-        """Run a Python model, `def model(dbt, session)`, on this connection's SparkSession: `dbt.ref`
-        and `dbt.source` give DataFrames of the relations' latest snapshots. It may return a Spark or a
-        pandas DataFrame (or a pyarrow Table); the write that follows is its one commit."""
-        spark = self.spark
-        unique_id = _get(model, "unique_id") or "python model"
-        # the relations the model names (refs, sources, this) as session views of their latest version
-        RUNTIME.views(spark).refresh_for_sql(self.warehouse, code)
-        # `spark` as a global, as dbt-spark and Databricks python models use it
-        namespace: Dict[str, Any] = {"__name__": "dbt_python_model", "spark": spark}
-        # what a model's code imports first, loaded whole before it runs beside other models
-        load("pandas")
-        if "pyspark.pandas" in code:
-            load("pandas_on_spark")
-        import time
-
-        # the code run and its outcome in dbt.log, as dbt's log_code_execution writes them for python jobs
-        logger.debug(f"On {unique_id}: {code}")
-        started = time.time()
-        try:
-            exec(compile(code, f"<{unique_id}>", "exec"), namespace)
-            entry = namespace.get("model")
-            if not callable(entry):
-                raise DbtRuntimeError(f"Python model {unique_id} defines no function model(dbt, session).")
-            result = entry(namespace["dbtObj"](spark.table), spark)
-            logger.debug(f"Execution status: OK in {time.time() - started:.2f} seconds")
-        except DbtRuntimeError:
-            raise
-        except Exception as exc:
-            from dbt.adapters.deltalog.connections import _short_error
-
-            raise DbtRuntimeError(f"Python model {unique_id} failed: {type(exc).__name__}: "
-                                  f"{_short_error(exc)}") from exc
-        load("spark")
-        from pyspark.sql import DataFrame
-
-        if isinstance(result, DataFrame):
-            return result
-        kind = f"{type(result).__module__}.{type(result).__name__}"
-        if kind.startswith("pyspark.pandas."):  # pandas-on-Spark: its Spark DataFrame, without the index
-            return result.to_spark()
-        if kind.startswith("pyarrow.") and hasattr(result, "to_pandas"):
-            result = result.to_pandas()
-        if kind.startswith("pandas.") or kind.startswith("pyarrow."):
-            return spark.createDataFrame(result)
-        raise DbtRuntimeError(f"Python model {unique_id} returned {kind}; allowed: a Spark DataFrame, a pandas "
-                              f"or pandas-on-Spark (pyspark.pandas) DataFrame, or a pyarrow Table. Nothing was written.")
 
     @staticmethod
     def _model_config(relation: BaseRelation, model: Any) -> DeltaConfig:
@@ -429,7 +321,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
 
             snap = self._snapshot(relation)
             fields = StructType.fromJson(snap.schema_json).fields
-            return [self._column(relation, i, f.name, f.dataType.simpleString()) for i, f in enumerate(fields)]
+            return [column_of(relation, i, f.name, f.dataType.simpleString()) for i, f in enumerate(fields)]
         spark = self.spark
         if schema and name:
             RUNTIME.views(spark).ensure(warehouse, schema, name)
@@ -438,19 +330,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
             fields = spark.table(_q(view)).schema.fields
         except Exception:  # no such relation: dbt expects no columns, not an error
             return []
-        return [self._column(relation, i, f.name, f.dataType.simpleString()) for i, f in enumerate(fields)]
-
-    def _column(self, relation, index, name, dtype, stats=None) -> DeltalogColumn:
-        return DeltalogColumn(
-            table_database=relation.database or None,
-            table_schema=relation.schema,
-            table_name=relation.identifier,
-            table_type=relation.type,
-            column_index=index,
-            column=name,
-            dtype=dtype,
-            table_stats=stats,
-        )
+        return [column_of(relation, i, f.name, f.dataType.simpleString()) for i, f in enumerate(fields)]
 
     # ---- catalog for `dbt docs generate` ---------------------------------------------------
 
@@ -458,54 +338,9 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
     get_catalog = BaseAdapter.get_catalog
 
     def _get_one_catalog(self, information_schema: InformationSchema, schemas: Set[str], used_schemas):
-        import agate
-        from dbt_common.clients.agate_helper import DEFAULT_TYPE_TESTER
-        load("spark")
-        from pyspark.sql.types import StructType
+        from dbt.adapters.deltalog.docs_catalog import catalog_table
 
-        from dbt.adapters.deltalog.catalog import Entry
-
-        rows: List[Dict[str, Any]] = []
-        database = information_schema.database or None
-        warehouse = self.warehouse.of(database)
-        for schema in schemas:
-            entries = warehouse.list_relations(schema) if warehouse.schema_exists(schema) else []
-            listed = {e.name for e in entries}
-            # sources whose tables live elsewhere (a declared location, or found in the metastore)
-            entries += [Entry("table", s, n, path) for s, n, path in warehouse.external_tables()
-                        if s == schema and n not in listed and warehouse.is_table(s, n)]
-            for entry in entries:
-                relation = self.Relation.create(
-                    database=database,
-                    schema=entry.schema,
-                    identifier=entry.name,
-                    type=RelationType.Table if entry.kind == "table" else RelationType.View,
-                )
-                table_comment = None
-                if entry.kind == "table":
-                    snap = self._snapshot(relation)
-                    # persist_docs: the description and column comments Delta readers see
-                    fields = [(f.name, f.dataType.simpleString(), (f.metadata or {}).get("comment"))
-                              for f in StructType.fromJson(snap.schema_json).fields]
-                    stats = _table_stats(snap)
-                    table_comment = snap.metadata.description
-                else:
-                    docs = warehouse.read_view_docs(entry.schema, entry.name)
-                    comments = {k.lower(): v for k, v in (docs.get("columns") or {}).items()}
-                    fields = [(c.name, c.dtype, comments.get(c.name.lower()))
-                              for c in self.get_columns_in_relation(relation)]
-                    stats = None
-                    table_comment = docs.get("description")
-                for i, (name, dtype, comment) in enumerate(fields):
-                    col = self._column(relation, i, name, dtype, stats).to_column_dict()
-                    col["column_name"] = col.pop("column", None)
-                    col["column_type"] = col.pop("dtype")
-                    col["column_comment"] = comment
-                    col["table_comment"] = table_comment
-                    col["table_database"] = database
-                    col["table_type"] = "table" if entry.kind == "table" else "view"
-                    rows.append(col)
-        return agate.Table.from_object(rows, column_types=DEFAULT_TYPE_TESTER)
+        return catalog_table(self, information_schema, schemas)
 
     # ---- materializations ------------------------------------------------------------------
 
@@ -523,7 +358,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         existed = self.warehouse_of(relation).is_table(relation.schema, relation.identifier)
         df = self._model_dataframe(sql, model)
         config = _get(model, "config") or {}
-        missing = _missing_unique_key(model, df) if _get(config, "materialized") == "incremental" else []
+        missing = incremental.missing_unique_key(model, df) if _get(config, "materialized") == "incremental" else []
         if missing:
             # dbt's contract (and its adapter test suite): a first build does not apply the key, so it
             # passes; say now what the next run will fail on.
@@ -572,49 +407,27 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
     def stream_of(self, relation: BaseRelation, options: Optional[Dict[str, Any]] = None,
                   changes: bool = False) -> str:
         """`{{ stream(ref('x')) }}`: a streaming view over one of our tables (its rows commit by commit, or
-        with `changes` its change feed: deltalog/spark/table_stream.py), for a streaming_table's SQL."""
-        import hashlib
-
-        from deltalog.errors import DeltaError
-        from deltalog.spark.table_stream import stream_table
+        with `changes` its change feed), for a streaming_table's SQL (streaming.py)."""
+        from dbt.adapters.deltalog.streaming import StreamingConfigError, table_stream_view
 
         if not self.warehouse_of(relation).is_table(relation.schema, relation.identifier):
             raise CompilationError(f"stream({relation}): there is no Delta table {relation} to read as a stream; "
                                    f"build it first (a stream reads a table, not a view).")
-        uri = self.table_uri(relation)
-        options = {**(options or {}), **({"readChangeFeed": True} if changes else {})}
-        name = "deltalog_stream_" + hashlib.sha1(f"{uri}|{sorted(options.items())}".encode()).hexdigest()[:16]
         try:
-            stream_table(self.spark, uri, **options).createOrReplaceTempView(name)
-        except DeltaError as exc:
+            return table_stream_view(self.spark, self.table_uri(relation), options, changes)
+        except StreamingConfigError as exc:
             raise CompilationError(f"stream({relation}): {exc}") from None
-        return name
 
     @available
     @_reported
     def write_streaming_table(self, relation: BaseRelation, sql: str, model: Any = None,
                               full_refresh: bool = False) -> AdapterResponse:
         """`streaming_table`: the model's stream into the table until everything available is in, each
-        micro-batch one commit, exactly once (dbt/adapters/deltalog/streaming.py)."""
+        micro-batch one commit, exactly once (streaming.py)."""
         from dbt.adapters.deltalog import streaming
 
-        config = _get(model, "config") or {}
-        name = _get(model, "unique_id") or str(relation)
         try:
-            trigger = streaming.trigger_of(config, name)
-            _, on_schema_change = self.validate_incremental("append", model)
-            definition = table_definition(self._model_config(relation, model), model)
-            df = self._model_dataframe(sql, model)
-            table_schema = None
-            if self.warehouse_of(relation).is_table(relation.schema, relation.identifier) and not full_refresh:
-                # the stream's columns against the table's, as an incremental model's: the first batch
-                # commits the schema change on_schema_change asks for, with its rows
-                df, table_schema = self._apply_schema_change(relation, df, on_schema_change, model)
-            self.warehouse_of(relation).create_schema(relation.schema)
-            done = streaming.run_streaming_table(
-                self.spark, df, self.table_uri(relation), full_refresh=full_refresh, trigger=trigger,
-                partition_by=_as_list(_get(config, "partition_by")), model=name, report=logger.info,
-                definition=definition, table_schema=table_schema)
+            done = streaming.write_streaming_table(self, relation, sql, model, full_refresh)
         except streaming.StreamingConfigError as exc:
             raise CompilationError(str(exc)) from None
         self._publish(relation)
@@ -623,138 +436,23 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         return AdapterResponse(_message=f"STREAMED {done['batches']} batch(es), {done['rows']} row(s): version "
                                         f"{done['version']}", rows_affected=done["rows"])
 
-    def _seed_unchanged(self, relation: BaseRelation, fingerprint: str) -> Optional[int]:
-        """The table's version when its last commit is a seed load of exactly `fingerprint`, else None."""
-        from deltalog.errors import DeltaError
-        from deltalog.history import commit_info
-        from deltalog.log_segment import latest_version
-        from deltalog.stores import log_store_for
-
-        wh = self.warehouse_of(relation)
-        if not wh.is_table(relation.schema, relation.identifier):
-            return None
-        try:  # the last commit's info alone: no snapshot load
-            store = log_store_for(self.table_uri(relation))
-            version = latest_version(store)
-            info = (commit_info(store, version) if version is not None else None) or {}
-        except (DeltaError, OSError):
-            return None  # the load then says what is wrong
-        return version if info.get(SEED_FINGERPRINT) == fingerprint else None
-
     def _replace_table(self, relation: BaseRelation, df: Any, model: Any, operation: str,
                        commit_info: Optional[Dict[str, Any]] = None) -> Optional[int]:
-        """Create the table (version 0), or replace its rows and schema in one overwrite commit; a dbt
-        view of the same name gives way first. `commit_info`: more fields for the commit's commitInfo."""
-        from deltalog.spark import operations
-
-        config = _get(model, "config") or {}
-        cfg = self._model_config(relation, model)
-        definition = table_definition(cfg, model)
-        _warn_missing_doc_columns(model, definition.column_comments, df.columns)
-        self._place_table(relation, cfg)
-        existed = self.warehouse_of(relation).is_table(relation.schema, relation.identifier)
-        if self.warehouse_of(relation).is_view(relation.schema, relation.identifier):
-            self.drop_relation(relation.incorporate(type=RelationType.View))
-        self.warehouse_of(relation).create_schema(relation.schema)
-        return operations.write_dataframe(
-            df,
-            self.table_uri(relation),
-            mode="overwrite" if existed else "error",
-            partition_by=_as_list(_get(config, "partition_by")) or None,
-            schema_mode="overwrite" if existed else None,
-            operation=operation,
-            extra_commit_info={**self._commit_info(model), **(commit_info or {})},
-            app_transactions=self.take_app_transactions(relation, self._snapshot(relation) if existed else None),
-            definition=definition,
-        )
-
-    def _place_table(self, relation: BaseRelation, cfg: DeltaConfig) -> None:
-        """With location_root the table lives at `<location_root>/<identifier>` and the warehouse keeps
-        a `.location` file naming it. A table is never moved silently between locations, and never
-        written into a folder that holds other files (VACUUM would later delete them)."""
-        wh, schema, name = self.warehouse_of(relation), relation.schema, relation.identifier
-        current = wh.location_of(schema, name) if wh.is_table(schema, name) else None
-        wanted = None
-        if cfg.location_root:
-            root = str(cfg.location_root).rstrip("/")
-            if not fs.is_object_store_uri(root):
-                if "://" in root:
-                    raise CompilationError(
-                        f"Model '{cfg.model}': location_root={cfg.location_root!r} is a URI this adapter cannot "
-                        f"store tables in; allowed: a folder path, s3://, abfss:// / az://, gs://.")
-                root = os.path.abspath(os.path.join(RUNTIME.project_root or ".", os.path.expanduser(root)))
-            wanted = fs.join(root, name)
-        here = current or (wh.folder_path(schema, name) if wh.is_table(schema, name) else None)
-        if here is not None and not _same_location(here, wanted or wh.folder_path(schema, name)):
-            raise CompilationError(
-                f"Model '{cfg.model}': its table {relation} is at {here}, but location_root puts it at "
-                f"{wanted or wh.folder_path(schema, name)}. Tables are not moved silently: drop the old table "
-                f"first (its data outside the warehouse folder is never deleted), or set location_root back.")
-        if wanted is None and here is None and wh.location_of(schema, name) is not None:
-            wh.set_location(schema, name, None)  # a location whose table was never written
-        if wanted is None or current is not None:
-            return
-        if fs.list_files(wanted, recursive=False) and not fs.exists(fs.join(wanted, "_delta_log")):
-            raise CompilationError(
-                f"Model '{cfg.model}': location_root puts its table at {wanted}, a folder that holds files but no "
-                f"Delta table. Choose an empty or new folder: table maintenance (VACUUM) would delete files it "
-                f"does not know. Nothing was written.")
-        wh.set_location(schema, name, wanted)
+        """Create the table, or replace its rows and schema in one overwrite commit (placement.py)."""
+        return placement.replace_table(self, relation, df, model, operation, commit_info)
 
     def _publish(self, relation: BaseRelation) -> None:
-        """The relation as the warehouse now holds it, registered in the metastore (`catalog` in the
-        profile; its entry dropped when the relation is gone). The Spark session's view of it is made
-        again by the next statement that names it (SessionViews.ensure), not here: the tables at the
-        end of a DAG, and those only data tests read in this process, never need one."""
-        warehouse = self.warehouse_of(relation)
-        RUNTIME.changed(warehouse.view_name(relation.schema, relation.identifier))
-        metastore = self.metastore_of(relation)
-        if metastore is not None:
-            RUNTIME.views(self.spark).ensure(warehouse, relation.schema, relation.identifier)
-            from dbt.adapters.deltalog.metastore import MetastoreError, publish
-
-            try:
-                publish(metastore, warehouse, self.spark, relation.schema, relation.identifier)
-            except MetastoreError as exc:
-                raise DbtRuntimeError(
-                    f"{relation}: what was built is committed, but its entry in the Hive Metastore is not "
-                    f"up to date: {exc} The next run registers it again.") from None
+        """The relation registered in the metastore and its session view marked changed (placement.py)."""
+        placement.publish(self, relation)
 
     def _refreshed(self, relation: BaseRelation, what: str, version: Optional[int]) -> AdapterResponse:
-        self._publish(relation)
-        if version is None:
-            return AdapterResponse(_message=f"{what}: nothing to commit")
-        return AdapterResponse(_message=f"{what} version {version}")
+        return placement.refreshed(self, relation, what, version)
 
     @available
     @_reported
     def create_view(self, relation: BaseRelation, sql: str, model: Any = None) -> AdapterResponse:
-        """A dbt view: its SQL is kept in the warehouse, and a session view runs it; persist_docs
-        keeps its description and column comments next to it."""
-        spark = self.spark
-        sql = quote_warehouse_refs(sql, self.warehouse)
-        RUNTIME.views(spark).refresh_for_sql(self.warehouse, sql)
-        # check it compiles before it is saved
-        try:
-            columns = spark.sql(sql).columns
-        except Exception as exc:
-            from dbt.adapters.deltalog.connections import _short_error
-
-            raise DbtRuntimeError(_short_error(exc)) from exc
-        if self.warehouse_of(relation).is_table(relation.schema, relation.identifier):
-            self.drop_relation(relation.incorporate(type=RelationType.Table))
-        self.warehouse_of(relation).write_view_sql(relation.schema, relation.identifier, sql)
-        docs = None
-        if model is not None:
-            definition = self._definition(relation, model)
-            _warn_missing_doc_columns(model, definition.column_comments, columns)
-            docs = {"description": definition.description,
-                    "columns": {c: definition.column_comments.get(c) or None for c in columns
-                                if definition.column_comments.get(c)}}
-            if not docs["description"] and not docs["columns"]:
-                docs = None
-        self.warehouse_of(relation).write_view_docs(relation.schema, relation.identifier, docs)
-        self._publish(relation)
+        """A dbt view: its SQL kept in the warehouse, a session view runs it (placement.py)."""
+        placement.create_view(self, relation, sql, model)
         return AdapterResponse(_message="CREATE VIEW")
 
     @available
@@ -786,55 +484,16 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
     @_reported
     def write_seed(self, relation: BaseRelation, agate_table: Any, model: Any = None,
                    full_refresh: bool = False) -> AdapterResponse:
-        """Seeds: typed columns (inferred as dbt does, or `column_types`), one overwrite commit. A seed whose
-        rows, column types and config are those of the table's last commit (its own last load: nothing
-        committed to the table since) is left as it is, without a commit; `--full-refresh` loads it anyway."""
-        load("spark")
-        from pyspark.sql.types import StringType, StructField, StructType
+        """Seeds: typed columns, one overwrite commit, none when the seed is as last loaded (seeds.py)."""
+        from dbt.adapters.deltalog.seeds import write_seed
 
-        config = _get(model, "config") or {}
-        column_types = _get(config, "column_types") or {}
-        names = [str(n) for n in agate_table.column_names]
-        types = [column_types.get(n) or self.convert_type(agate_table, i) for i, n in enumerate(names)]
-        rows = [tuple(_seed_text(v) for v in row) for row in agate_table.rows]
-        fingerprint = _seed_fingerprint(names, types, rows, config)
-        unchanged = None if full_refresh else self._seed_unchanged(relation, fingerprint)
-        if unchanged is not None:
-            self._publish(relation)
-            response = AdapterResponse(_message=f"UNCHANGED {len(rows)} (SEED version {unchanged}: the rows, "
-                                                f"types and config of its last load)")
-            response.rows_affected = 0
-            return response
-        spark = self.spark
-        raw = spark.createDataFrame(rows, StructType([StructField(f"c{i}", StringType()) for i in range(len(names))]))
-        df = raw.selectExpr(*[f"cast(`c{i}` as {t}) as {_q(n)}" for i, (n, t) in enumerate(zip(names, types))])
-        version = self._replace_table(relation, df, model, "WRITE", {SEED_FINGERPRINT: fingerprint})
-        response = self._refreshed(relation, "SEED", version)
-        response.rows_affected = len(rows)
-        response._message = f"INSERT {len(rows)} ({response._message})"
-        return response
+        return write_seed(self, relation, agate_table, model, full_refresh)
 
     @available
     def validate_incremental(self, strategy: Optional[str], model: Any = None,
                              custom_macro: bool = False) -> Tuple[str, str]:
-        """The model's strategy and on_schema_change, checked on every run (the first build too).
-        `custom_macro`: the project defines `get_incremental_<strategy>_sql` (a custom strategy)."""
-        config = _get(model, "config") or {}
-        strategy = (strategy or "merge").lower()
-        if strategy not in INCREMENTAL_STRATEGIES and not custom_macro:
-            macro = f"get_incremental_{strategy.replace('+', '_')}_sql"
-            raise CompilationError(
-                f"Invalid incremental strategy {strategy!r} for model {_get(model, 'unique_id')}: "
-                f"expected one of {', '.join(INCREMENTAL_STRATEGIES)}, or a custom strategy of the project "
-                f"(a macro named {macro}, which the project does not define)"
-            )
-        on_schema_change = (_get(config, "on_schema_change") or "ignore").lower()
-        if on_schema_change not in ON_SCHEMA_CHANGE:
-            raise CompilationError(
-                f"Invalid on_schema_change {on_schema_change!r} for model {_get(model, 'unique_id')}: "
-                f"expected one of {', '.join(ON_SCHEMA_CHANGE)}"
-            )
-        return strategy, on_schema_change
+        """The model's strategy and on_schema_change, checked on every run (strategies/incremental.py)."""
+        return incremental.validate(strategy, model, custom_macro)
 
     @available
     @_reported
@@ -842,202 +501,33 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         self, relation: BaseRelation, sql: str, strategy: str, model: Any = None
     ) -> AdapterResponse:
         """One incremental run on an existing table: exactly one commit for the strategy, holding the
-        schema change too when on_schema_change asks for one (a failed run changes nothing). The strategy
-        itself is a module of `strategies/`."""
-        config = _get(model, "config") or {}
-        strategy, on_schema_change = self.validate_incremental(strategy, model)
-        self._alter_to_definition(relation, model)  # (its commit first: the model then reads the table after it)
-        df = self._model_dataframe(sql, model)
-        read_version = self._version_read(relation, sql)
-        unique_key = _as_list(_get(config, "unique_key"))
-        evolve = strategy == "merge" and bool(unique_key) and _truthy(_get(config, "merge_with_schema_evolution"))
-        table_schema = None
-        if not evolve:  # with schema evolution the merge itself grows the table
-            df, table_schema = self._apply_schema_change(relation, df, on_schema_change, model)
-        self._check_unique_key(model, df)
-        write = IncrementalWrite(
-            spark=self.spark, uri=self.table_uri(relation), name=_get(model, "unique_id") or str(relation),
-            model=model, config=config, df=df, unique_key=unique_key,
-            predicates=_as_list(_get(config, "incremental_predicates") or _get(config, "predicates")), evolve=evolve,
-            commit=dict(extra_commit_info=self._commit_info(model), table_schema=table_schema,
-                        # what changes_since_last_run read, recorded with the data
-                        app_transactions=self.take_app_transactions(relation), read_version=read_version))
-        version = STRATEGIES[strategy](write)
-        return self._refreshed(relation, strategy.upper(), version)
+        schema change too (strategies/incremental.py, the strategy itself a module of `strategies/`)."""
+        version = incremental.write_incremental(self, relation, sql, strategy, model)
+        return self._refreshed(relation, (strategy or "merge").upper(), version)
 
     @available
     def is_builtin_strategy(self, strategy: Optional[str]) -> bool:
-        return (strategy or "merge").lower() in INCREMENTAL_STRATEGIES
+        return incremental.is_builtin(strategy)
 
     @available
     @_reported
     def run_custom_strategy(self, relation: BaseRelation, script: str, strategy: str, model: Any = None) -> AdapterResponse:
-        """A project's own incremental strategy (its `get_incremental_<name>_sql` macro, as dbt documents
-        them): the INSERT / DELETE / UPDATE statements of its SQL on the target land in ONE commit, or none
-        does; its other statements run as they come. The commit appends when the statements only insert;
-        otherwise it replaces the rows of the version they read (a copy-on-write of the table)."""
-        from deltalog.spark import operations
-        from deltalog.spark.reader import snapshot_dataframe
-        from dbt.adapters.deltalog.dml import TargetRows, parse_dml
-        from dbt.adapters.deltalog.sql_gateway import statements, strip_leading_comments
+        """A project's own incremental strategy: its statements on the target in ONE commit, or none
+        (strategies/custom.py)."""
+        from dbt.adapters.deltalog.strategies.custom import run_custom_strategy
 
-        spark = self.spark
-        uri = self.table_uri(relation)
-        snap = self._snapshot(relation)
-        view = f"`{relation.schema}.{relation.identifier}`"
-        rows = TargetRows(spark, view, snapshot_dataframe(spark, snap))  # exactly the version committed against
-        touched = False
-        try:
-            for statement in statements(script):
-                sql = quote_warehouse_refs(strip_leading_comments(statement), self.warehouse)
-                dml = parse_dml(sql)
-                if dml and (dml.schema.lower(), dml.name.lower()) == (
-                        relation.schema.lower(), relation.identifier.lower()):
-                    rows.apply(dml)
-                    touched = True
-                else:
-                    self.execute(sql)
-            if not touched:
-                return self._refreshed(relation, strategy.upper(), None)
-            write = dict(operation="WRITE", operation_parameters={"strategy": strategy},
-                         extra_commit_info=self._commit_info(model), read_version=snap.version,
-                         app_transactions=self.take_app_transactions(relation))
-            if rows.rewrites:
-                version = operations.write_dataframe(rows.rows, uri, mode="overwrite", **write)
-            else:
-                version = operations.write_dataframe(rows.inserted, uri, mode="append", **write)
-        except (ValueError, DeltaError) as exc:
-            raise DbtRuntimeError(f"Model {_get(model, 'unique_id')}: incremental strategy {strategy!r}: {exc}. "
-                                  f"Nothing was committed to {relation}.") from exc
-        finally:
-            rows.close()
+        version = run_custom_strategy(self, relation, script, strategy, model)
         return self._refreshed(relation, strategy.upper(), version)
 
-    @staticmethod
-    def _check_unique_key(model: Any, df: Any) -> None:
-        missing = _missing_unique_key(model, df)
-        if missing:
-            raise CompilationError(
-                f"Model {_get(model, 'unique_id')}: unique_key column(s) {missing} are not columns of the "
-                f"model's result ({', '.join(df.columns)}). Nothing was written."
-            )
-
-    def _partition_columns(self, relation: BaseRelation) -> List[str]:
-        return list(self._snapshot(relation).partition_columns)
-
-    def _version_read(self, relation: BaseRelation, code: str) -> Optional[int]:
-        """The version of `relation` the model's code reads, when it reads its own table (`{{ this }}`), else
-        None. The commit is then made against that version: a commit landed since the model read it is a
-        conflict (named, and nothing is written), never overwritten by rows computed before it."""
-        warehouse = self.warehouse
-        target = ((relation.database or "").lower(), relation.schema.lower(), relation.identifier.lower())
-        refs = [warehouse.resolve(*ref) for ref in referenced_relations(quote_warehouse_refs(code, warehouse))]
-        if target not in {((w.name or "").lower(), s.lower(), n.lower()) for w, s, n in refs}:
-            return None
-        return RUNTIME.views(self.spark).table_version(self.warehouse_of(relation), relation.schema, relation.identifier)
-
     def _apply_schema_change(self, relation, df, on_schema_change: str, model: Any):
-        """Align the new rows with the table: (rows, the table's new schema JSON or None). With
-        append_new_columns / sync_all_columns the new schema goes into the data commit itself (no data
-        file is rewritten; a run that fails commits nothing)."""
-        load("spark")
-        from pyspark.sql.types import StructType
-
-        snap = self._snapshot(relation)
-        target = StructType.fromJson(snap.schema_json)
-        source = df.schema
-        tgt = {f.name.lower(): f for f in target.fields}
-        src = {f.name.lower(): f for f in source.fields}
-        added = [f for f in source.fields if f.name.lower() not in tgt]
-        removed = [f for f in target.fields if f.name.lower() not in src]
-        changed = [
-            (tgt[n], src[n]) for n in src
-            if n in tgt and tgt[n].dataType.simpleString() != src[n].dataType.simpleString()
-        ]
-        if on_schema_change == "fail" and (added or removed or changed):
-            raise CompilationError(
-                "The source and target schemas on this incremental model are out of sync!\n"
-                f"  model: {_get(model, 'unique_id')} (table {relation})\n"
-                f"  columns added in the new data: {[f.name for f in added]}\n"
-                f"  columns missing from the new data: {[f.name for f in removed]}\n"
-                f"  columns with a new type: {[(a.name, a.dataType.simpleString(), b.dataType.simpleString()) for a, b in changed]}\n"
-                "Set on_schema_change to append_new_columns or sync_all_columns, or run with --full-refresh."
-            )
-        untyped = [f.name for f in added if f.dataType.typeName() == "void"]
-        if untyped and on_schema_change in ("append_new_columns", "sync_all_columns"):
-            raise CompilationError(
-                f"Model {_get(model, 'unique_id')}: new column(s) {untyped} have no type (a bare NULL), so "
-                f"they cannot be added to {relation}. Cast them, e.g. cast(null as string) as "
-                f"{untyped[0]}. Nothing was committed.")
-        new_fields = list(target.fields)
-        if on_schema_change == "append_new_columns" and added:
-            new_fields = list(target.fields) + [_nullable(f) for f in added]
-        elif on_schema_change == "sync_all_columns" and (added or removed or changed):
-            if changed:
-                raise CompilationError(
-                    f"Model {_get(model, 'unique_id')}: sync_all_columns cannot change the type of "
-                    f"{[(a.name, a.dataType.simpleString(), b.dataType.simpleString()) for a, b in changed]} "
-                    f"in {relation} without rewriting its files; run with --full-refresh."
-                )
-            new_fields = [f for f in target.fields if f.name.lower() in src] + [_nullable(f) for f in added]
-        table_schema = None
-        if [f.name for f in new_fields] != [f.name for f in target.fields]:
-            table_schema = StructType(new_fields).jsonValue()
-        from pyspark.sql import functions as F
-
-        from deltalog.spark.writer import cast_by_name
-
-        columns = []
-        for f in new_fields:
-            s = src.get(f.name.lower())
-            # struct fields by name: a model that spells a struct's fields in another order keeps its values
-            value = cast_by_name(F.col(_q(s.name)), s.dataType, f.dataType) if s is not None else \
-                F.lit(None).cast(f.dataType)
-            columns.append(value.alias(f.name))
-        return df.select(*columns), table_schema
-
-    def _commit_schema(self, relation, snap, schema, model, added, removed) -> Optional[int]:
-        import dataclasses
-
-        from deltalog.table import DeltaTable
-
-        txn = DeltaTable(self.table_uri(relation)).transaction()
-        txn.read_whole_table()
-        metadata = dataclasses.replace(txn.snapshot.metadata, schema_string=json.dumps(schema.jsonValue()))
-        txn.update_metadata(metadata)
-        operation = "ADD COLUMNS" if added and not removed else "REPLACE COLUMNS"
-        params: Dict[str, Any] = {"columns": json.dumps([f.name for f in schema.fields])}
-        return txn.commit(operation=operation, parameters=params, **_txn_commit_info(txn, self._commit_info(model)))
+        """(the rows aligned with the table, its new schema JSON or None): schema_change.py."""
+        return schema_change.apply_schema_change(self, relation, df, on_schema_change, model)
 
     @available
     @_reported
     def add_columns(self, relation: BaseRelation, columns: List[Any], model: Any = None) -> None:
         """New columns (snapshot's dbt_is_deleted, alter ... add columns) as a metadata commit."""
-        load("spark")
-        from pyspark.sql.types import StructType
-
-        if not columns:
-            return
-        snap = self._snapshot(relation)
-        target = StructType.fromJson(snap.schema_json)
-        added = self._new_fields(target, columns)
-        if added:
-            self._commit_schema(relation, snap, StructType(list(target.fields) + added), model, added, [])
-            RUNTIME.views(self.spark).ensure(self.warehouse_of(relation), relation.schema, relation.identifier)
-
-    @staticmethod
-    def _new_fields(target: Any, columns: List[Any]) -> List[Any]:
-        """dbt column objects (or dicts) that `target` (a StructType) lacks, as nullable fields."""
-        load("spark")
-        from pyspark.sql.types import StructField, _parse_datatype_string
-
-        have = {f.name.lower() for f in target.fields}
-        return [
-            StructField(_get(c, "name") or _get(c, "column"),
-                        _parse_datatype_string(_get(c, "data_type") or _get(c, "dtype")), True)
-            for c in columns
-            if (_get(c, "name") or _get(c, "column")).lower() not in have
-        ]
+        schema_change.add_columns(self, relation, columns, model)
 
     @available
     @_reported
@@ -1045,86 +535,25 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         self, target: BaseRelation, staging: BaseRelation, columns: Any, model: Any = None,
         add_columns: Optional[List[Any]] = None,
     ) -> AdapterResponse:
-        """Snapshot update on the merge engine: close changed/deleted rows, insert new versions; the
-        columns the snapshot gains (`add_columns`) go into the same commit. The staging view reads the
-        snapshot's own table: the merge commits against the version it read, so a snapshot run landing in
-        between is a named conflict, not a second set of rows computed from the same old state."""
-        load("spark")
-        from pyspark.sql.types import StructType
+        """Snapshot update on the merge engine, the columns it gains in the same commit
+        (strategies/snapshot.py)."""
+        from dbt.adapters.deltalog.strategies.snapshot import snapshot_merge
 
-        from deltalog.spark import operations
-
-        spark = self.spark
-        self._alter_to_definition(target, model)
-        # The staging view resolves the target's session view when it is read: register it at the latest
-        # version (our own alteration included) and commit against that version.
-        RUNTIME.views(spark).ensure(self.warehouse_of(target), target.schema, target.identifier)
-        read_version = RUNTIME.views(spark).table_version(self.warehouse_of(target), target.schema, target.identifier)
-        source = spark.table(staging.render())
-        scd_id = _get(columns, "dbt_scd_id") or "dbt_scd_id"
-        valid_to = _get(columns, "dbt_valid_to") or "dbt_valid_to"
-        current = _get(_get(model, "config") or {}, "dbt_valid_to_current")
-        table = StructType.fromJson(self._snapshot(target).schema_json)
-        added = self._new_fields(table, add_columns or [])
-        table_schema = StructType(list(table.fields) + added).jsonValue() if added else None
-        target_cols = [f.name for f in table.fields] + [f.name for f in added]
-        is_current = f"DBT_INTERNAL_DEST.{_q(valid_to)} is null"
-        if current:
-            is_current = f"({is_current} or DBT_INTERNAL_DEST.{_q(valid_to)} = {current})"
-        src_cols = {c.lower(): c for c in source.columns}
-        insert = {
-            c: (f"DBT_INTERNAL_SOURCE.{_q(src_cols[c.lower()])}" if c.lower() in src_cols else "null")
-            for c in target_cols
-        }
-        version = operations.merge(
-            spark, self.table_uri(target), source,
-            on=f"DBT_INTERNAL_SOURCE.{_q(scd_id)} = DBT_INTERNAL_DEST.{_q(scd_id)}",
-            when_matched_update={valid_to: f"DBT_INTERNAL_SOURCE.{_q(valid_to)}"},
-            when_matched_condition=f"{is_current} and DBT_INTERNAL_SOURCE.dbt_change_type in ('update', 'delete')",
-            when_not_matched_insert=insert,
-            when_not_matched_condition="DBT_INTERNAL_SOURCE.dbt_change_type = 'insert'",
-            extra_commit_info=self._commit_info(model), table_schema=table_schema, read_version=read_version,
-        )
+        version = snapshot_merge(self, target, staging, columns, model, add_columns)
         return self._refreshed(target, "SNAPSHOT MERGE", version)
 
     def calculate_freshness_from_metadata_batch(self, sources: List[BaseRelation], macro_resolver: Any = None):
-        """When each source table last changed, from its Delta log: the newest commit's in-commit
-        timestamp, or its commit file's time; tables other engines wrote count alike. A source whose
-        table is missing is left out here, and dbt then asks for it alone, which fails naming it (a
-        batch that raised would skip every source)."""
-        found = {}
-        for source in sources:
-            try:
-                found[source] = self._log_freshness(source)
-            except DbtRuntimeError:
-                continue
-        return [AdapterResponse(_message=f"freshness of {len(found)} table(s) from their Delta logs")], found
+        """When each source table last changed, from its Delta log (freshness.py)."""
+        from dbt.adapters.deltalog.freshness import freshness_of_many
+
+        return freshness_of_many(self, sources)
 
     def calculate_freshness_from_metadata(self, source: BaseRelation, macro_resolver: Any = None):
         """One source's freshness from its Delta log; a source whose table is not in the warehouse fails
         naming it."""
-        return AdapterResponse(_message="freshness from the Delta log"), self._log_freshness(source)
+        from dbt.adapters.deltalog.freshness import log_freshness
 
-    def _log_freshness(self, source: BaseRelation):
-        from datetime import datetime, timezone
-
-        from deltalog.history import last_commit_time
-        from deltalog.stores import log_store_for
-
-        schema, name = source.schema, source.identifier
-        warehouse = self.warehouse_of(source)
-        if not schema or not name or not warehouse.is_table(schema, name):
-            raise DbtRuntimeError(
-                f"source {source}: there is no Delta table {schema}.{name} in the warehouse "
-                f"{warehouse.root} to take its freshness from. Build or load it there (or point the "
-                f"source's schema and identifier at it), or give the source a loaded_at_field.")
-        try:
-            version, millis = last_commit_time(log_store_for(warehouse.table_path(schema, name)))
-        except DeltaError as exc:
-            raise DbtRuntimeError(f"source {source}: {exc}") from None
-        logger.debug(f"freshness of {source}: version {version} committed at {millis} ms")
-        return self._create_freshness_response(datetime.fromtimestamp(millis / 1000, timezone.utc),
-                                               datetime.now(timezone.utc))
+        return AdapterResponse(_message="freshness from the Delta log"), log_freshness(self, source)
 
     def debug_query(self) -> None:
         self.execute("select 1 as id")
@@ -1142,125 +571,4 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         return {"adapter_type": "deltalog", "table_format": "delta"}
 
 
-def _expose_mixin_methods(cls) -> None:
-    """AdapterMeta collects @available methods only from classes it builds; the maintenance mixin is
-    a plain class, so its methods are added to what Jinja may call here."""
-    names = set(cls._available_)
-    replacements = dict(cls._parse_replacements_)
-    for base in cls.__mro__:
-        for name, value in vars(base).items():
-            if getattr(value, "_is_available_", False):
-                names.add(name)
-            replacement = getattr(value, "_parse_replacement_", None)
-            if replacement is not None and name not in replacements:
-                replacements[name] = replacement
-    cls._available_ = frozenset(names)
-    cls._parse_replacements_ = replacements
-
-
-_expose_mixin_methods(DeltalogAdapter)
-
-
-def _same_location(a: str, b: str) -> bool:
-    if fs.is_object_store_uri(a) or fs.is_object_store_uri(b):
-        return a.rstrip("/") == b.rstrip("/")
-    return os.path.abspath(a) == os.path.abspath(b)
-
-
-def _warn_missing_doc_columns(model: Any, comments: Dict[str, str], columns: List[str]) -> None:
-    """persist_docs of columns the relation does not have: warned about (as dbt-core's adapters do),
-    never fatal."""
-    have = {c.lower() for c in columns}
-    missing = [c for c in comments if c.lower() not in have]
-    if missing:
-        logger.warning(f"In {_get(model, 'unique_id')}: The following columns are specified in the schema but "
-                       f"are not present in the database: {', '.join(missing)}")
-
-
-def _nullable(field):
-    load("spark")
-    from pyspark.sql.types import StructField
-
-    return StructField(field.name, field.dataType, True, field.metadata)
-
-
-# commitInfo field of a seed load: what was loaded (see _seed_fingerprint)
-SEED_FINGERPRINT = "dbtSeedFingerprint"
-
-
-def _seed_fingerprint(names: List[str], types: List[str], rows: List[tuple], config: Any) -> str:
-    """A seed load's rows, column names and types, its model config and this adapter's version, hashed:
-    equal fingerprints load equal tables."""
-    import hashlib
-
-    from dbt.adapters.deltalog.__version__ import version
-
-    as_dict = config.to_dict() if hasattr(config, "to_dict") else dict(config)
-    body = json.dumps({"columns": names, "types": types, "rows": rows, "config": as_dict, "adapter": version},
-                      sort_keys=True, default=str)
-    return hashlib.sha256(body.encode()).hexdigest()
-
-
-def _seed_text(value: Any) -> Optional[str]:
-    import datetime as dt
-    from decimal import Decimal
-
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, Decimal):
-        return format(value, "f")
-    if isinstance(value, dt.datetime):
-        return value.isoformat(sep=" ")
-    if isinstance(value, dt.date):
-        return value.isoformat()
-    return str(value)
-
-
-def _txn_commit_info(txn, commit_info: Dict[str, Any]) -> Dict[str, Any]:
-    import inspect
-
-    params = inspect.signature(txn.commit).parameters
-    if "extra_commit_info" in params:
-        return {"extra_commit_info": commit_info}
-    return {}
-
-
-def _iceberg_version(snap) -> Optional[int]:
-    if not snap.table_configuration.writes_iceberg:
-        return None
-    try:
-        from deltalog.iceberg import converted_version
-        from deltalog.stores import log_store_for
-
-        return converted_version(snap.table_uri, log_store_for(snap.table_uri))
-    except Exception:
-        return None
-
-
-def _table_stats(snap) -> Dict[str, Any]:
-    rows = 0
-    try:
-        dvs = snap.files.column("deletion_vector").to_pylist()
-        for s, dv in zip(snap.files.column("stats").to_pylist(), dvs):
-            if s:  # numRecords counts a file's rows, deleted ones too
-                rows += int(json.loads(s).get("numRecords", 0)) - int((dv or {}).get("cardinality") or 0)
-    except Exception:
-        rows = None
-    stats: Dict[str, Any] = {}
-    for key, label, value, description in (
-        ("rows", "Rows", rows, "Rows in the live files (from the log's file statistics)"),
-        ("bytes", "Bytes", snap.size_bytes, "Bytes of the live data files"),
-        ("files", "Files", snap.num_files, "Live data files"),
-        ("version", "Version", snap.version, "Latest version of the Delta log"),
-        ("iceberg_version", "Iceberg at Delta version", _iceberg_version(snap),
-         "The Delta version the newest Iceberg metadata reflects (table_format: iceberg)"),
-    ):
-        if value is None:
-            continue
-        stats[f"stats:{key}:label"] = label
-        stats[f"stats:{key}:value"] = value
-        stats[f"stats:{key}:description"] = description
-        stats[f"stats:{key}:include"] = True
-    return stats
+expose_mixin_methods(DeltalogAdapter)

@@ -269,3 +269,19 @@ class MaintenanceMixin:
         from deltalog.table import DeltaTable
         t = DeltaTable(self.table_uri(relation))
         return t.version() if t.exists() else None
+
+
+def expose_mixin_methods(cls) -> None:
+    """AdapterMeta collects @available methods only from classes it builds; the maintenance mixin is
+    a plain class, so its methods are added to what Jinja may call on `cls`."""
+    names = set(cls._available_)
+    replacements = dict(cls._parse_replacements_)
+    for base in cls.__mro__:
+        for name, value in vars(base).items():
+            if getattr(value, "_is_available_", False):
+                names.add(name)
+            replacement = getattr(value, "_parse_replacement_", None)
+            if replacement is not None and name not in replacements:
+                replacements[name] = replacement
+    cls._available_ = frozenset(names)
+    cls._parse_replacements_ = replacements

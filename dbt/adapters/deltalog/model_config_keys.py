@@ -12,7 +12,60 @@ import dataclasses
 import difflib
 import functools
 import threading
-from typing import Any, Callable, Iterable, List, Mapping
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
+
+from dbt.adapters.base import AdapterConfig
+
+
+@dataclasses.dataclass
+class DeltalogConfig(AdapterConfig):
+    """Every model config this adapter reads (beside dbt's own): a config key close to one of these
+    names is warned about as a misspelling (`config_warnings`)."""
+    partition_by: Optional[Any] = None
+    table_format: Optional[str] = None  # iceberg: readable as Iceberg too (UniForm)
+    incremental_strategy: Optional[str] = None
+    unique_key: Optional[Any] = None
+    merge_update_columns: Optional[List[str]] = None
+    merge_exclude_columns: Optional[List[str]] = None
+    incremental_predicates: Optional[List[str]] = None
+    on_schema_change: Optional[str] = None
+    tblproperties: Optional[Dict[str, str]] = None
+    zorder_by: Optional[Any] = None
+    isolation_level: Optional[str] = None
+    checkpoint_interval: Optional[int] = None
+    location_root: Optional[str] = None
+    liquid_clustered_by: Optional[Any] = None
+    cluster_by: Optional[Any] = None
+    file_format: Optional[str] = None
+    clustered_by: Optional[Any] = None
+    buckets: Optional[int] = None
+    # the table configs model_config.py reads
+    zorder: Optional[Any] = None
+    cluster_curve: Optional[str] = None
+    skip_optimize: Optional[bool] = None
+    column_mapping: Optional[str] = None
+    change_data_feed: Optional[bool] = None
+    deletion_vectors: Optional[bool] = None
+    row_tracking: Optional[bool] = None
+    auto_compact: Optional[bool] = None
+    # the merge's clauses (strategies/merge.py) and the incremental write's
+    merge_with_schema_evolution: Optional[bool] = None
+    matched_condition: Optional[str] = None
+    not_matched_condition: Optional[str] = None
+    not_matched_by_source_action: Optional[str] = None
+    not_matched_by_source_condition: Optional[str] = None
+    not_matched_by_source_set: Optional[Dict[str, str]] = None
+    skip_matched_step: Optional[bool] = None
+    skip_not_matched_step: Optional[bool] = None
+    source_alias: Optional[str] = None
+    target_alias: Optional[str] = None
+    predicates: Optional[List[str]] = None
+    # a streaming_table's trigger (streaming.py)
+    trigger: Optional[Any] = None
+
+
+OWN_CONFIGS = frozenset(field.name for field in dataclasses.fields(DeltalogConfig))
+
 
 # How close a key must be to one of our configs to be taken for a misspelling of it
 # (`zorderby` / `zorder_by` is 0.94, `isolation_levle` / `isolation_level` 0.93).

@@ -118,6 +118,44 @@ def kafka_stream_view(spark: Any, bootstrap_servers: str, topic: str, options: O
     return name
 
 
+def table_stream_view(spark: Any, uri: str, options: Optional[Dict[str, Any]], changes: bool) -> str:
+    """A session view streaming the Delta table at `uri` (deltalog/spark/table_stream.py): its rows commit
+    by commit, or with `changes` its change feed. Its name is the same for the same table and options."""
+    from deltalog.errors import DeltaError
+    from deltalog.spark.table_stream import stream_table
+
+    options = {**(options or {}), **({"readChangeFeed": True} if changes else {})}
+    name = "deltalog_stream_" + hashlib.sha1(f"{uri}|{sorted(options.items())}".encode()).hexdigest()[:16]
+    try:
+        stream_table(spark, uri, **options).createOrReplaceTempView(name)
+    except DeltaError as exc:
+        raise StreamingConfigError(str(exc)) from None
+    return name
+
+
+def write_streaming_table(adapter: Any, relation: Any, sql: str, model: Any, full_refresh: bool) -> Dict[str, Any]:
+    """A streaming_table model run through `run_streaming_table`, its on_schema_change applied as an
+    incremental model's: the first batch commits the schema change with its rows."""
+    from dbt.adapters.events.logging import AdapterLogger
+
+    from dbt.adapters.deltalog.model_config import as_list, config_value, table_definition
+
+    config = config_value(model, "config") or {}
+    name = config_value(model, "unique_id") or str(relation)
+    trigger = trigger_of(config, name)
+    _, on_schema_change = adapter.validate_incremental("append", model)
+    definition = table_definition(adapter._model_config(relation, model), model)
+    df = adapter._model_dataframe(sql, model)
+    table_schema = None
+    if adapter.warehouse_of(relation).is_table(relation.schema, relation.identifier) and not full_refresh:
+        df, table_schema = adapter._apply_schema_change(relation, df, on_schema_change, model)
+    adapter.warehouse_of(relation).create_schema(relation.schema)
+    return run_streaming_table(
+        adapter.spark, df, adapter.table_uri(relation), full_refresh=full_refresh, trigger=trigger,
+        partition_by=as_list(config_value(config, "partition_by")), model=name, report=AdapterLogger("Deltalog").info,
+        definition=definition, table_schema=table_schema)
+
+
 def trigger_of(config: Dict[str, Any], model: str) -> Dict[str, Any]:
     """The Structured Streaming trigger for a streaming table: `available_now` (the default: everything
     new, then the model finishes) in a `dbt run`, even for a model configured with

@@ -1,0 +1,94 @@
+"""One incremental run on an existing table: the model's strategy and on_schema_change checked, its rows
+aligned with the table, and exactly one commit by the strategy's module (`STRATEGIES`)."""
+from __future__ import annotations
+
+from typing import Any, List, Optional, Tuple
+
+from dbt_common.exceptions import CompilationError
+
+from deltalog.schema_evolution import ON_SCHEMA_CHANGE
+from dbt.adapters.deltalog.catalog import referenced_relations
+from dbt.adapters.deltalog.model_config import as_list, config_value, truthy
+from dbt.adapters.deltalog.runtime.session import RUNTIME
+from dbt.adapters.deltalog.sql_gateway import quote_warehouse_refs
+from dbt.adapters.deltalog.strategies import STRATEGIES, IncrementalWrite
+
+INCREMENTAL_STRATEGIES = list(STRATEGIES)
+
+
+def is_builtin(strategy: Optional[str]) -> bool:
+    return (strategy or "merge").lower() in INCREMENTAL_STRATEGIES
+
+
+def validate(strategy: Optional[str], model: Any, custom_macro: bool) -> Tuple[str, str]:
+    """The model's strategy and on_schema_change, checked on every run (the first build too).
+    `custom_macro`: the project defines `get_incremental_<strategy>_sql` (a custom strategy)."""
+    config = config_value(model, "config") or {}
+    strategy = (strategy or "merge").lower()
+    if strategy not in INCREMENTAL_STRATEGIES and not custom_macro:
+        macro = f"get_incremental_{strategy.replace('+', '_')}_sql"
+        raise CompilationError(
+            f"Invalid incremental strategy {strategy!r} for model {config_value(model, 'unique_id')}: "
+            f"expected one of {', '.join(INCREMENTAL_STRATEGIES)}, or a custom strategy of the project "
+            f"(a macro named {macro}, which the project does not define)"
+        )
+    on_schema_change = (config_value(config, "on_schema_change") or "ignore").lower()
+    if on_schema_change not in ON_SCHEMA_CHANGE:
+        raise CompilationError(
+            f"Invalid on_schema_change {on_schema_change!r} for model {config_value(model, 'unique_id')}: "
+            f"expected one of {', '.join(ON_SCHEMA_CHANGE)}"
+        )
+    return strategy, on_schema_change
+
+
+def write_incremental(adapter: Any, relation: Any, sql: str, strategy: str, model: Any) -> Optional[int]:
+    """The strategy's one commit (None: nothing to commit), holding the schema change too when
+    on_schema_change asks for one (a failed run changes nothing)."""
+    config = config_value(model, "config") or {}
+    strategy, on_schema_change = validate(strategy, model, False)
+    adapter._alter_to_definition(relation, model)  # (its commit first: the model then reads the table after it)
+    df = adapter._model_dataframe(sql, model)
+    read_version = version_read(adapter, relation, sql)
+    unique_key = as_list(config_value(config, "unique_key"))
+    evolve = strategy == "merge" and bool(unique_key) and truthy(config_value(config, "merge_with_schema_evolution"))
+    table_schema = None
+    if not evolve:  # with schema evolution the merge itself grows the table
+        df, table_schema = adapter._apply_schema_change(relation, df, on_schema_change, model)
+    check_unique_key(model, df)
+    write = IncrementalWrite(
+        spark=adapter.spark, uri=adapter.table_uri(relation), name=config_value(model, "unique_id") or str(relation),
+        model=model, config=config, df=df, unique_key=unique_key,
+        predicates=as_list(config_value(config, "incremental_predicates") or config_value(config, "predicates")),
+        evolve=evolve,
+        commit=dict(extra_commit_info=adapter._commit_info(model), table_schema=table_schema,
+                    # what changes_since_last_run read, recorded with the data
+                    app_transactions=adapter.take_app_transactions(relation), read_version=read_version))
+    return STRATEGIES[strategy](write)
+
+
+def missing_unique_key(model: Any, df: Any) -> List[str]:
+    """The model's unique_key columns that its result (a DataFrame) lacks."""
+    unique_key = as_list(config_value(config_value(model, "config") or {}, "unique_key"))
+    return [k for k in unique_key if k.lower() not in {c.lower() for c in df.columns}]
+
+
+def check_unique_key(model: Any, df: Any) -> None:
+    missing = missing_unique_key(model, df)
+    if missing:
+        raise CompilationError(
+            f"Model {config_value(model, 'unique_id')}: unique_key column(s) {missing} are not columns of the "
+            f"model's result ({', '.join(df.columns)}). Nothing was written."
+        )
+
+
+def version_read(adapter: Any, relation: Any, code: str) -> Optional[int]:
+    """The version of `relation` the model's code reads, when it reads its own table (`{{ this }}`), else
+    None. The commit is then made against that version: a commit landed since the model read it is a
+    conflict (named, and nothing is written), never overwritten by rows computed before it."""
+    warehouse = adapter.warehouse
+    target = ((relation.database or "").lower(), relation.schema.lower(), relation.identifier.lower())
+    refs = [warehouse.resolve(*ref) for ref in referenced_relations(quote_warehouse_refs(code, warehouse))]
+    if target not in {((w.name or "").lower(), s.lower(), n.lower()) for w, s, n in refs}:
+        return None
+    return RUNTIME.views(adapter.spark).table_version(adapter.warehouse_of(relation), relation.schema,
+                                                      relation.identifier)
