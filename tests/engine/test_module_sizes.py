@@ -15,10 +15,7 @@ MAX_FUNCTION_LINES = 150
 MARKER = "long because"
 
 # path -> why it may be longer
-MODULES_ALLOWED = {
-    # TEMPORARY: the adapter refactor (issue 56) is thinning impl.py; that work removes this entry.
-    "dbt/adapters/deltalog/impl.py": "being thinned by the adapter refactor (issue 56)",
-}
+MODULES_ALLOWED: dict[str, str] = {}
 # "path::function" -> why it may be longer
 FUNCTIONS_ALLOWED: dict[str, str] = {}
 

@@ -31,7 +31,10 @@ def apply_schema_change(adapter: Any, relation: Any, df: Any, on_schema_change: 
         change = schema_change(f"Model {_get(model, 'unique_id')} (table {relation})", current,
                                df.schema.jsonValue(), on_schema_change)
     except SchemaMismatchError as exc:
-        raise CompilationError(str(exc)) from None
+        text = str(exc)
+        if "full refresh" in text:
+            text += " (`dbt run --full-refresh --select <model>` rebuilds it.)"
+        raise CompilationError(text) from None
     source = {f.name.lower(): f for f in df.schema.fields}
     columns = []
     for f in StructType.fromJson(change.schema).fields:
