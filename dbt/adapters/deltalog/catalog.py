@@ -95,8 +95,11 @@ class Warehouse:
     refused: they would copy every object, not move a folder atomically."""
 
     def __init__(self, root: str, external: Optional[Dict[Tuple[str, str], str]] = None,
-                 name: Optional[str] = None, catalogs: Optional[Dict[Optional[str], "Warehouse"]] = None):
+                 name: Optional[str] = None, catalogs: Optional[Dict[Optional[str], "Warehouse"]] = None,
+                 storage_options: Optional[Dict[str, str]] = None):
         self.on_object_store = fs.is_object_store_uri(root)
+        self.storage_options = dict(storage_options or {})
+        self._tables: Dict[str, Any] = {}  # location -> DeltaTable, one handle per table
         self.root = str(root).rstrip("/") if self.on_object_store else os.path.abspath(root)
         # (schema, name) -> location of tables that dbt sources declare outside the warehouse; an
         # attached catalog's keys are (catalog, schema, name)
@@ -106,9 +109,9 @@ class Warehouse:
         self.catalogs: Dict[Optional[str], Warehouse] = catalogs if catalogs is not None else {None: self}
         self.catalogs.setdefault(name, self)
 
-    def attach(self, name: str, root: str) -> "Warehouse":
+    def attach(self, name: str, root: str, storage_options: Optional[Dict[str, str]] = None) -> "Warehouse":
         """Another warehouse as the catalog `name` of this profile."""
-        return Warehouse(root, self.external, name, self.catalogs)
+        return Warehouse(root, self.external, name, self.catalogs, storage_options)
 
     def of(self, catalog: Optional[str]) -> "Warehouse":
         """The warehouse of a dbt `database`: None is the profile's own; an unknown name is refused."""
@@ -154,6 +157,18 @@ class Warehouse:
         if external is not None:
             return external
         return self.location_of(schema, name) or self.folder_path(schema, name)
+
+    def table(self, schema: str, name: str) -> Any:
+        """The table's handle (`deltalog.DeltaTable`), made once per location: under this warehouse its
+        store uses the warehouse's storage options; an external location, those configured for it."""
+        from deltalog.table import DeltaTable
+
+        path = self.table_path(schema, name)
+        found = self._tables.get(path)
+        if found is None:
+            inside = self.on_object_store and (path == self.root or path.startswith(self.root + "/"))
+            found = self._tables.setdefault(path, DeltaTable(path, self.storage_options if inside else None))
+        return found
 
     def view_path(self, schema: str, name: str) -> str:
         return self.folder_path(schema, name) + VIEW_SUFFIX
@@ -314,13 +329,13 @@ def _has_log(table_path: str) -> bool:
     return fs.file_info(fs.join(table_path, LOG_DIR)).type == pafs.FileType.Directory
 
 
-def latest_log_version(table_path: str) -> Optional[int]:
-    """The newest version named in `_delta_log` (a cheap listing, not a snapshot load): whether a
-    session view is stale."""
+def latest_log_version(table: Any) -> Optional[int]:
+    """The newest version named in the `_delta_log` of a table (a `DeltaTable` or a location; a cheap
+    listing, not a snapshot load): whether a session view is stale."""
     from deltalog.log_segment import latest_version
-    from deltalog.stores import log_store_for
+    from deltalog.table import as_table
 
-    return latest_version(log_store_for(table_path))
+    return latest_version(as_table(table).store)
 
 
 def registered_by_others(metastore: Any, warehouse: "Warehouse", schema: str, listed: Any) -> List["Entry"]:
@@ -413,11 +428,12 @@ class SessionViews:
         vname = warehouse.view_name(schema, name)
         if warehouse.is_table(schema, name):
             with self._lock_of(vname):
-                version = latest_log_version(warehouse.table_path(schema, name))
+                table = warehouse.table(schema, name)
+                version = latest_log_version(table)
                 if self._known(vname) != ("table", warehouse.root, version):
                     from deltalog.spark import reader
 
-                    reader.register_view(self.spark, vname, warehouse.table_path(schema, name), version=version)
+                    reader.register_view(self.spark, vname, table, version=version)
                     self._set(vname, ("table", warehouse.root, version))
                 return True
         with self._either_lock(vname):

@@ -141,9 +141,7 @@ def describe_statement(spark, warehouse: Warehouse, tokens: List[Any]):
     rows += [("", "", ""), ("# Detailed Table Information", "", ""), ("Catalog", warehouse.name or "spark_catalog", ""),
              ("Database", entry.schema, ""), ("Table", entry.name, "")]
     if entry.kind == "table":
-        from deltalog.snapshot import Snapshot
-
-        snap = Snapshot.load(entry.path)
+        snap = warehouse.table(entry.schema, entry.name).snapshot()
         if snap.metadata.description:
             rows.append(("Comment", snap.metadata.description, ""))
         rows += [("Type", "MANAGED", ""), ("Provider", "delta", ""), ("Location", entry.path, ""),
@@ -179,26 +177,25 @@ def _information(spark, warehouse: Warehouse, entry) -> str:
 
 # --- time travel ----------------------------------------------------------------------------------
 
-def as_of_view(spark, table_path: str, relation_name: str, version: Optional[int] = None,
+def as_of_view(spark, table: Any, relation_name: str, version: Optional[int] = None,
                timestamp: Any = None) -> str:
-    """A temporary view of the table at `version` or at the last commit at or before `timestamp`;
-    returns its quoted name for SQL."""
-    from deltalog.snapshot import Snapshot
+    """A temporary view of the table (a `DeltaTable`) at `version` or at the last commit at or before
+    `timestamp`; returns its quoted name for SQL."""
     from deltalog.spark.reader import snapshot_dataframe
 
-    snap = Snapshot.load(table_path, version=version, timestamp=timestamp)
+    snap = table.snapshot(version=version, timestamp=timestamp)
     view = snapshot_view_name(relation_name, f"v{snap.version}")
     snapshot_dataframe(spark, snap).createOrReplaceTempView(f"`{view}`")
     return f"`{view}`"
 
 
-def changes_view(spark, table_path: str, relation_name: str, start_version: int,
+def changes_view(spark, table: Any, relation_name: str, start_version: int,
                  end_version: Optional[int] = None) -> str:
-    """A temporary view of the table's change data feed from `start_version` to `end_version`;
-    returns its quoted name for SQL."""
+    """A temporary view of the change data feed of the table (a `DeltaTable`) from `start_version` to
+    `end_version`; returns its quoted name for SQL."""
     from deltalog.spark.change_data import changes_dataframe
 
-    df = changes_dataframe(spark, table_path, start_version, end_version)
+    df = changes_dataframe(spark, table.store, start_version, end_version)
     view = snapshot_view_name(relation_name, f"changes_{start_version}_{'latest' if end_version is None else end_version}")
     df.createOrReplaceTempView(f"`{view}`")
     return f"`{view}`"

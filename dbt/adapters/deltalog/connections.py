@@ -232,9 +232,9 @@ class DeltalogCredentials(Credentials):
     def warehouses(self) -> Warehouse:
         """The profile's warehouse, with its attached catalogs (`Warehouse.of`)."""
         self.resolve_warehouse()  # a no-op once the adapter resolved them from the project folder
-        warehouse = Warehouse(self.warehouse, RUNTIME.external_tables)
+        warehouse = Warehouse(self.warehouse, RUNTIME.external_tables, storage_options=self.storage_options)
         for name, entry in self.catalogs.items():
-            warehouse.attach(name, entry["warehouse"])
+            warehouse.attach(name, entry["warehouse"], entry.get("storage_options"))
         return warehouse
 
     def storage_options_of(self, catalog: Optional[str]) -> Dict[str, str]:

@@ -88,9 +88,8 @@ def iceberg_version(snap) -> Optional[int]:
         return None
     try:
         from deltalog.iceberg import converted_version
-        from deltalog.stores import log_store_for
 
-        return converted_version(snap.table_uri, log_store_for(snap.table_uri))
+        return converted_version(snap.table_uri, snap.store)
     except Exception:
         return None
 

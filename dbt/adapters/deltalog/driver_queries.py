@@ -95,10 +95,8 @@ class _Inputs:
         if path in self._by_path:
             return self._by_path[path]
         from deltalog.errors import DeltaError
-        from deltalog.snapshot import Snapshot
-
         try:
-            snapshot = Snapshot.load(path)
+            snapshot = warehouse.table(schema, name).snapshot()
             self.total_bytes += snapshot.size_bytes
             if self.total_bytes > MAX_BYTES:
                 raise NotHere(f"{schema}.{name} and the query's other tables hold more than {MAX_BYTES} bytes")

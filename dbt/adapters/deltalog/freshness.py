@@ -31,7 +31,6 @@ def log_freshness(adapter: Any, source: Any):
     from datetime import datetime, timezone
 
     from deltalog.history import last_commit_time
-    from deltalog.stores import log_store_for
 
     schema, name = source.schema, source.identifier
     warehouse = adapter.warehouse_of(source)
@@ -41,7 +40,7 @@ def log_freshness(adapter: Any, source: Any):
             f"{warehouse.root} to take its freshness from. Build or load it there (or point the "
             f"source's schema and identifier at it), or give the source a loaded_at_field.")
     try:
-        version, millis = last_commit_time(log_store_for(warehouse.table_path(schema, name)))
+        version, millis = last_commit_time(warehouse.table(schema, name).store)
     except DeltaError as exc:
         raise DbtRuntimeError(f"source {source}: {exc}") from None
     logger.debug(f"freshness of {source}: version {version} committed at {millis} ms")

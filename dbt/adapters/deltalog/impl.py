@@ -130,9 +130,12 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
 
     @property
     def warehouse(self) -> Warehouse:
-        """The profile's warehouse, with its attached catalogs (`.of(database)`)."""
+        """The profile's warehouse, with its attached catalogs (`.of(database)`): made once, so that its
+        tables' handles are too."""
         creds = self.config.credentials
-        warehouse = creds.warehouses()
+        warehouse = self.__dict__.get("_warehouse")
+        if warehouse is None:
+            warehouse = self.__dict__.setdefault("_warehouse", creds.warehouses())
         for name, catalog in warehouse.catalogs.items():
             if catalog.on_object_store:  # also before any connection opens (dbt lists schemas first)
                 from dbt.adapters.deltalog.connections import prepare_object_store
@@ -161,6 +164,12 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         if not relation.schema or not relation.identifier:
             raise DbtRuntimeError(f"{relation} names no schema.table: cannot locate its Delta table")
         return self.warehouse_of(relation).table_path(relation.schema, relation.identifier)
+
+    def table(self, relation: BaseRelation):
+        """The relation's table handle (`deltalog.DeltaTable`): what every engine call of the adapter takes."""
+        if not relation.schema or not relation.identifier:
+            raise DbtRuntimeError(f"{relation} names no schema.table: cannot locate its Delta table")
+        return self.warehouse_of(relation).table(relation.schema, relation.identifier)
 
     def _commit_info(self, model: Any) -> Dict[str, Any]:
         info: Dict[str, Any] = {"dbtInvocationId": _invocation_id()}
@@ -203,13 +212,11 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         constraints are checked against its rows), so the write's rows are checked against it too."""
         from deltalog.spark import operations
 
-        return operations.alter_table(self.spark, self.table_uri(relation), self._definition(relation, model),
+        return operations.alter_table(self.spark, self.table(relation), self._definition(relation, model),
                                       extra_commit_info=self._commit_info(model))
 
     def _snapshot(self, relation: BaseRelation):
-        from deltalog.snapshot import Snapshot
-
-        return Snapshot.load(self.table_uri(relation))
+        return self.table(relation).snapshot()
 
     # ---- schemas ---------------------------------------------------------------------------
 
@@ -293,7 +300,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
     def truncate_relation(self, relation: BaseRelation) -> None:
         from deltalog.spark import operations
 
-        operations.delete(self.spark, self.table_uri(relation), "true")
+        operations.delete(self.spark, self.table(relation), "true")
 
     @available.parse_none
     def rename_relation(self, from_relation: BaseRelation, to_relation: BaseRelation) -> None:
@@ -414,7 +421,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
             raise CompilationError(f"stream({relation}): there is no Delta table {relation} to read as a stream; "
                                    f"build it first (a stream reads a table, not a view).")
         try:
-            return table_stream_view(self.spark, self.table_uri(relation), options, changes)
+            return table_stream_view(self.spark, self.table(relation), options, changes)
         except StreamingConfigError as exc:
             raise CompilationError(f"stream({relation}): {exc}") from None
 
@@ -468,7 +475,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         if self.warehouse_of(relation).is_view(relation.schema, relation.identifier):
             self.drop_relation(relation.incorporate(type=RelationType.View))
         self.warehouse_of(relation).create_schema(relation.schema)
-        version = shallow_clone(self.table_uri(source), self.table_uri(relation),
+        version = shallow_clone(self.table(source), self.table(relation),
                                 extra_commit_info={"dbtInvocationId": _invocation_id()})
         return self._refreshed(relation, "CLONE", version)
 

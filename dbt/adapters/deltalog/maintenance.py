@@ -19,7 +19,7 @@ from dbt.adapters.deltalog.model_config import DeltaConfig, _int_arg, _truthy
 CHANGES_APP_PREFIX = "dbt-deltalog changes of "
 
 class MaintenanceMixin:
-    """Delta configs and maintenance for `DeltalogAdapter` (which provides `spark`, `table_uri`,
+    """Delta configs and maintenance for `DeltalogAdapter` (which provides `spark`, `table`, `table_uri`,
     `warehouse_of`)."""
 
     # ---- model configs ---------------------------------------------------------------------
@@ -34,8 +34,7 @@ class MaintenanceMixin:
             existing = None
             try:
                 if self.warehouse_of(relation).is_table(relation.schema, relation.identifier):
-                    from deltalog.snapshot import Snapshot
-                    existing = Snapshot.load(self.table_uri(relation)).schema_json
+                    existing = self.table(relation).snapshot().schema_json
             except Exception:
                 existing = None
             spark_schema = None
@@ -76,8 +75,7 @@ class MaintenanceMixin:
             return None
         from dataclasses import replace
 
-        from deltalog.table import DeltaTable
-        table = DeltaTable(self.table_uri(relation))
+        table = self.table(relation)
         if not table.exists():
             raise DbtRuntimeError(f"{relation}: no Delta table at {table.uri} to set properties on.")
         txn = table.transaction()
@@ -127,7 +125,7 @@ class MaintenanceMixin:
         """OPTIMIZE (compaction, or clustering with zorder_by); the new version or None."""
         relation = self._relation(relation)
         from deltalog.spark.optimize import optimize
-        version = self._engine_call(relation, "OPTIMIZE", optimize, self.spark, self.table_uri(relation),
+        version = self._engine_call(relation, "OPTIMIZE", optimize, self.spark, self.table(relation),
                                     zorder_by=zorder_by or None, where=where or None, curve=curve or "zorder")
         if version is not None:
             self._refresh_view(relation)
@@ -140,7 +138,7 @@ class MaintenanceMixin:
         relation = self._relation(relation)
         from deltalog.spark.optimize import optimize
         version = self._engine_call(relation, "REORG APPLY (PURGE)", optimize, self.spark,
-                                    self.table_uri(relation), purge=True)
+                                    self.table(relation), purge=True)
         if version is not None:
             self._refresh_view(relation)
         return version
@@ -151,7 +149,7 @@ class MaintenanceMixin:
         conversion that failed after its commit): what was done, in words."""
         relation = self._relation(relation)
         from deltalog.iceberg import catch_up
-        written, version = self._engine_call(relation, "Iceberg conversion", catch_up, self.table_uri(relation))
+        written, version = self._engine_call(relation, "Iceberg conversion", catch_up, self.table(relation))
         if written is None:
             return f"Iceberg metadata already at Delta version {version}"
         return f"wrote Iceberg metadata v{written}.metadata.json (Delta version {version})"
@@ -161,21 +159,21 @@ class MaintenanceMixin:
                         force: bool = False) -> List[str]:
         relation = self._relation(relation)
         from deltalog.operations.vacuum import vacuum
-        return self._engine_call(relation, "VACUUM", vacuum, self.table_uri(relation),
+        return self._engine_call(relation, "VACUUM", vacuum, self.table(relation),
                                  retain_hours=retain_hours, dry_run=_truthy(dry_run), force=_truthy(force))
 
     @available
     def deltalog_history(self, relation: Any, limit: Optional[int] = None) -> List[Dict[str, Any]]:
         relation = self._relation(relation)
         from deltalog.history import history
-        return self._engine_call(relation, "history", history, self.table_uri(relation),
+        return self._engine_call(relation, "history", history, self.table(relation).store,
                                  limit=_int_arg(relation, "history", "limit", limit, 1))
 
     @available
     def deltalog_restore(self, relation: Any, version: Any = None, timestamp: Any = None) -> Optional[int]:
         relation = self._relation(relation)
         from deltalog.operations.restore import restore
-        result = self._engine_call(relation, "RESTORE", restore, self.table_uri(relation),
+        result = self._engine_call(relation, "RESTORE", restore, self.table(relation),
                                    version=_int_arg(relation, "restore", "version", version, 0),
                                    timestamp=timestamp)
         self._refresh_view(relation)
@@ -188,7 +186,7 @@ class MaintenanceMixin:
         from dbt.adapters.deltalog.catalog_sql import as_of_view
         if (version is None) == (timestamp is None):
             raise CompilationError(f"as_of({relation}): give exactly one of version or timestamp.")
-        return self._engine_call(relation, "time travel", as_of_view, self.spark, self.table_uri(relation),
+        return self._engine_call(relation, "time travel", as_of_view, self.spark, self.table(relation),
                                  relation.view_name,
                                  version=_int_arg(relation, "as_of", "version", version, 0), timestamp=timestamp)
 
@@ -203,7 +201,7 @@ class MaintenanceMixin:
             raise CompilationError(f"table_changes({relation}): start_version is required.")
         start = _int_arg(relation, "table_changes", "start_version", start_version, 0)
         end = _int_arg(relation, "table_changes", "end_version", end_version, 0)
-        return self._engine_call(relation, "table_changes", changes_view, self.spark, self.table_uri(relation),
+        return self._engine_call(relation, "table_changes", changes_view, self.spark, self.table(relation),
                                  relation.view_name, start, end)
 
     @available
@@ -214,15 +212,14 @@ class MaintenanceMixin:
         version in the same commit as its output, so a run that fails or is killed before committing is
         simply read again by the next one. A first build (not `incremental`) reads every row as an
         insert. Returns the view's name for SQL."""
-        from deltalog.snapshot import Snapshot
         from deltalog.spark.change_data import changes_dataframe, no_changes, snapshot_as_inserts
 
         upstream, target = self._relation(relation), self._relation(this)
-        upstream_snap = Snapshot.load(self.table_uri(upstream))
+        upstream_snap = self.table(upstream).snapshot()
         app_id = CHANGES_APP_PREFIX + upstream_snap.metadata.id
         last = None
         if _truthy(incremental):
-            last = Snapshot.load(self.table_uri(target)).app_transactions.get(app_id)
+            last = self.table(target).snapshot().app_transactions.get(app_id)
             if last is None or last < 0:  # -1: the table was rebuilt without reading the changes
                 raise CompilationError(
                     f"{target} reads changes_since_last_run({upstream}), but its table records no version of "
@@ -235,7 +232,7 @@ class MaintenanceMixin:
             df = no_changes(self.spark, upstream_snap)
         else:
             df = self._engine_call(upstream, "changes_since_last_run", changes_dataframe, self.spark,
-                                   self.table_uri(upstream), last + 1, upstream_snap.version)
+                                   self.table(upstream).store, last + 1, upstream_snap.version)
         self.pending_app_transactions(target)[app_id] = upstream_snap.version
         from dbt.adapters.deltalog.catalog_sql import snapshot_view_name
         view = snapshot_view_name(upstream.view_name,
@@ -266,8 +263,7 @@ class MaintenanceMixin:
     def deltalog_table_version(self, relation: Any) -> Optional[int]:
         """The latest version of the relation's table (None when it is not a Delta table)."""
         relation = self._relation(relation)
-        from deltalog.table import DeltaTable
-        t = DeltaTable(self.table_uri(relation))
+        t = self.table(relation)
         return t.version() if t.exists() else None
 
 

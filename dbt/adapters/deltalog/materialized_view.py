@@ -178,7 +178,6 @@ def refresh(adapter: Any, relation: Any, sql: str, model: Any, full_refresh: boo
     """Refresh the view's table (see the module's doc); (what was done, the version committed or None)."""
     from dbt.adapters.events.logging import AdapterLogger
 
-    from deltalog.snapshot import Snapshot
     from dbt.adapters.deltalog.catalog import referenced_relations
     from dbt.adapters.deltalog.sql_gateway import quote_warehouse_refs
     from dbt.adapters.deltalog.runtime.session import RUNTIME
@@ -190,9 +189,9 @@ def refresh(adapter: Any, relation: Any, sql: str, model: Any, full_refresh: boo
     sql = quote_warehouse_refs(sql, warehouse)
     referenced = referenced_relations(sql)
     located = {ref: warehouse.resolve(*ref) for ref in referenced}  # (its warehouse, schema, name)
-    inputs = {ref: Snapshot.load(wh.table_path(s, n)) for ref, (wh, s, n) in located.items() if wh.is_table(s, n)}
+    inputs = {ref: wh.table(s, n).snapshot() for ref, (wh, s, n) in located.items() if wh.is_table(s, n)}
     existed = adapter.warehouse_of(relation).is_table(relation.schema, relation.identifier)
-    recorded = Snapshot.load(adapter.table_uri(relation)).app_transactions if existed else {}
+    recorded = adapter.table(relation).snapshot().app_transactions if existed else {}
     now = {app_id(s.metadata.id): s.version for s in inputs.values()}
     only_tables = bool(referenced) and len(inputs) == len(referenced)
 
@@ -215,7 +214,7 @@ def refresh(adapter: Any, relation: Any, sql: str, model: Any, full_refresh: boo
         last = recorded.get(app)
         if last is None or last < 0 or last > source.version:
             why = f"its table records no version of {'.'.join(plan.source)} it reflects"
-        elif state_columns(plan) and _state_version(adapter.table_uri(relation), app) != last:
+        elif state_columns(plan) and _state_version(_state_table(adapter.table(relation)), app) != last:
             why = "the running state of its avg columns is not at the view's version"
         else:
             files, why = appended_files(source.store, last, source.version)
@@ -232,23 +231,21 @@ def refresh(adapter: Any, relation: Any, sql: str, model: Any, full_refresh: boo
     if plan is not None and state_columns(plan) and only_tables and read.get(plan.source) is not None:
         # the running sums and counts of the avg columns, from the same input version
         wh, s, n = located[plan.source]
-        source = Snapshot.load(wh.table_path(s, n), version=read[plan.source])
+        source = wh.table(s, n).snapshot(version=read[plan.source])
         _write_state(spark, adapter, relation, plan, source, app_id(source.metadata.id))
     return f"FULL RECOMPUTE ({why})", version
 
 
-def _state_uri(view_uri: str) -> str:
+def _state_table(view: Any) -> Any:
+    """The table of running sums and counts inside the view's folder, on the view's store."""
     from deltalog import filesystem as fs
-
-    return fs.join(view_uri, STATE_DIR)
-
-
-def _state_version(view_uri: str, app: str) -> Optional[int]:
-    from deltalog.snapshot import Snapshot
     from deltalog.table import DeltaTable
 
-    uri = _state_uri(view_uri)
-    return Snapshot.load(uri).app_transactions.get(app) if DeltaTable(uri).exists() else None
+    return DeltaTable(fs.join(view.uri, STATE_DIR), view.store.options)
+
+
+def _state_version(state: Any, app: str) -> Optional[int]:
+    return state.snapshot().app_transactions.get(app) if state.exists() else None
 
 
 def _write_state(spark: Any, adapter: Any, relation: Any, plan: IncrementalPlan, source: Any, app: str) -> None:
@@ -257,7 +254,7 @@ def _write_state(spark: Any, adapter: Any, relation: Any, plan: IncrementalPlan,
 
     view = f"deltalog_mv_input{adapter.temp_view_suffix()}"
     snapshot_dataframe(spark, source).createOrReplaceTempView(view)
-    operations.write_dataframe(spark.sql(state_sql(plan, view)), _state_uri(adapter.table_uri(relation)),
+    operations.write_dataframe(spark.sql(state_sql(plan, view)), _state_table(adapter.table(relation)),
                                mode="overwrite", schema_mode="overwrite", app_transactions={app: source.version})
 
 
@@ -266,7 +263,6 @@ def _incremental(spark: Any, adapter: Any, relation: Any, model: Any, plan: Incr
     load("spark")
     from pyspark.sql import functions as F
 
-    from deltalog.snapshot import Snapshot
     from deltalog.spark import operations
     from deltalog.spark.reader import files_dataframe, snapshot_dataframe
 
@@ -274,7 +270,8 @@ def _incremental(spark: Any, adapter: Any, relation: Any, model: Any, plan: Incr
     if files.num_rows == 0:
         log.info(f"{name}: materialized view up to date: {where} added no rows")
         return "UP TO DATE: no rows added", None
-    view_uri = adapter.table_uri(relation)
+    view_table = adapter.table(relation)
+    state_table = _state_table(view_table)
     new_view = f"deltalog_mv_new{adapter.temp_view_suffix()}"
     files_dataframe(spark, source, files).createOrReplaceTempView(new_view)
     merged = spark.sql(with_source(plan, new_view))
@@ -285,12 +282,12 @@ def _incremental(spark: Any, adapter: Any, relation: Any, model: Any, plan: Incr
     if states:
         # the new rows' sums and counts into the running state, then each touched group's sum / count
         sums = {c for c, _ in states.values()}
-        operations.merge(spark, _state_uri(view_uri), spark.sql(state_sql(plan, new_view)), on,
+        operations.merge(spark, state_table, spark.sql(state_sql(plan, new_view)), on,
                          when_matched_update={c: combine("sum" if c in sums else "count", c)
                                               for pair in states.values() for c in pair},
                          when_not_matched_insert="*", app_transactions={app: source.version})
-        state = snapshot_dataframe(spark, Snapshot.load(_state_uri(view_uri)))
-        types = {f.name: f.dataType for f in snapshot_dataframe(spark, Snapshot.load(view_uri)).schema.fields}
+        state = snapshot_dataframe(spark, state_table.snapshot())
+        types = {f.name: f.dataType for f in snapshot_dataframe(spark, view_table.snapshot()).schema.fields}
         averages = state.select(*[F.col(f"`{k}`") for k in plan.keys], *[
             F.when(F.col(f"`{n}`") > 0, F.col(f"`{s}`") / F.col(f"`{n}`")).cast(types[c]).alias(f"__avg_{c}")
             for c, (s, n) in states.items()])
@@ -300,7 +297,7 @@ def _incremental(spark: Any, adapter: Any, relation: Any, model: Any, plan: Incr
                                  for c in merged.columns])
         update.update({c: f"DBT_INTERNAL_SOURCE.`{c}`" for c in states})
         how = "merged into their groups (avg from the running sums and counts)"
-    version = operations.merge(spark, view_uri, merged, on, when_matched_update=update,
+    version = operations.merge(spark, view_table, merged, on, when_matched_update=update,
                                when_not_matched_insert="*", app_transactions={app: source.version},
                                extra_commit_info=adapter._commit_info(model))
     log.info(f"{name}: materialized view refreshed incrementally: the rows of {files.num_rows} file(s) added by "

@@ -286,9 +286,8 @@ def _iceberg_metadata(snapshot: Any) -> Optional[str]:
     if not snapshot.table_configuration.writes_iceberg:
         return None
     from deltalog.iceberg import latest_metadata, metadata_location
-    from deltalog.stores import log_store_for
 
-    number, metadata = latest_metadata(snapshot.table_uri, log_store_for(snapshot.table_uri))
+    number, metadata = latest_metadata(snapshot.table_uri, snapshot.store)
     return metadata_location(snapshot.table_uri, number) if metadata is not None else None
 
 
@@ -302,9 +301,7 @@ def publish(metastore: HiveMetastore, warehouse: Any, spark: Any, schema: str, n
     database_location = warehouse.schema_path(schema)
     metastore.ensure_database(schema, database_location)
     if entry.kind == "table":
-        from deltalog.snapshot import Snapshot
-
-        snapshot = Snapshot.load(entry.path)
+        snapshot = warehouse.table(schema, name).snapshot()
         metastore.register_table(schema, name, entry.path, snapshot.schema_json, list(snapshot.partition_columns),
                                  snapshot.metadata.description, _iceberg_metadata(snapshot))
         return

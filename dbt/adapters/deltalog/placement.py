@@ -35,7 +35,7 @@ def replace_table(adapter: Any, relation: Any, df: Any, model: Any, operation: s
     warehouse.create_schema(relation.schema)
     return operations.write_dataframe(
         df,
-        adapter.table_uri(relation),
+        adapter.table(relation),
         mode="overwrite" if existed else "error",
         partition_by=_as_list(_get(config, "partition_by")) or None,
         schema_mode="overwrite" if existed else None,

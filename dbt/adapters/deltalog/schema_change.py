@@ -77,9 +77,8 @@ def new_fields(target: Any, columns: List[Any]) -> List[Any]:
 def _commit_schema(adapter: Any, relation: Any, schema: Any, model: Any) -> Optional[int]:
     import dataclasses
 
-    from deltalog.table import DeltaTable
 
-    txn = DeltaTable(adapter.table_uri(relation)).transaction()
+    txn = adapter.table(relation).transaction()
     txn.read_whole_table()
     metadata = dataclasses.replace(txn.snapshot.metadata, schema_string=json.dumps(schema.jsonValue()))
     txn.update_metadata(metadata)

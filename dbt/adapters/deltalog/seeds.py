@@ -49,12 +49,11 @@ def unchanged_version(adapter: Any, relation: Any, loaded: str) -> Optional[int]
     from deltalog.errors import DeltaError
     from deltalog.history import commit_info
     from deltalog.log_segment import latest_version
-    from deltalog.stores import log_store_for
 
     if not adapter.warehouse_of(relation).is_table(relation.schema, relation.identifier):
         return None
     try:  # the last commit's info alone: no snapshot load
-        store = log_store_for(adapter.table_uri(relation))
+        store = adapter.table(relation).store
         version = latest_version(store)
         info = (commit_info(store, version) if version is not None else None) or {}
     except (DeltaError, OSError):

@@ -218,15 +218,15 @@ def _snapshot_view(spark, warehouse: Warehouse, ref: Reference, clause: Tuple[st
             f"{kind} AS OF on {name}: give a literal here ({kind} AS OF 3 or TIMESTAMP AS OF "
             f"'2025-01-31 12:00:00'); expressions are not evaluated for time travel.")
     literal = toks[literal_at]
-    path = warehouse.table_path(ref.schema, ref.name)
+    table = warehouse.table(ref.schema, ref.name)
     try:
         if kind == "VERSION":
             if literal.kind != "NUMBER" or not literal.text.isdigit():
                 raise ValueError(f"the version must be a whole number, not {literal.text!r}")
-            return as_of_view(spark, path, name, version=int(literal.text))
+            return as_of_view(spark, table, name, version=int(literal.text))
         if literal.kind not in _STRING_TYPES:
             raise ValueError(f"the timestamp must be a quoted string, not {literal.text}")
-        return as_of_view(spark, path, name, timestamp=literal.text)
+        return as_of_view(spark, table, name, timestamp=literal.text)
     except DbtRuntimeError:
         raise
     except Exception as exc:

@@ -118,16 +118,16 @@ def kafka_stream_view(spark: Any, bootstrap_servers: str, topic: str, options: O
     return name
 
 
-def table_stream_view(spark: Any, uri: str, options: Optional[Dict[str, Any]], changes: bool) -> str:
-    """A session view streaming the Delta table at `uri` (deltalog/spark/table_stream.py): its rows commit
-    by commit, or with `changes` its change feed. Its name is the same for the same table and options."""
+def table_stream_view(spark: Any, table: Any, options: Optional[Dict[str, Any]], changes: bool) -> str:
+    """A session view streaming the Delta table (a `DeltaTable`; deltalog/spark/table_stream.py): its rows
+    commit by commit, or with `changes` its change feed. Its name is the same for the same table and options."""
     from deltalog.errors import DeltaError
     from deltalog.spark.table_stream import stream_table
 
     options = {**(options or {}), **({"readChangeFeed": True} if changes else {})}
-    name = "deltalog_stream_" + hashlib.sha1(f"{uri}|{sorted(options.items())}".encode()).hexdigest()[:16]
+    name = "deltalog_stream_" + hashlib.sha1(f"{table.uri}|{sorted(options.items())}".encode()).hexdigest()[:16]
     try:
-        stream_table(spark, uri, **options).createOrReplaceTempView(name)
+        stream_table(spark, table, **options).createOrReplaceTempView(name)
     except DeltaError as exc:
         raise StreamingConfigError(str(exc)) from None
     return name
@@ -151,7 +151,7 @@ def write_streaming_table(adapter: Any, relation: Any, sql: str, model: Any, ful
         df, table_schema = adapter._apply_schema_change(relation, df, on_schema_change, model)
     adapter.warehouse_of(relation).create_schema(relation.schema)
     return run_streaming_table(
-        adapter.spark, df, adapter.table_uri(relation), full_refresh=full_refresh, trigger=trigger,
+        adapter.spark, df, adapter.table(relation), full_refresh=full_refresh, trigger=trigger,
         partition_by=as_list(config_value(config, "partition_by")), model=name, report=AdapterLogger("Deltalog").info,
         definition=definition, table_schema=table_schema)
 
@@ -175,13 +175,12 @@ def trigger_of(config: Dict[str, Any], model: str) -> Dict[str, Any]:
     return {"availableNow": True}
 
 
-def run_streaming_table(spark: Any, df: Any, table_uri: str, *, full_refresh: bool, trigger: Dict[str, Any],
+def run_streaming_table(spark: Any, df: Any, table: Any, *, full_refresh: bool, trigger: Dict[str, Any],
                         partition_by: Optional[list], model: str,
                         report: Optional[Callable[[str], None]] = None, definition: Any = None,
                         table_schema: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """Run the model's streaming DataFrame into the table until everything available is in; what it
-    did: batches, rows and the table's last version."""
-    from deltalog.snapshot import Snapshot
+    did: batches, rows and the table's (a `DeltaTable`) last version."""
     from deltalog.spark.operations import write_dataframe
     from deltalog.spark.connect import is_connect
     from deltalog.spark.streaming import batch_writer
@@ -191,6 +190,7 @@ def run_streaming_table(spark: Any, df: Any, table_uri: str, *, full_refresh: bo
             f"Model '{model}': a streaming_table reads a stream — select from {{{{ stream_files(...) }}}} (or return "
             f"a streaming DataFrame from a Python model); this model's query reads no stream. Use "
             f"materialized='table' or 'incremental' for a batch query.")
+    table_uri = table.uri
     checkpoint_root = fs.join(table_uri, CHECKPOINT_DIR)
     if fs.is_object_store_uri(table_uri):
         from deltalog.spark.hadoop import connector
@@ -205,14 +205,14 @@ def run_streaming_table(spark: Any, df: Any, table_uri: str, *, full_refresh: bo
         fs.delete_tree(checkpoint_root)
     app_id = _app_id(checkpoint_root)
     # the model's table properties (auto_compact, ...), comments and constraints go with every batch
-    write = batch_writer(table_uri, app_id, partition_by=partition_by or None, definition=definition,
+    write = batch_writer(table, app_id, partition_by=partition_by or None, definition=definition,
                          table_schema=table_schema)
     stats = {"batches": 0, "rows": 0}
     replaced = {"done": not full_refresh}
 
     def sink(batch: Any, batch_id: int) -> None:
         if not replaced["done"]:  # --full-refresh: the first batch replaces the table
-            write_dataframe(batch, table_uri, mode="overwrite", schema_mode="overwrite", txn_app_id=app_id,
+            write_dataframe(batch, table, mode="overwrite", schema_mode="overwrite", txn_app_id=app_id,
                             txn_version=int(batch_id), partition_by=partition_by or None, definition=definition)
             replaced["done"] = True
         else:
@@ -221,14 +221,14 @@ def run_streaming_table(spark: Any, df: Any, table_uri: str, *, full_refresh: bo
 
     checkpoint = fs.join(checkpoint_root, "checkpoint")
     if "availableNow" not in trigger:  # the stream command: start, and leave it running
-        if not _is_table(table_uri):  # downstream streams read this table from its start: it exists first
-            write_dataframe(spark.createDataFrame([], df.schema), table_uri, mode="overwrite",
+        if not table.exists():  # downstream streams read this table from its start: it exists first
+            write_dataframe(spark.createDataFrame([], df.schema), table, mode="overwrite",
                             partition_by=partition_by or None, definition=definition)
         query = df.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint).trigger(**trigger).start()
         from dbt.adapters.deltalog.runtime.session import RUNTIME
 
         RUNTIME.continuous.queries.append((model, query, report or (lambda message: None)))
-        return {"batches": 0, "rows": 0, "version": Snapshot.load(table_uri).version, "started": True}
+        return {"batches": 0, "rows": 0, "version": table.version(), "started": True}
     query = df.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint).trigger(**trigger).start()
     try:
         query.awaitTermination()
@@ -236,13 +236,13 @@ def run_streaming_table(spark: Any, df: Any, table_uri: str, *, full_refresh: bo
         query.stop()
     if query.exception() is not None:
         raise query.exception()
-    exists = _is_table(table_uri)
+    exists = table.exists()
     if not exists or not replaced["done"]:
         # no data yet (or none since a full refresh): the table exists, empty, with the stream's columns
         empty = spark.createDataFrame([], df.schema)
-        write_dataframe(empty, table_uri, mode="overwrite", schema_mode="overwrite" if exists else None,
+        write_dataframe(empty, table, mode="overwrite", schema_mode="overwrite" if exists else None,
                         partition_by=partition_by or None, definition=definition)
-    snapshot = Snapshot.load(table_uri)
+    snapshot = table.snapshot()
     progress = list(query.recentProgress or [])
     stats["rows"] = sum(progress_value(p, "numInputRows", 0) for p in progress)
     if is_connect(spark):  # the sink ran in the server's Python, counting there: one report per batch
@@ -258,12 +258,6 @@ def progress_value(progress: Any, key: str, default: int) -> int:
     if value is None and hasattr(progress, "get"):
         value = progress.get(key)
     return default if value is None else int(value)
-
-
-def _is_table(table_uri: str) -> bool:
-    from deltalog.table import DeltaTable
-
-    return DeltaTable(table_uri).exists()
 
 
 def _app_id(checkpoint_root: str) -> str:

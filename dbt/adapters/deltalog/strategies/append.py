@@ -9,4 +9,4 @@ from .incremental_write import IncrementalWrite
 def run(w: IncrementalWrite) -> Optional[int]:
     from deltalog.spark import operations
 
-    return operations.write_dataframe(w.df, w.uri, mode="append", operation="WRITE", **w.commit)
+    return operations.write_dataframe(w.df, w.table, mode="append", operation="WRITE", **w.commit)

@@ -21,7 +21,7 @@ def run_custom_strategy(adapter: Any, relation: Any, script: str, strategy: str,
     from dbt.adapters.deltalog.sql_gateway import statements, strip_leading_comments
 
     spark = adapter.spark
-    uri = adapter.table_uri(relation)
+    table = adapter.table(relation)
     snap = adapter._snapshot(relation)
     view = f"`{relation.schema}.{relation.identifier}`"
     rows = TargetRows(spark, view, snapshot_dataframe(spark, snap))  # exactly the version committed against
@@ -42,8 +42,8 @@ def run_custom_strategy(adapter: Any, relation: Any, script: str, strategy: str,
                      extra_commit_info=adapter._commit_info(model), read_version=snap.version,
                      app_transactions=adapter.take_app_transactions(relation))
         if rows.rewrites:
-            return operations.write_dataframe(rows.rows, uri, mode="overwrite", **write)
-        return operations.write_dataframe(rows.inserted, uri, mode="append", **write)
+            return operations.write_dataframe(rows.rows, table, mode="overwrite", **write)
+        return operations.write_dataframe(rows.inserted, table, mode="append", **write)
     except (ValueError, DeltaError) as exc:
         raise DbtRuntimeError(f"Model {config_value(model, 'unique_id')}: incremental strategy {strategy!r}: "
                               f"{exc}. Nothing was committed to {relation}.") from exc

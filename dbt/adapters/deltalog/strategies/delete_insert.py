@@ -37,7 +37,7 @@ def run(w: IncrementalWrite) -> Optional[int]:
         + [f"({p})" for p in w.predicates]
     )
     return operations.merge(
-        w.spark, w.uri, source, on=on,
+        w.spark, w.table, source, on=on,
         when_matched_delete_condition="true",
         when_not_matched_insert={c: f"DBT_INTERNAL_SOURCE.{q(prefix + c)}" for c in df.columns},
         when_not_matched_condition=f"DBT_INTERNAL_SOURCE.{tag} = 'insert'",

@@ -56,7 +56,7 @@ def write_incremental(adapter: Any, relation: Any, sql: str, strategy: str, mode
         df, table_schema = adapter._apply_schema_change(relation, df, on_schema_change, model)
     check_unique_key(model, df)
     write = IncrementalWrite(
-        spark=adapter.spark, uri=adapter.table_uri(relation), name=config_value(model, "unique_id") or str(relation),
+        spark=adapter.spark, table=adapter.table(relation), name=config_value(model, "unique_id") or str(relation),
         model=model, config=config, df=df, unique_key=unique_key,
         predicates=as_list(config_value(config, "incremental_predicates") or config_value(config, "predicates")),
         evolve=evolve,

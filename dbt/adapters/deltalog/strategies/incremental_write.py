@@ -8,7 +8,7 @@ from typing import Any, Dict, List
 @dataclass(frozen=True)
 class IncrementalWrite:
     spark: Any
-    uri: str  # the table's
+    table: Any  # the table's handle (deltalog.DeltaTable)
     name: str  # the model's unique_id, for errors
     model: Any
     config: Any
@@ -19,3 +19,7 @@ class IncrementalWrite:
     # what the commit carries besides the data (extra_commit_info, table_schema, app_transactions,
     # read_version), as deltalog.spark.operations takes them
     commit: Dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def uri(self) -> str:
+        return self.table.uri

@@ -8,9 +8,8 @@ from .incremental_write import IncrementalWrite
 
 
 def run(w: IncrementalWrite) -> Optional[int]:
-    from deltalog.snapshot import Snapshot
     from deltalog.spark import operations
 
-    partitioned = bool(Snapshot.load(w.uri).partition_columns)
-    return operations.write_dataframe(w.df, w.uri, mode="overwrite", overwrite_partitions=partitioned,
+    partitioned = bool(w.table.snapshot().partition_columns)
+    return operations.write_dataframe(w.df, w.table, mode="overwrite", overwrite_partitions=partitioned,
                                       operation="WRITE", **w.commit)

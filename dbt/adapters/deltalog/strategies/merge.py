@@ -73,7 +73,6 @@ def merge_clauses(config: Any, columns: List[str], unique_key: List[str], predic
 
 def run(w: IncrementalWrite) -> Optional[int]:
     from deltalog.schema_evolution import evolved_schema
-    from deltalog.snapshot import Snapshot
     from deltalog.spark import operations
 
     if not w.unique_key:
@@ -81,9 +80,9 @@ def run(w: IncrementalWrite) -> Optional[int]:
     commit = dict(w.commit)
     if w.evolve:
         # MERGE WITH SCHEMA EVOLUTION: the source's new columns and struct fields join the table
-        current = Snapshot.load(w.uri).schema_json
+        current = w.table.snapshot().schema_json
         evolved = evolved_schema(w.uri, current, operations.dataframe_schema(w.df, w.uri))
         if evolved != current:
             commit["table_schema"] = evolved
     clauses = merge_clauses(w.config, list(w.df.columns), w.unique_key, w.predicates, w.name)
-    return operations.merge(w.spark, w.uri, w.df, **clauses, **commit)
+    return operations.merge(w.spark, w.table, w.df, **clauses, **commit)

@@ -15,7 +15,7 @@ def replace(w: IncrementalWrite, predicates: List[str], df=None) -> Optional[int
     if not predicates:
         raise CompilationError(f"Model {w.name}: incremental_strategy 'replace_where' needs "
                                "`incremental_predicates` (the rows of the table that the new data replaces)")
-    return operations.write_dataframe(w.df if df is None else df, w.uri, mode="overwrite",
+    return operations.write_dataframe(w.df if df is None else df, w.table, mode="overwrite",
                                       replace_where=" and ".join(f"({p})" for p in predicates),
                                       operation="WRITE", **w.commit)
 

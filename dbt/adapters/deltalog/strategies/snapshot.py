@@ -45,7 +45,7 @@ def snapshot_merge(adapter: Any, target: Any, staging: Any, columns: Any, model:
         for c in target_cols
     }
     return operations.merge(
-        spark, adapter.table_uri(target), source,
+        spark, adapter.table(target), source,
         on=f"DBT_INTERNAL_SOURCE.{q(scd_id)} = DBT_INTERNAL_DEST.{q(scd_id)}",
         when_matched_update={valid_to: f"DBT_INTERNAL_SOURCE.{q(valid_to)}"},
         when_matched_condition=f"{is_current} and DBT_INTERNAL_SOURCE.dbt_change_type in ('update', 'delete')",
