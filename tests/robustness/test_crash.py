@@ -22,7 +22,7 @@ import pytest
 from deltalog import Snapshot, write_deltalake
 from deltalog.checkpoint import checkpoint_name, read_last_checkpoint
 from deltalog.checksum import checksum_name
-from tests.selection import full_only
+from tests.support.selection import full_only
 
 from table_checks import check_table, has_crc
 from crash_child import FAULT_EXIT, batch_ids, batch_table
