@@ -46,7 +46,7 @@ from pathlib import Path
 
 DBT = Path(sys.executable).with_name("dbt")
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # tests/spark_connect.py starts the Connect server
+sys.path.insert(0, str(ROOT))  # tests/support/spark_connect.py starts the Connect server
 
 MODELS = {
     "staging/stg_customers.sql": """\
@@ -300,7 +300,7 @@ def main() -> None:
     with contextlib.ExitStack() as stack:
         connect_url = None
         if "deltalog-connect" in args.ways:
-            from tests.spark_connect import spark_connect_server
+            from tests.support.spark_connect import spark_connect_server
 
             started = time.perf_counter()
             connect_url = stack.enter_context(spark_connect_server("local[*]"))

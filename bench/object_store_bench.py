@@ -10,7 +10,7 @@ same server and the same disk as the peer, in one run.
                overwrite), then a full read back through Spark (sum of a column): what `dbt run` does.
                Each in a Spark of its own: local disk; S3 as this Spark is (no Hadoop connector:
                executors' pyarrow writes, the Python data source reads); and, where the S3A connector
-               jars are there (tests/hadoop_aws.py), S3 through Spark's own Parquet writer and reader.
+               jars are there (tests/support/hadoop_aws.py), S3 through Spark's own Parquet writer and reader.
 Prints each time and the S3 / local ratio, and deltalog / delta-rs on the same store.
 """
 from __future__ import annotations
@@ -31,8 +31,8 @@ import deltalake  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
 from deltalog import Snapshot, filesystem, write_deltalake  # noqa: E402
-from tests.hadoop_aws import connector_jars, s3a_spark_conf  # noqa: E402
-from tests.seaweed import seaweedfs  # noqa: E402
+from tests.support.hadoop_aws import connector_jars, s3a_spark_conf  # noqa: E402
+from tests.support.seaweed import seaweedfs  # noqa: E402
 
 
 def _batch(i: int) -> pa.Table:
@@ -130,7 +130,7 @@ def main() -> None:
             if connector_jars():
                 runs.append(("s3a", s3.uri("bench", "orders_s3a"), options, True))
             else:
-                print("(no S3A connector jars: the s3a row is left out; see tests/hadoop_aws.py)")
+                print("(no S3A connector jars: the s3a row is left out; see tests/support/hadoop_aws.py)")
             for where, uri, opts, s3a in runs:
                 write, read = _table_in_child(uri, args.rows, opts, s3a)
                 results.setdefault("table write", {})[f"deltalog {where}"] = write

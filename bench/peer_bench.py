@@ -3,7 +3,7 @@ session with both: each step timed on both engines and reported as a ratio to de
 
 delta-spark 4.4 needs pyspark 4.2: run it in the environment the tests make for it (tests/integration/
 test_delta_spark.py builds `.ci-cache/pyspark-4.2`; delta-spark's jars come from Maven Central through
-tests/maven/jars.py):
+tests/support/maven.py):
 
     .ci-cache/pyspark-4.2/bin/python bench/peer_bench.py [--rows 10000000] [--files 16]
         [--commits 10000] [--files-per-commit 30] [--only table,append,merge,merge_dv,zorder,snapshot]
@@ -67,7 +67,7 @@ DBT_TABLES = [("shop", "fct_orders"), ("shop", "dim_customers"),
 
 def dbt_project(root: str, adapter: str) -> str:
     """A copy of integration_tests/ whose profile targets `adapter` ("spark" or "deltalog")."""
-    from tests.maven.jars import jars
+    from tests.support.maven import jars
 
     project = os.path.join(root, adapter)
     shutil.copytree(os.path.join(ROOT, "integration_tests"), project, ignore=shutil.ignore_patterns(
@@ -140,7 +140,7 @@ def dbt_step(work: str) -> list[tuple[str, float, float, str]]:
 def session():
     from dbt.adapters.deltalog.runtime.jvm import start_spark
 
-    from tests.maven.jars import jars
+    from tests.support.maven import jars
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     return start_spark("local[2]", {

@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.dbt_process import write_project  # noqa: E402
+from tests.support.dbt_process import write_project  # noqa: E402
 
 BRONZE = """
 {{ config(materialized='streaming_table', tags=['realtime'], trigger={'processing_time': '2 seconds'},

@@ -7,7 +7,7 @@ Workloads, all at once, each in its own process (deltalog engine, pure Arrow wri
   conflicts; the loser retries until its increment lands).
 Then kill trials: a writer appending to table `crash` is killed at a random step (hooks of
 tests/robustness/crash_child.py) or at a random time; after each the table must pass the checks of
-tests/robustness/table_checks.py (contiguous versions, crc, rows of the landed commits exactly, deltalog
+tests/support/table_checks.py (contiguous versions, crc, rows of the landed commits exactly, deltalog
 and delta-rs agree, no orphan live).
 
 Reports writers and commits attempted, commits landed, conflicts raised by type, retries (extra
@@ -137,7 +137,7 @@ def run_writers(work: str, args) -> dict:
         raise SystemExit(f"writer errors: {errors}")
     stats = [r for _, r in results]
 
-    from table_checks import check_table
+    from tests.support.table_checks import check_table
     expected = [i for s in stats if s["kind"] == "append" for i in s["ids"]] + \
         [i for s in stats if s["kind"] == "replace" for i in s["last_ids"]]
     ev = check_table(events, expected, every_version=False)
@@ -153,7 +153,7 @@ def run_writers(work: str, args) -> dict:
 
 def run_kill_trials(work: str, trials: int, seed: int) -> dict:
     from crash_child import batch_ids, batch_table
-    from table_checks import check_table, commit_names, read_commit
+    from tests.support.table_checks import check_table, commit_names, read_commit
     rng = random.Random(seed)
     survived, failures, kinds = 0, [], collections.Counter()
     for t in range(trials):

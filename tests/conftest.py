@@ -64,7 +64,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def golden():
     """The Delta Lake golden tables (../shared/conformance/delta-golden): skip outside CI, fail in CI."""
-    from tests.shared_data import GOLDEN, require
+    from tests.support.shared_data import GOLDEN, require
 
     return require(GOLDEN)
 

@@ -1,5 +1,5 @@
 """delta-spark (Delta Lake's own Spark connector) beside deltalog, in one Spark session: delta-spark's
-jars from Maven (tests/maven/jars.py), its SQL extension and catalog, and deltalog's engine as the adapter
+jars from Maven (tests/support/maven.py), its SQL extension and catalog, and deltalog's engine as the adapter
 builds it. The session also has Spark's Kafka source (its jar for this Spark from Maven Central, which
 serves none for pyspark 4.3), for the Kafka streaming tables.
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.maven.jars import DELTA_SPARK_VERSION, MavenUnavailable, in_ci, jars
+from tests.support.maven import DELTA_SPARK_VERSION, MavenUnavailable, in_ci, jars
 
 SPARK_LINE = "4.2."  # the Spark delta-spark DELTA_SPARK_VERSION is built against
 

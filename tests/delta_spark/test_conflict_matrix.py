@@ -19,7 +19,7 @@ import pytest
 
 from deltalog.errors import ConcurrentModificationError
 from tests.engine.test_conflicts import LEVELS, LOSERS, OPERATION, WINNERS, expected, make_table, new_file, stage
-from tests.selection import FULL, full_only
+from tests.support.selection import FULL, full_only
 
 LANDS = "lands"
 _PREDICATES: dict = {}

@@ -7,7 +7,7 @@ import pytest
 from deltalog import Snapshot
 from deltalog.spark import operations as ops
 from tests.delta_spark.test_reads_what_we_write import delta_spark_rows, our_rows, same_at_every_version
-from tests.selection import FULL, full_only
+from tests.support.selection import FULL, full_only
 
 pytestmark = pytest.mark.spark
 

@@ -1,5 +1,5 @@
 """A streaming table reading a Kafka topic through dbt (`{{ stream_kafka(servers, topic) }}`), against a
-real broker (Apache Kafka from Maven Central, KRaft mode, tests/kafka_broker.py) and Spark's Kafka source
+real broker (Apache Kafka from Maven Central, KRaft mode, tests/support/kafka_broker.py) and Spark's Kafka source
 (its jar from Maven Central: for pyspark 4.2, so this runs in the pyspark 4.2 environment beside
 delta-spark, which also reads the table). Each `dbt run` takes the messages new since the last one, each
 micro-batch one commit recording its batch id; a run that finds nothing new commits nothing at any layer
@@ -14,7 +14,7 @@ import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture
 
 from deltalog.snapshot import Snapshot
-from tests.kafka_broker import kafka_broker
+from tests.support.kafka_broker import kafka_broker
 
 pytestmark = [pytest.mark.spark, pytest.mark.dbt]
 

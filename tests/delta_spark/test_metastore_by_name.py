@@ -1,5 +1,5 @@
 """A table dbt builds with `catalog: {type: hive}` is read BY NAME by delta-spark in a session on the same
-Hive Metastore (a real one from pyspark's jars, tests/hive_metastore.py): `select * from analytics.orders`
+Hive Metastore (a real one from pyspark's jars, tests/support/hive_metastore.py): `select * from analytics.orders`
 through the metastore's entry, rows equal to ours, and DESCRIBE DETAIL shows the location and the partition
 column; delta-spark's own `CREATE TABLE ... USING delta` beside it is found by a dbt source by name."""
 from __future__ import annotations
@@ -12,9 +12,9 @@ import textwrap
 import deltalake
 import pytest
 
-from tests.dbt_process import dbt, write_project
-from tests.hive_metastore import hive_metastore, java_or_skip
-from tests.maven.jars import jars
+from tests.support.dbt_process import dbt, write_project
+from tests.support.hive_metastore import hive_metastore, java_or_skip
+from tests.support.maven import jars
 
 pytestmark = pytest.mark.spark
 

@@ -141,7 +141,7 @@ def test_row_tracking_ids_and_commit_versions(spark, tmp_path):
     optimize(spark, uri)
     theirs = spark.read.format("delta").load(uri).select("id", "v", "_metadata.row_id", "_metadata.row_commit_version")
     got = {r["id"]: (r["row_id"], r["row_commit_version"]) for r in theirs.collect()}
-    from tests.row_ids import row_ids  # IDs and commit versions as the protocol says a reader finds them
+    from tests.support.row_ids import row_ids  # IDs and commit versions as the protocol says a reader finds them
 
     version = Snapshot.load(uri).version
     ids, versions = row_ids(uri, version), row_ids(uri, version, commit_versions=True)

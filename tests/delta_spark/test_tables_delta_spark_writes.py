@@ -15,7 +15,7 @@ from deltalog.errors import UnsupportedFeatureError
 from deltalog.spark import operations as ops
 from deltalog.spark.change_data import changes_dataframe
 from tests.delta_spark.test_reads_what_we_write import delta_spark_rows, our_rows, rows_of
-from tests.selection import FULL, full_only
+from tests.support.selection import FULL, full_only
 
 pytestmark = pytest.mark.spark
 
@@ -139,7 +139,7 @@ def test_row_tracking_clustering_and_in_commit_timestamps(spark, tmp_path):
     _we_write_then_delta_spark_reads(spark, uri, "select id, 7 as k from range(100, 120)")
     got = spark.read.format("delta").load(uri).select("id", "_metadata.row_id").collect()
     assert len({r["row_id"] for r in got}) == len(got)  # row IDs stay unique across both writers
-    from tests.row_ids import row_ids
+    from tests.support.row_ids import row_ids
 
     assert {r["id"]: r["row_id"] for r in got} == row_ids(uri, Snapshot.load(uri).version)
     detail = spark.sql(f"describe detail {t}").collect()[0].asDict()

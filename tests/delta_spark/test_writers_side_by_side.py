@@ -100,7 +100,7 @@ def test_on_s3_with_conditional_creates_nothing_is_overwritten(spark):
     them is overwritten (docs: "Side by side on S3")."""
     from deltalog import filesystem
     from deltalog.spark import hadoop
-    from tests.seaweed import seaweedfs_or_skip
+    from tests.support.seaweed import seaweedfs_or_skip
 
     with seaweedfs_or_skip() as s3:
         uri = s3.uri("side_by_side")

@@ -18,7 +18,7 @@ if str(REPO_ROOT) not in sys.path:  # run from anywhere without installing the p
 from deltalog.actions import (AddFile, CommitInfo, Metadata, Protocol, RemoveFile, commit_to_bytes,
                               now_ms)
 
-from tests.shared_data import GOLDEN  # noqa: E402,F401  (engine tests import it from here)
+from tests.support.shared_data import GOLDEN  # noqa: E402,F401  (engine tests import it from here)
 
 SCHEMA = {"type": "struct", "fields": [
     {"name": "id", "type": "long", "nullable": True, "metadata": {}},

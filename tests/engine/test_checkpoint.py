@@ -218,7 +218,7 @@ def test_struct_only_stats_are_read_and_survive_our_checkpoint(tmp_path, name):
 
     from deltalog.expressions import files_matching
     from deltalog.stores import log_store_for
-    from tests.shared_data import WILD, require
+    from tests.support.shared_data import WILD, require
 
     uri = tmp_path / "t"
     shutil.copytree(require(WILD / "deltars" / name), uri)

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.shared_data import GOLDEN, require
+from tests.support.shared_data import GOLDEN, require
 from deltalog.errors import (CorruptLogError, DeltaError, NotATableError, UnsupportedFeatureError)
 from deltalog.history import history
 from deltalog.scan import read_file

@@ -24,7 +24,7 @@ from deltalog.operations.vacuum import vacuum
 from deltalog.scan import read_table
 from deltalog.storage import LocalLogStore
 from tests.engine.test_conformance import delta_rs_rows
-from tests.shared_data import CONFORMANCE, require, tables_naming
+from tests.support.shared_data import CONFORMANCE, require, tables_naming
 
 _Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
 
@@ -62,7 +62,7 @@ def test_z85_partial_last_group_as_the_z85_crate_writes_it():
 
 def test_inline_dv_with_a_partial_z85_group_reads_as_delta_rs_at_every_version():
     """kernel_x/cdf-table-with-dv: version 5 holds the inline DV `...##093` (row 3 deleted)."""
-    from tests.shared_data import WILD
+    from tests.support.shared_data import WILD
 
     path = str(require(WILD / "kernel_x" / "cdf-table-with-dv" / "cdf-table-with-dv"))
     latest = Snapshot.load(path).version

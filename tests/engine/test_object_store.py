@@ -17,7 +17,7 @@ import pytest
 from deltalog import Snapshot, write_deltalake
 from deltalog import object_store
 from deltalog.object_store import UnsafeStoreError
-from tests.seaweed import seaweedfs_or_skip
+from tests.support.seaweed import seaweedfs_or_skip
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -12,7 +12,7 @@ from deltalog.paths import (
 )
 from deltalog.schema import partition_column_types
 
-from tests.shared_data import GOLDEN, require
+from tests.support.shared_data import GOLDEN, require
 
 UTC = dt.timezone.utc
 

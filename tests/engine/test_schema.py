@@ -10,7 +10,7 @@ from deltalog.schema import (
     schema_string, to_arrow_schema,
 )
 
-from tests.shared_data import GOLDEN, require
+from tests.support.shared_data import GOLDEN, require
 
 ALL_TYPES = {
     "type": "struct",

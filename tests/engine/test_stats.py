@@ -12,7 +12,7 @@ from deltalog.schema import from_arrow_schema
 from deltalog.stats import StatsCollector, file_stats, indexed_columns
 from deltalog.write import write_deltalake
 
-from tests.shared_data import GOLDEN, require
+from tests.support.shared_data import GOLDEN, require
 UTC = dt.timezone.utc
 
 

@@ -15,7 +15,7 @@ from deltalog.scan import read_table
 from deltalog.snapshot import Snapshot
 from tests.engine.test_conformance import (delta_rs_rows, has_checkpoint_and_all_commits,
                                           same_state_as_commit_replay)
-from tests.shared_data import WILD, require
+from tests.support.shared_data import WILD, require
 
 
 def _cases() -> list[str]:

@@ -384,7 +384,7 @@ def test_append_to_delta_spark_table_matches_its_partition_encoding(tmp_path):
     """Appending the rows of a table Delta Lake on Spark wrote (12 partition column types, nulls, a
     literal 'null' string) produces exactly its partitionValues strings and its folders."""
     import shutil
-    from tests.shared_data import GOLDEN, require
+    from tests.support.shared_data import GOLDEN, require
     uri = str(tmp_path / "t")
     shutil.copytree(require(GOLDEN / "data-reader-partition-values"), uri)
     original = read_theirs(uri)

@@ -16,8 +16,8 @@ import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture
 
 from deltalog.snapshot import Snapshot
-from tests import dbt_process as cli
-from tests.selection import FULL
+from tests.support import dbt_process as cli
+from tests.support.selection import FULL
 
 pytestmark = pytest.mark.dbt
 

@@ -15,7 +15,7 @@ from dbt.adapters.deltalog.model_config_keys import OWN_CONFIGS
 from dbt.adapters.deltalog.model_config_keys import (
     FOREIGN_CONFIGS, config_warnings, dbt_configs, warn_unapplied_configs,
 )
-from tests import dbt_process as cli
+from tests.support import dbt_process as cli
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import deltalake
 import pytest
 
-from tests import dbt_process as cli
+from tests.support import dbt_process as cli
 
 pytestmark = [pytest.mark.dbt, pytest.mark.spark]
 

@@ -13,8 +13,8 @@ import textwrap
 import pytest
 
 from dbt.adapters.deltalog.metastore import HiveMetastore, metastore_sql, parse_catalog
-from tests.dbt_process import dbt, write_project
-from tests.hive_metastore import hive_metastore, java_or_skip
+from tests.support.dbt_process import dbt, write_project
+from tests.support.hive_metastore import hive_metastore, java_or_skip
 
 pytestmark = pytest.mark.spark
 
@@ -211,14 +211,14 @@ def test_a_wrong_catalog_is_refused_by_name(catalog, message):
 
 def test_an_unreachable_metastore_is_named():
     from dbt.adapters.deltalog.metastore import MetastoreError
-    from tests.standalone import free_port
+    from tests.support.standalone import free_port
 
     with pytest.raises(MetastoreError, match="cannot be reached"):
         HiveMetastore("127.0.0.1", free_port()).databases()
 
 
 def test_a_run_with_an_unreachable_metastore_fails_before_committing(tmp_path):
-    from tests.standalone import free_port
+    from tests.support.standalone import free_port
 
     address = f"thrift://127.0.0.1:{free_port()}"
     project = write_project(tmp_path, "hms3", {"orders.sql": MODELS["orders.sql"]}, spark_server=True,

@@ -14,7 +14,7 @@ import deltalake
 import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture
 
-from tests import iceberg_readers as ice
+from tests.support import iceberg_readers as ice
 
 pytestmark = [pytest.mark.dbt, pytest.mark.spark]
 

@@ -15,7 +15,7 @@ import pytest
 
 from dbt.adapters.deltalog.runtime import spark_server
 from dbt.adapters.deltalog.connections import DeltalogCredentials
-from tests import dbt_process as cli
+from tests.support import dbt_process as cli
 
 
 def _server() -> dict:

@@ -9,7 +9,7 @@ import json
 import deltalake
 import pytest
 
-from tests.dbt_process import dbt, write_project
+from tests.support.dbt_process import dbt, write_project
 
 pytestmark = pytest.mark.spark
 
@@ -111,7 +111,7 @@ def test_a_database_that_is_not_attached_is_refused_by_name(tmp_path):
 def test_an_attached_catalog_on_an_object_store_uses_its_own_storage_options(tmp_path):
     """The profile's warehouse on local disk, `lake` on S3 (SeaweedFS) with its own keys: each table is
     written where its catalog is, and the keys never show in the log."""
-    from tests.seaweed import seaweedfs_or_skip
+    from tests.support.seaweed import seaweedfs_or_skip
 
     with seaweedfs_or_skip() as s3:
         options = "".join(f"\n      {k}: '{v}'" for k, v in s3.storage_options().items())

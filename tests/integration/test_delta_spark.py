@@ -1,6 +1,6 @@
 """delta-spark beside deltalog: `tests/delta_spark/` runs in an environment of its own with the pyspark
 delta-spark is built for (pyspark 4.2 for delta-spark 4.4), this project installed in it as users install
-it, and delta-spark's jars from Maven Central (tests/maven/jars.py). The Kafka streaming tables run there
+it, and delta-spark's jars from Maven Central (tests/support/maven.py). The Kafka streaming tables run there
 too: Maven Central serves Spark's Kafka source for Spark 4.2, none yet for pyspark 4.3. The environment is made once under
 `.ci-cache/pyspark-4.2` and kept while pyproject.toml is unchanged. Skipped, saying why, where PyPI or
 Maven Central cannot be reached; in CI it fails instead."""
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.maven.jars import MavenUnavailable, in_ci, jars
+from tests.support.maven import MavenUnavailable, in_ci, jars
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / ".ci-cache" / "pyspark-4.2"
@@ -63,7 +63,7 @@ def test_delta_spark_beside_deltalog(tmp_path):
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600)
     tail = run.stdout[-6000:] + run.stderr[-2000:]
     assert run.returncode == 0, f"tests/delta_spark on {PIN}:\n{tail}"
-    # Its only skips may be the cases the selection leaves to the full suite (tests/selection.py).
+    # Its only skips may be the cases the selection leaves to the full suite (tests/support/selection.py).
     unexpected = [line for line in run.stdout.splitlines()
                   if line.startswith("SKIPPED") and "in the full suite only" not in line]
     assert not unexpected, f"tests/delta_spark skipped tests in its own environment:\n{tail}"

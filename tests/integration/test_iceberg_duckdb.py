@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tests import iceberg_readers as ice
-from tests.maven.jars import in_ci
+from tests.support import iceberg_readers as ice
+from tests.support.maven import in_ci
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / ".ci-cache" / "duckdb-iceberg"

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests import iceberg_readers as ice
-from tests.maven.jars import MavenUnavailable, in_ci, jars
+from tests.support import iceberg_readers as ice
+from tests.support.maven import MavenUnavailable, in_ci, jars
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / ".ci-cache" / "pyspark-4.1"
@@ -183,8 +183,8 @@ def test_iceberg_engines_find_the_table_by_name_in_the_metastore(tmp_path):
     from dbt.adapters.deltalog.runtime.spark_server import stop_servers
     from deltalog.iceberg import latest_metadata
     from deltalog.stores import log_store_for
-    from tests.dbt_process import dbt, write_project
-    from tests.hive_metastore import hive_metastore, java_or_skip
+    from tests.support.dbt_process import dbt, write_project
+    from tests.support.hive_metastore import hive_metastore, java_or_skip
 
     try:
         jar = jars("iceberg-spark")[0]

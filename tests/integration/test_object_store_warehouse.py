@@ -3,7 +3,7 @@ started here), on a local Spark the builds share (spark_server): both batches bu
 delta-rs reads back from S3 holds exactly the rows of the same project built on local disk. Twice: as
 the Spark here is (no S3 connector: executors write files at their final keys with pyarrow, a Python
 data source reads them), and, in the full suite, with Spark's S3A connector on its class path
-(hadoop-aws, tests/hadoop_aws.py: Spark's own Parquet writer through the jar's DirectCommitProtocol, and
+(hadoop-aws, tests/support/hadoop_aws.py: Spark's own Parquet writer through the jar's DirectCommitProtocol, and
 its own reader). The log goes through obstore's put-if-absent either way."""
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import pyarrow as pa
 import pytest
 
 from test_shop_project import BATCH_2, EVERY_KIND, SCHEMA_OF, SPARK_LITTER  # tests/integration is on sys.path
-from tests.hadoop_aws import WHY_SKIPPED as NO_CONNECTOR, connector_jars, s3a_spark_conf
-from tests.seaweed import seaweedfs_or_skip
-from tests.selection import FULL, full_only
+from tests.support.hadoop_aws import WHY_SKIPPED as NO_CONNECTOR, connector_jars, s3a_spark_conf
+from tests.support.seaweed import seaweedfs_or_skip
+from tests.support.selection import FULL, full_only
 
 deltalake = pytest.importorskip("deltalake")
 

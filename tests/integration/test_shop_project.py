@@ -1,6 +1,6 @@
 """The README's "run" command, end to end: the online-shop project in integration_tests/ is built twice
 with dbt (batch 1, then batch 2 with new and changed rows), and every table is read back with
-`deltalake` (delta-rs) and compared with what the seeds say it must hold (shop_oracle.py, pandas).
+`deltalake` (delta-rs) and compared with what the seeds say it must hold (tests/support/shop_oracle.py, pandas).
 
 All dbt calls run in this process through dbtRunner, so they share one SparkSession; the project is a
 copy in a temp dir, which is also the working directory while dbt runs (the warehouse is ./warehouse).
@@ -19,7 +19,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from shop_oracle import ShopOracle  # tests/integration is on sys.path (rootdir import mode)
+from tests.support.shop_oracle import ShopOracle
 
 deltalake = pytest.importorskip("deltalake")
 dbt_main = pytest.importorskip("dbt.cli.main")

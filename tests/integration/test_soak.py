@@ -1,4 +1,4 @@
-"""A day of dbt commands on a generated project of about 40 nodes (tests/soak_project.py), as users run
+"""A day of dbt commands on a generated project of about 40 nodes (tests/support/soak_project.py), as users run
 them, each command its own process: `seed`, `build`, ten `run --vars 'round: N'`, `snapshot`, `test`,
 `run --select` and `--exclude`, a failing model then `retry`, `--full-refresh`, `docs generate`,
 `source freshness`, a Ctrl-C in the middle of a run and the run after it.
@@ -17,9 +17,9 @@ from pathlib import Path
 import deltalake
 import pytest
 
-from tests import dbt_process as cli
-from tests import soak_project as soak
-from tests.selection import full_only
+from tests.support import dbt_process as cli
+from tests.support import soak_project as soak
+from tests.support.selection import full_only
 
 pytestmark = [pytest.mark.dbt, pytest.mark.spark]
 

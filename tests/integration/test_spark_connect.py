@@ -1,5 +1,5 @@
 """`method: connect`: dbt runs on a real Spark Connect server started from pyspark's own distribution
-(tests/spark_connect.py), the log engine in the dbt process, the data written and read by the server.
+(tests/support/spark_connect.py), the log engine in the dbt process, the data written and read by the server.
 
 - integration_tests/ (CI: its models of every kind of node) built over Connect equals the embedded build,
 - a project of every materialization and the features that needed the JVM before (deletion vectors,
@@ -24,9 +24,9 @@ import pyarrow as pa
 import pytest
 
 from test_shop_project import EVERY_KIND  # tests/integration is on sys.path
-from tests.dbt_process import dbt
-from tests.selection import FULL, full_only
-from tests.spark_connect import require_client, spark_connect_server
+from tests.support.dbt_process import dbt
+from tests.support.selection import FULL, full_only
+from tests.support.spark_connect import require_client, spark_connect_server
 
 deltalake = pytest.importorskip("deltalake")
 
@@ -267,7 +267,7 @@ def test_the_jar_reaches_the_server_as_an_artifact_and_its_functions_match_plain
 @full_only("over Connect, object-store data goes through the same pyarrow tasks as a session without a "
            "Hadoop connector (tests/integration/test_object_store_warehouse.py)")
 def test_an_object_store_warehouse_over_connect(connect_url, tmp_path):
-    from tests.seaweed import seaweedfs_or_skip
+    from tests.support.seaweed import seaweedfs_or_skip
 
     with seaweedfs_or_skip() as s3:
         options = s3.storage_options()
@@ -281,7 +281,7 @@ def test_a_connect_server_on_a_standalone_cluster(tmp_path):
     """The features project on a Connect server whose master is a standalone cluster. When this machine
     can give a worker a disk of its own (a private mount namespace), a warehouse folder on that disk
     is refused first, before anything is written: the server's tasks would write where dbt cannot see."""
-    from tests.standalone import private_mounts_available, standalone_cluster
+    from tests.support.standalone import private_mounts_available, standalone_cluster
 
     require_client()
     private = tmp_path / "workers_own_disk"
@@ -334,7 +334,7 @@ def test_connect_profiles_that_cannot_work_are_refused_by_name(tmp_path):
 
 
 def test_an_unreachable_server_or_a_server_setting_fails_before_anything_runs(connect_url, tmp_path):
-    from tests.standalone import free_port
+    from tests.support.standalone import free_port
 
     project = _features_project(tmp_path / "p", ["method: connect", f"host: sc://127.0.0.1:{free_port()}",
                                                  f"warehouse: {tmp_path / 'wh'}"], stream=False)

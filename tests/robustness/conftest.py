@@ -1,4 +1,5 @@
-"""Robustness tests: their helper modules importable by name (the `spark` fixture is tests/conftest.py's)."""
+"""Robustness tests: the child programs they start by path (`*_child.py`, beside them) importable by name
+too, as they import one another when run as scripts (the `spark` fixture is tests/conftest.py's)."""
 import os
 import sys
 

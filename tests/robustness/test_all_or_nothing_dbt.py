@@ -9,7 +9,7 @@ import deltalake
 import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture
 
-from table_checks import data_files_on_disk
+from tests.support.table_checks import data_files_on_disk
 
 pytestmark = pytest.mark.dbt
 

@@ -18,7 +18,7 @@ from deltalog import (
 )
 from deltalog.actions import Protocol, commit_to_bytes, CommitInfo, now_ms
 
-from table_checks import data_files_on_disk
+from tests.support.table_checks import data_files_on_disk
 
 
 def table_state(uri: str) -> tuple:

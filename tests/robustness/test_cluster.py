@@ -22,8 +22,8 @@ import textwrap
 import deltalake
 import pytest
 
-from tests.standalone import private_mounts_available, standalone_cluster
-from tests.selection import full_only
+from tests.support.standalone import private_mounts_available, standalone_cluster
+from tests.support.selection import full_only
 
 pytestmark = [pytest.mark.dbt, pytest.mark.cluster]
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -138,8 +138,8 @@ def test_s3_warehouse_builds_on_the_cluster_with_the_other_machine_writing(clust
     """The worker in the private namespace writes its files straight to S3: nothing is stranded on its
     disk, every row lands, delta-rs reads them from the bucket. Through pyarrow's file system, and
     through Spark's S3A connector (shipped to the executors with `spark.jars`)."""
-    from tests.hadoop_aws import WHY_SKIPPED, connector_jars, s3a_spark_conf
-    from tests.seaweed import seaweedfs_or_skip
+    from tests.support.hadoop_aws import WHY_SKIPPED, connector_jars, s3a_spark_conf
+    from tests.support.seaweed import seaweedfs_or_skip
 
     if connector and not connector_jars():
         pytest.skip(WHY_SKIPPED)
@@ -206,8 +206,8 @@ def test_the_shop_project_on_s3_from_the_cluster_holds_the_local_build_rows(clus
     worker on the 'other machine' writing too: every table delta-rs reads from S3 holds the rows of the
     same selection built on local disk by the embedded Spark. Through Spark's S3A connector where its
     jars are here, else through pyarrow."""
-    from tests.hadoop_aws import connector_jars, s3a_spark_conf
-    from tests.seaweed import seaweedfs_or_skip
+    from tests.support.hadoop_aws import connector_jars, s3a_spark_conf
+    from tests.support.seaweed import seaweedfs_or_skip
 
     names = ["customers", "products", "orders", "order_items", "payments", "fct_orders", "dim_customers",
              "product_sales", "orders_merge", "orders_snapshot"]

@@ -25,8 +25,8 @@ from dbt.tests.util import run_dbt
 
 from deltalog import DeltaTable, Snapshot, write_deltalake
 
-from table_checks import check_table
-from tests.races import winner_commits_first
+from tests.support.races import winner_commits_first
+from tests.support.table_checks import check_table
 
 pytestmark = pytest.mark.dbt
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

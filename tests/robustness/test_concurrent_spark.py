@@ -26,8 +26,8 @@ from deltalog.errors import (  # noqa: E402
     ConcurrentAppendException, ConcurrentDeleteReadException, ConcurrentModificationError,
 )
 
-from table_checks import check_table  # noqa: E402
-from tests.races import winner_commits_first  # noqa: E402
+from tests.support.races import winner_commits_first  # noqa: E402
+from tests.support.table_checks import check_table  # noqa: E402
 
 operations = pytest.importorskip("deltalog.spark.operations")
 optimize_module = pytest.importorskip("deltalog.spark.optimize")

@@ -23,9 +23,9 @@ from deltalog import Snapshot, write_deltalake
 from deltalog.checkpoint_read import read_last_checkpoint
 from deltalog.checkpoint_write import checkpoint_name
 from deltalog.checksum import checksum_name
-from tests.selection import full_only
+from tests.support.selection import full_only
+from tests.support.table_checks import check_table, has_crc
 
-from table_checks import check_table, has_crc
 from crash_child import FAULT_EXIT, batch_ids, batch_table
 
 CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "crash_child.py")
@@ -39,7 +39,7 @@ def create(uri: str) -> None:
 
 def landed_ids(uri: str) -> list[int]:
     """The rows the landed commits brought, from their commitInfo `batch`."""
-    from table_checks import commit_names, read_commit
+    from tests.support.table_checks import commit_names, read_commit
     ids = []
     for v in range(len(commit_names(uri))):
         info = next(a["commitInfo"] for a in read_commit(uri, v) if "commitInfo" in a)

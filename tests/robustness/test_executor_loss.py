@@ -26,7 +26,7 @@ import pytest
 from deltalog import Snapshot, filesystem
 from deltalog.deletion_vectors import dv_file_path
 from deltalog.operations.vacuum import vacuum
-from tests.standalone import standalone_cluster
+from tests.support.standalone import standalone_cluster
 
 pytestmark = [pytest.mark.dbt, pytest.mark.cluster]
 LOST = re.compile(r"ERROR TaskSchedulerImpl: Lost (an )?executor")  # the driver saw it go

@@ -27,7 +27,7 @@ import pytest
 
 from deltalog import Snapshot, filesystem, write_deltalake
 from load_child import append_ids, kind
-from tests.seaweed import seaweedfs_or_skip
+from tests.support.seaweed import seaweedfs_or_skip
 
 pytestmark = pytest.mark.dbt
 CHILD = __import__("load_child").__file__

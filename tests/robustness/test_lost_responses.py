@@ -15,8 +15,8 @@ from deltalog import filesystem
 from deltalog.snapshot import Snapshot
 from deltalog.stores import log_store_for
 from deltalog.write import write_deltalake
-from tests.dropping_proxy import DroppingProxy
-from tests.seaweed import seaweedfs_or_skip
+from tests.support.dropping_proxy import DroppingProxy
+from tests.support.seaweed import seaweedfs_or_skip
 
 CDF = {"delta.enableChangeDataFeed": "true"}
 

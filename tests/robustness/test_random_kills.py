@@ -36,7 +36,7 @@ from deltalog.deletion_vectors import dv_file_path
 from deltalog.operations.vacuum import vacuum
 from deltalog.scan import read_table
 from mixed_child import COUNTER_ID, TABLE_CONFIGURATION, expected_rows
-from tests.seaweed import seaweedfs_or_skip
+from tests.support.seaweed import seaweedfs_or_skip
 
 pytestmark = pytest.mark.spark
 CHILD = __import__("mixed_child").__file__

@@ -24,8 +24,8 @@ import pytest
 from deltalog import Snapshot, filesystem, write_deltalake
 from deltalog.operations.vacuum import vacuum
 from s3_spark_child import COUNTER_ID, append_ids
-from tests.seaweed import seaweedfs_or_skip
-from tests.selection import FULL, full_only
+from tests.support.seaweed import seaweedfs_or_skip
+from tests.support.selection import FULL, full_only
 
 pytestmark = pytest.mark.spark
 CHILD = __import__("s3_spark_child").__file__

@@ -8,7 +8,7 @@ import time
 
 import deltalake
 
-from tests import dbt_process as cli
+from tests.support import dbt_process as cli
 
 
 def test_sigint_mid_model_leaves_the_table_whole(tmp_path):

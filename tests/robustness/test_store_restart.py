@@ -24,7 +24,7 @@ from deltalog.checkpoint_write import checkpoint_name
 from deltalog.errors import DeltaError
 from deltalog.object_store import ObjectLogStore
 from deltalog.operations.vacuum import vacuum
-from tests.seaweed import SECRET_KEY, seaweedfs_or_skip
+from tests.support.seaweed import SECRET_KEY, seaweedfs_or_skip
 
 
 @pytest.fixture(scope="module")

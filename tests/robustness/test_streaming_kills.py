@@ -6,7 +6,7 @@ is SIGKILLed at random moments, some during start-up and some mid-batch, and sta
 bronze and silver exactly once, gold equals the aggregate recomputed from the landed rows, read by
 delta-rs, and a second `dbt run` with no new input commits nothing at any layer.
 
-CI kills the runner 3 times (the selection, tests/selection.py); DELTALOG_FULL_SUITE=1 kills it 20 times."""
+CI kills the runner 3 times (the selection, tests/support/selection.py); DELTALOG_FULL_SUITE=1 kills it 20 times."""
 from __future__ import annotations
 
 import json
@@ -23,8 +23,8 @@ import deltalake
 import pytest
 
 from deltalog.snapshot import Snapshot
-from tests.dbt_process import write_project
-from tests.selection import FULL
+from tests.support.dbt_process import write_project
+from tests.support.selection import FULL
 
 pytestmark = pytest.mark.dbt
 

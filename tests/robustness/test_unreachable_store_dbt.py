@@ -9,8 +9,8 @@ import textwrap
 
 import pytest
 
-from tests.seaweed import ACCESS_KEY, seaweedfs_or_skip
-from tests.standalone import free_port
+from tests.support.seaweed import ACCESS_KEY, seaweedfs_or_skip
+from tests.support.standalone import free_port
 
 pytestmark = pytest.mark.dbt
 

@@ -15,7 +15,7 @@ from deltalog.errors import UnsupportedFeatureError
 from deltalog.snapshot import Snapshot
 from deltalog.spark import operations as ops
 from deltalog.spark.change_data import changes_dataframe
-from tests.shared_data import WILD, require
+from tests.support.shared_data import WILD, require
 
 pytestmark = pytest.mark.spark
 

@@ -13,7 +13,7 @@ from deltalog.scan import read_table
 from deltalog.snapshot import Snapshot
 from deltalog.spark.reader import snapshot_dataframe
 from tests.engine.test_conformance import delta_rs_rows
-from tests.shared_data import CONFORMANCE, require, tables_naming
+from tests.support.shared_data import CONFORMANCE, require, tables_naming
 
 pytestmark = pytest.mark.spark
 

@@ -13,7 +13,7 @@ from deltalog.snapshot import Snapshot
 from deltalog.spark.reader import FILE_COLUMN, ROW_INDEX_COLUMN, files_dataframe, snapshot_dataframe
 from tests.engine.test_conformance import delta_rs_rows
 from tests.engine.test_deletion_vectors import DV_TABLES
-from tests.shared_data import CONFORMANCE, require
+from tests.support.shared_data import CONFORMANCE, require
 
 pytestmark = pytest.mark.spark
 
@@ -84,7 +84,7 @@ def test_inline_dv_with_a_partial_z85_group_at_every_version(spark, rows_filter,
     import deltalake
 
     from deltalog.spark import reader
-    from tests.shared_data import WILD
+    from tests.support.shared_data import WILD
 
     if rows_filter == "anti_join":
         monkeypatch.setattr(reader, "has_jar_class", lambda *a: False)

@@ -15,7 +15,7 @@ import pytest
 from deltalog import Snapshot
 from deltalog.iceberg import convert, latest_metadata
 from deltalog.stores import log_store_for
-from tests import iceberg_readers as ice
+from tests.support import iceberg_readers as ice
 
 pytestmark = pytest.mark.spark
 
@@ -152,7 +152,7 @@ def test_on_s3_through_the_tables_store(spark):
 
     from deltalog import filesystem
     from deltalog.spark.operations import delete, write_dataframe
-    from tests.seaweed import seaweedfs_or_skip
+    from tests.support.seaweed import seaweedfs_or_skip
 
     with seaweedfs_or_skip() as s3:
         filesystem.configure(s3.uri(), s3.storage_options())

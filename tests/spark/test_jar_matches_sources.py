@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.maven.jars import in_ci
+from tests.support.maven import in_ci
 
 ROOT = Path(__file__).resolve().parents[2]
 JAVA = ROOT / "deltalog" / "spark" / "java"

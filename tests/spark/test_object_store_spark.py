@@ -17,8 +17,8 @@ from deltalog.spark import operations as ops
 from deltalog.spark.change_data import changes_dataframe
 from deltalog.spark.optimize import optimize
 from deltalog.spark.reader import snapshot_dataframe
-from tests.azurite import azurite, azurite_binary
-from tests.seaweed import seaweedfs_or_skip
+from tests.support.azurite import azurite, azurite_binary
+from tests.support.seaweed import seaweedfs_or_skip
 
 pytestmark = pytest.mark.spark
 DVS = {"delta.enableDeletionVectors": "true", "delta.enableChangeDataFeed": "true"}

@@ -20,8 +20,8 @@ from deltalog.snapshot import Snapshot
 from deltalog.spark import operations as ops
 from deltalog.spark.optimize import optimize
 from deltalog.table import DeltaTable
-from tests.races import winner_commits_first
-from tests.row_ids import check_version, row_ids
+from tests.support.races import winner_commits_first
+from tests.support.row_ids import check_version, row_ids
 
 pytestmark = pytest.mark.spark
 ROWS = 400

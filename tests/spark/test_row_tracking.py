@@ -27,8 +27,8 @@ from deltalog.spark.optimize import optimize
 from deltalog.spark.reader import snapshot_dataframe
 from deltalog.table import DeltaTable
 from deltalog.write import write_deltalake
-from tests.row_ids import check_version as _check_version, commit_actions as _commit, row_ids as _row_ids
-from tests.shared_data import WILD, require
+from tests.support.row_ids import check_version as _check_version, commit_actions as _commit, row_ids as _row_ids
+from tests.support.shared_data import WILD, require
 
 pytestmark = pytest.mark.spark
 TRACKED = {"delta.enableRowTracking": "true", "delta.enableDeletionVectors": "true"}

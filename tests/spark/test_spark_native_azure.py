@@ -1,5 +1,5 @@
 """Spark's own Parquet writer and reader on Azure Blob storage through Hadoop's ABFS connector
-(hadoop-azure matching pyspark's Hadoop, from Maven: tests/maven/jars.py), against Azurite on 127.0.0.1.
+(hadoop-azure matching pyspark's Hadoop, from Maven: tests/support/maven.py), against Azurite on 127.0.0.1.
 
 Azurite serves the Blob API only, not the Data Lake (dfs) API of accounts with a hierarchical namespace.
 Hadoop 3.5's ABFS speaks the Blob API to accounts without one (`fs.azure.fns.account.service.type=BLOB`,
@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.azurite import azurite_binary
-from tests.maven.jars import MavenUnavailable, in_ci, jars
-from tests.own_process import in_own_process, run_file_in_own_process
+from tests.support.azurite import azurite_binary
+from tests.support.maven import MavenUnavailable, in_ci, jars
+from tests.support.own_process import in_own_process, run_file_in_own_process
 
 pytestmark = pytest.mark.spark
 OWN_PROCESS = "DELTALOG_TEST_ABFS_PROCESS"
@@ -49,7 +49,7 @@ else:
     from deltalog.spark import hadoop
     from deltalog.spark import operations as ops
     from deltalog.spark.reader import snapshot_dataframe
-    from tests.azurite import ACCOUNT, ACCOUNT_KEY, azurite
+    from tests.support.azurite import ACCOUNT, ACCOUNT_KEY, azurite
 
     @pytest.fixture(scope="module")
     def az():

@@ -1,5 +1,5 @@
 """Spark's own Parquet writer and reader on S3 (SeaweedFS on 127.0.0.1, started here), in a session that
-has Spark's S3A connector (hadoop-aws: tests/hadoop_aws.py). Executors write every data file at its final
+has Spark's S3A connector (hadoop-aws: tests/support/hadoop_aws.py). Executors write every data file at its final
 key through the jar's DirectCommitProtocol (no staging folder, no rename, no listing); the driver reads
 the footers of exactly the files the tasks name; reads are Spark's native Parquet scans, with deletion
 vectors applied. delta-rs reads every version as we do.
@@ -12,8 +12,8 @@ import datetime as dt
 
 import pytest
 
-from tests.hadoop_aws import WHY_SKIPPED, connector_jars, s3a_spark_conf
-from tests.own_process import in_own_process, run_file_in_own_process
+from tests.support.hadoop_aws import WHY_SKIPPED, connector_jars, s3a_spark_conf
+from tests.support.own_process import in_own_process, run_file_in_own_process
 
 pytestmark = pytest.mark.spark
 OWN_PROCESS = "DELTALOG_TEST_S3A_PROCESS"
@@ -22,7 +22,7 @@ OWN_PROCESS = "DELTALOG_TEST_S3A_PROCESS"
 if not in_own_process(OWN_PROCESS):
 
     def test_in_a_session_with_s3a():
-        from tests.seaweed import WHY_SKIPPED as NO_SEAWEED, weed_binary
+        from tests.support.seaweed import WHY_SKIPPED as NO_SEAWEED, weed_binary
 
         if not connector_jars():
             pytest.skip(WHY_SKIPPED)
@@ -42,7 +42,7 @@ else:
     from deltalog.spark import operations as ops
     from deltalog.spark.optimize import optimize
     from deltalog.spark.reader import snapshot_dataframe
-    from tests.seaweed import seaweedfs
+    from tests.support.seaweed import seaweedfs
 
     DVS = {"delta.enableDeletionVectors": "true"}
 

@@ -8,7 +8,7 @@ import pytest
 from deltalog.scan import read_table
 from deltalog.snapshot import Snapshot
 from deltalog.spark.reader import snapshot_dataframe
-from tests.shared_data import WILD, require
+from tests.support.shared_data import WILD, require
 
 pytestmark = pytest.mark.spark
 

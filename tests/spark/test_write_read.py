@@ -376,7 +376,7 @@ def test_int96_timestamps_read_as_microseconds_by_spark_and_by_arrow(spark):
     from deltalog.scan import read_table
     from deltalog.spark.reader import snapshot_dataframe
     from tests.engine.test_wild_conformance import DELTA_RS_WRAPS_INT96, edge_timestamps
-    from tests.shared_data import WILD, require
+    from tests.support.shared_data import WILD, require
 
     case = "deltars/table_with_edge_timestamps"
     snap = Snapshot.load(str(require(WILD / case)))

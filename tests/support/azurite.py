@@ -16,9 +16,10 @@ import tempfile
 from dataclasses import dataclass
 from typing import Iterator
 
-from tests.standalone import free_port, stop_process_groups, wait_until_listening
+from tests.support.standalone import free_port, stop_process_groups, wait_until_listening
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# the repository (this file is in tests/support/)
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ACCOUNT = "devstoreaccount1"
 # Azurite's published development key (not a secret: every Azurite has it)
 ACCOUNT_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="

@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 CACHE = ROOT / ".ci-cache" / "maven"
 
 # delta-spark 4.4.0 is built against Spark 4.2.0 (its pom's spark-sql version): the environment that runs
-# it has pyspark 4.2.0 (tests/delta_spark_env.py). Spark's own jars come from pyspark: excluded here.
+# it (made by tests/integration/test_delta_spark.py) has pyspark 4.2.0. Spark's own jars come from pyspark:
+# excluded here.
 DELTA_SPARK_VERSION = "4.4.0"
 # The Kafka broker the streaming tests start (KRaft mode, its own JVM: every jar of its tree).
 KAFKA_VERSION = "4.1.1"

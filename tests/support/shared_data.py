@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]  # tests/support/shared_data.py -> the repository
 CONFORMANCE = (REPO_ROOT.parent / "shared" / "conformance").resolve()  # a symlinked ../shared too
 GOLDEN = CONFORMANCE / "delta-golden"
 WILD = CONFORMANCE / "wild"

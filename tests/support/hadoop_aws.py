@@ -1,6 +1,6 @@
 """Spark's S3A connector for tests of the native data path on S3: Apache `hadoop-aws` at the version of the
 Hadoop this pyspark ships (pyspark 4.3: 3.5.0) and the AWS SDK modules it calls (not the 690 MB bundle),
-resolved from Maven Central by `tests/maven/jars.py` into `.ci-cache/maven/hadoop-aws` (never part of the
+resolved from Maven Central by `tests/support/maven.py` into `.ci-cache/maven/hadoop-aws` (never part of the
 product's install). `$DELTALOG_HADOOP_AWS_JARS` (a folder of jars) points elsewhere. Tests skip, saying
 why, without them; in CI they fail."""
 from __future__ import annotations
@@ -8,10 +8,10 @@ from __future__ import annotations
 import glob
 import os
 
-from tests.maven.jars import MavenUnavailable, in_ci, jars
+from tests.support.maven import MavenUnavailable, in_ci, jars
 
 WHY_SKIPPED = ("Spark's S3A connector (org.apache.hadoop:hadoop-aws) could not be resolved from Maven Central "
-               "(tests/maven/jars.py needs `mvn` and a reachable repository)")
+               "(tests/support/maven.py needs `mvn` and a reachable repository)")
 
 
 def connector_jars() -> list[str]:

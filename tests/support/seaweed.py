@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Iterator
 
-from tests.standalone import free_port, stop_process_groups
+from tests.support.standalone import free_port, stop_process_groups
 
 ACCESS_KEY = "deltalog-test"
 SECRET_KEY = "deltalog-test-secret"

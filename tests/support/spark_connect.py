@@ -14,7 +14,7 @@ import subprocess
 import tempfile
 from typing import Iterator
 
-from tests.standalone import _environment, free_port, spark_home, stop_process_groups, wait_until_listening
+from tests.support.standalone import _environment, free_port, spark_home, stop_process_groups, wait_until_listening
 
 CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 

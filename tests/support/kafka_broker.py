@@ -1,5 +1,5 @@
 """A real Kafka broker for tests: Apache Kafka from Maven Central (`org.apache.kafka:kafka_2.13`, resolved by
-tests/maven/jars.py), one JVM in KRaft mode (broker and controller together, no ZooKeeper) on
+tests/support/maven.py), one JVM in KRaft mode (broker and controller together, no ZooKeeper) on
 127.0.0.1, its log folder formatted first, started and stopped by the test."""
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Iterator
 
-from tests.maven.jars import jars
-from tests.standalone import free_port, stop_process_groups, wait_until_listening
+from tests.support.maven import jars
+from tests.support.standalone import free_port, stop_process_groups, wait_until_listening
 
 
 @dataclass

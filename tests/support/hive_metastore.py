@@ -10,7 +10,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Iterator
 
-from tests.standalone import free_port, spark_home, wait_until_listening
+from tests.support.standalone import free_port, spark_home, wait_until_listening
 
 _SITE = """<?xml version="1.0"?>
 <configuration>
