@@ -137,7 +137,8 @@ def merge_sweep(results: dict, path: str) -> None:
     ax.set_ylim(bottom=0)
     ax.set_xlabel("rows changed (updated in place), keys scattered over every file")
     ax.set_ylabel("wall time (s)")
-    ax.set_title(f"MERGE of {results['rows']:,} rows × 11 columns in {results['files']} files")
+    runs = f", median of {results['repeat']} runs" if results.get("repeat", 1) > 1 else ""
+    ax.set_title(f"MERGE into {results['rows']:,} rows × 11 columns in {results['files']} files{runs}")
     ax.legend(loc="upper left", fontsize=8)
     _save(fig, path)
 
