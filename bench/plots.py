@@ -109,7 +109,8 @@ def dev_loop_builds(results: dict, path: str) -> None:
             ax.bar_label(bars, fmt="%.1f s", fontsize=8, padding=2)
         ax.set_xticks(range(len(ways)), ways)
         ax.set_ylabel("wall time of dbt build (s)")
-        ax.set_title(f"{kind}: {results['nodes'][kind]} nodes, best of {results['rounds']} round(s)")
+        rounds = f"best of {results['rounds']} rounds" if results["rounds"] > 1 else "one round"
+        ax.set_title(f"{kind}: {results['nodes'][kind]} nodes, {rounds}")
         ax.margins(y=0.15)
         ax.grid(axis="x", visible=False)
         ax.legend(loc="upper left", fontsize=8)
