@@ -25,6 +25,9 @@ server warm), per way; with `--later N`, N more builds after those (a dev loop's
 server whose JVM has compiled more of Spark). Reported: the best of the rounds for each (for later
 builds, the median of each round's, then the best), and the ratios to dbt-duckdb.
 Every deltalog table is read back with `deltalake` and compared with DuckDB's rows.
+
+`--json PATH` writes every build's time and the best of each; `--plot PATH.svg` draws the best first
+and second builds per way as bars, a panel per project (bench/plots.py, matplotlib).
 """
 
 from __future__ import annotations
@@ -287,6 +290,8 @@ def main() -> None:
     parser.add_argument("--ways", nargs="+", default=["duckdb", "deltalog-server", "deltalog-connect",
                                                       "deltalog-inprocess"])
     parser.add_argument("--later", type=int, default=0, help="builds after the second, per round")
+    parser.add_argument("--json", help="write every build's time and the best of each here")
+    parser.add_argument("--plot", help="draw first and second builds per way into this SVG")
     args = parser.parse_args()
     try:
         import dbt.adapters.duckdb  # noqa: F401
@@ -305,9 +310,10 @@ def main() -> None:
             started = time.perf_counter()
             connect_url = stack.enter_context(spark_connect_server("local[*]"))
             print(f"local Spark Connect server started in {time.perf_counter() - started:.1f} s", flush=True)
-        results = {}
+        results, runs = {}, {}
         for kind in args.projects:
-            results[kind] = run_project(work, env, kind, args.rounds, args.ways, connect_url, args.later)
+            runs[kind] = run_project(work, env, kind, args.rounds, args.ways, connect_url, args.later)
+            results[kind] = {name: {run: min(v) for run, v in times.items() if v} for name, times in runs[kind].items()}
     for kind, best in results.items():
         duck = best["duckdb"]
         print(f"\n{kind}: {PROJECTS[kind]}-node project, best of {args.rounds} rounds (wall seconds of `dbt build`)\n")
@@ -320,6 +326,14 @@ def main() -> None:
             if args.later:
                 row += f" {b['later']:.1f} s | {b['later'] / duck['later']:.2f}x |"
             print(row)
+    saved = {"rounds": args.rounds, "later": args.later, "nodes": {kind: PROJECTS[kind] for kind in results},
+             "measured": time.strftime("%Y-%m-%d"), "best": results, "runs": runs}
+    if args.json:
+        Path(args.json).write_text(json.dumps(saved, indent=1))
+    if args.plot:
+        import plots  # matplotlib only when plotting
+
+        plots.dev_loop_builds(saved, args.plot)
     shutil.rmtree(work, ignore_errors=True)
 
 
@@ -357,7 +371,7 @@ def run_project(work: Path, env: dict, kind: str, rounds: int, way_names: list[s
         compare_rows(work, kind, [w for w in ways if w != "duckdb"])
     finally:
         stop_servers(env)
-    return {name: {run: min(v) for run, v in runs.items() if v} for name, runs in times.items()}
+    return times  # every build's seconds, per way and build (first, second, later)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 through deltalog.spark.operations.
 
     python bench/merge_bench.py [--rows 2000000] [--files 16] [--only ...] [--repeat 1]
+                                [--sweep 0.1,1,5,20,50] [--json PATH] [--plot PATH.svg]
 
 Builds an orders-like table (rows x 11 columns, `files` files) with `write_dataframe`, then times:
   rebuild       overwrite the whole table
@@ -17,10 +18,16 @@ Builds an orders-like table (rows x 11 columns, `files` files) with `write_dataf
                 (no table, no match): the least any merge of them can cost here
 and prints each time with its ratio to the rebuild (reads: read_dv / read). Each merge is checked (row
 count, changed values). Targets (issue 11): scattered_dv >= 10x faster than rebuild; read_dv <= 1.2x read.
+
+`--sweep` (percents of the rows) times instead, after the rebuild, a merge that updates that share of
+the rows, keys scattered over every file (`id % 100000` below a bound), copy-on-write and with deletion
+vectors, each on a fresh copy of its table. `--json` writes the times (and the sweep); `--plot` draws
+the sweep's merge time against the share of rows changed, the rebuild as a line (bench/plots.py).
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -60,11 +67,19 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=2_000_000)
     ap.add_argument("--files", type=int, default=16)
-    ap.add_argument("--only", default="rebuild,clustered,scattered,insert,clustered_dv,scattered_dv,read,floor")
+    ap.add_argument("--only", help="steps, comma-separated (default: every step; with --sweep: rebuild)")
     ap.add_argument("--repeat", type=int, default=1,
                     help="run each timed step this many times, each on the table as it was before the step's "
                          "first run (restored from a copy, not timed), and report the median")
+    ap.add_argument("--sweep", help="percents of rows changed by scattered merges, e.g. 0.1,1,5,20,50")
+    ap.add_argument("--json", help="write the times (and the sweep's) here")
+    ap.add_argument("--plot", help="draw the sweep into this SVG (needs --sweep and matplotlib)")
     args = ap.parse_args()
+    if args.only is None:
+        args.only = ("rebuild" if args.sweep
+                     else "rebuild,clustered,scattered,insert,clustered_dv,scattered_dv,read,floor")
+    if args.plot and not args.sweep:
+        ap.error("--plot draws the sweep: give --sweep too")
     work = tempfile.mkdtemp(prefix="deltalog-merge-bench-")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     # the adapter's own embedded session (its JVM settings included), with more driver memory
@@ -73,6 +88,7 @@ def main() -> None:
     uri = os.path.join(work, "orders")
     on = "DBT_INTERNAL_SOURCE.id = DBT_INTERNAL_DEST.id"
     times: dict[str, float] = {}
+    sweep: list[dict] = []
     try:
         write_dataframe(rows_df(spark, 0, n, f), uri, mode="overwrite")
 
@@ -160,6 +176,35 @@ def main() -> None:
             for key, values in runs.items():
                 times[key] = sorted(values)[len(values) // 2]
                 print(f"{key:10s} {times[key]:7.2f} s (median of {len(values)})", flush=True)
+        if args.sweep:
+            # Each share merged into a fresh copy of the table as written (a copy taken once, not timed),
+            # so a point measures that share alone, not what the points before it left behind.
+            pristine = {}
+            for key, config in (("cow", None), ("dv", dvs)):
+                pristine[key] = os.path.join(work, f"sweep_{key}_pristine")
+                write_dataframe(rows_df(spark, 0, n, f), pristine[key], mode="overwrite", configuration=config)
+            shares = [float(p) for p in args.sweep.split(",")]
+            for key in ("cow", "dv"):  # untimed: the first point should not carry the JIT's warm-up of a merge
+                warm = os.path.join(work, f"sweep_{key}_warm")
+                shutil.copytree(pristine[key], warm)
+                merge(spark, warm, rows_df(spark, 0, n, f, bump=3, where=f"id % 100000 < {round(min(shares) * 1000)}"),
+                      on, when_matched_update="*", when_not_matched_insert="*")
+                shutil.rmtree(warm)
+            for percent in shares:
+                bound = round(percent * 1000)  # of every 100,000 consecutive ids: scattered over all files
+                where = f"id % 100000 < {bound}"
+                point = {"percent": percent, "rows_changed": n // 100000 * bound + min(n % 100000, bound)}
+                for key in ("cow", "dv"):
+                    # a path of its own: no cached snapshot of an earlier point's table can answer for it
+                    target = os.path.join(work, f"sweep_{key}_{percent:g}")
+                    shutil.copytree(pristine[key], target)
+                    name = f"sweep_{key}_{percent:g}%"
+                    timed(name, lambda: merge(spark, target, rows_df(spark, 0, n, f, bump=3, where=where), on,
+                                              when_matched_update="*", when_not_matched_insert="*"), target)
+                    check(n, where, 3, target)
+                    point[key] = round(times[name], 3)
+                    shutil.rmtree(target)
+                sweep.append(point)
         base = times.get("rebuild")
         print(f"\n{n} rows x 11 columns, {f} files, local[2]")
         for k, v in times.items():
@@ -167,6 +212,15 @@ def main() -> None:
                 print(f"| {k:12s} | {v:7.2f} s | {v / times[k.replace('_dv', '')]:5.2f}x read without DVs |")
             else:
                 print(f"| {k:12s} | {v:7.1f} s | {v / base:5.2f}x rebuild |" if base else f"| {k} | {v:.1f} s |")
+        results = {"rows": n, "files": f, "repeat": args.repeat, "measured": time.strftime("%Y-%m-%d"),
+                   "times": {k: round(v, 3) for k, v in times.items()}, "sweep": sweep}
+        if args.json:
+            with open(args.json, "w") as out:
+                json.dump(results, out, indent=1)
+        if args.plot:
+            import plots  # matplotlib only when plotting
+
+            plots.merge_sweep(results, args.plot)
     finally:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)

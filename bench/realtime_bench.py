@@ -7,12 +7,16 @@ at `--rate` rows a second (one file a second) for `--minutes`; the stream comman
 Reported for each run:
 - end-to-end latency from a file landing to its rows committed in silver (p50, p99; from each silver
   commit's timestamp and the `landed_ms` its rows carry), target p99 <= 10 s;
-- the live file count of bronze and silver over time (sampled every 15 s), which should stay bounded
-  with auto-compaction;
+- the live file count of bronze and silver over time (sampled every `--sample-seconds`), which should
+  stay bounded with auto-compaction;
 - at the end, silver's snapshot load here against delta-rs (median of 5), target <= 1.0x;
 - that silver holds every event exactly once.
 
-    python bench/realtime_bench.py [--minutes 10] [--rate 1000] [--only auto|plain]
+    python bench/realtime_bench.py [--minutes 10] [--rate 1000] [--only auto|plain] [--sample-seconds 15]
+                                   [--json PATH] [--plot-latency PATH.svg] [--plot-files PATH.svg]
+
+`--json` writes each run's results with the per-commit latencies and the file samples over time; the
+plots (bench/plots.py, matplotlib) draw latency over time and live files over time, both runs in each.
 """
 from __future__ import annotations
 
@@ -57,9 +61,11 @@ def _live_files(table: Path) -> int | None:
         return None
 
 
-def _latencies(silver: Path) -> tuple[list[float], int]:
-    """Seconds from landing to commit for every row silver's commits added; and the rows counted."""
+def _latencies(silver: Path, started_ms: float) -> tuple[list[float], list[list[float]]]:
+    """Seconds from landing to commit for every row silver's commits added; and per commit that added
+    rows: [seconds from `started_ms` to the commit, rows, min, median, max latency] (for the plot)."""
     out: list[float] = []
+    commits: list[list[float]] = []
     log = silver / "_delta_log"
     for name in sorted(os.listdir(log)):
         if not name.endswith(".json") or not name[:20].isdigit():
@@ -67,15 +73,21 @@ def _latencies(silver: Path) -> tuple[list[float], int]:
         actions = [json.loads(line) for line in (log / name).read_text().splitlines() if line.strip()]
         info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
         committed = info.get("inCommitTimestamp") or info.get("timestamp")
+        these: list[float] = []
         for a in actions:
             add = a.get("add")
             if add and add.get("dataChange", True) and committed:
                 landed = pq.read_table(silver / add["path"], columns=["landed_ms"]).column("landed_ms").to_pylist()
-                out.extend((committed - ms) / 1000 for ms in landed)
-    return out, len(out)
+                these.extend((committed - ms) / 1000 for ms in landed)
+        if these:
+            out.extend(these)
+            these.sort()
+            commits.append([round((committed - started_ms) / 1000, 2), len(these), round(these[0], 2),
+                            round(these[len(these) // 2], 2), round(these[-1], 2)])
+    return out, commits
 
 
-def run(minutes: float, rate: int, auto_compact: bool) -> dict:
+def run(minutes: float, rate: int, auto_compact: bool, sample_seconds: float = 15) -> dict:
     work = Path(tempfile.mkdtemp(prefix="deltalog-realtime-"))
     root = write_project(work / "project", "rtb", {"bronze.sql": BRONZE, "silver.sql": SILVER})
     landing = work / "landing"
@@ -95,9 +107,10 @@ def run(minutes: float, rate: int, auto_compact: bool) -> dict:
     samples: list[tuple[float, int | None, int | None]] = []
     stop = threading.Event()
     started = time.monotonic()
+    started_ms = time.time() * 1000  # the first file lands now: the plots' time zero
 
     def sample():
-        while not stop.wait(15):
+        while not stop.wait(sample_seconds):
             samples.append((time.monotonic() - started, _live_files(tables / "bronze"), _live_files(tables / "silver")))
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -130,7 +143,7 @@ def run(minutes: float, rate: int, auto_compact: bool) -> dict:
         os.killpg(runner.pid, signal.SIGKILL)
     ids = deltalake.DeltaTable(str(tables / "silver")).to_pyarrow_table(columns=["event_id"]).column("event_id")
     exactly_once = len(ids) == event and len(set(ids.to_pylist())) == event
-    latencies, _ = _latencies(tables / "silver")
+    latencies, commits = _latencies(tables / "silver", started_ms)
     latencies.sort()
 
     from deltalog.snapshot import Snapshot
@@ -150,7 +163,7 @@ def run(minutes: float, rate: int, auto_compact: bool) -> dict:
         "latency_p50_s": round(latencies[len(latencies) // 2], 2) if latencies else None,
         "latency_p99_s": round(latencies[int(len(latencies) * 0.99)], 2) if latencies else None,
         "silver_versions": Snapshot.load(str(tables / "silver")).version,
-        "files_over_time": [(round(t), b, s) for t, b, s in samples],
+        "files_over_time": [(round(t, 1), b, s) for t, b, s in samples], "commits": commits,
         "snapshot_load_ms": round(ours * 1000, 1), "delta_rs_load_ms": round(theirs * 1000, 1),
         "load_ratio": round(ours / theirs, 2), "work": str(work),
     }
@@ -161,9 +174,23 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=10)
     parser.add_argument("--rate", type=int, default=1000)
     parser.add_argument("--only", choices=["auto", "plain"])
+    parser.add_argument("--sample-seconds", type=float, default=15, help="how often live files are counted")
+    parser.add_argument("--json", help="write every run's results here, with what the plots need")
+    parser.add_argument("--plot-latency", help="draw latency over time, both runs, into this SVG")
+    parser.add_argument("--plot-files", help="draw live files of bronze and silver over time into this SVG")
     args = parser.parse_args()
     modes = {"auto": [True], "plain": [False]}.get(args.only, [True, False])
-    results = [run(args.minutes, args.rate, mode) for mode in modes]
+    results = [run(args.minutes, args.rate, mode, args.sample_seconds) for mode in modes]
+    if args.json:
+        Path(args.json).write_text(json.dumps(
+            [dict(r, minutes=args.minutes, rate=args.rate, measured=time.strftime("%Y-%m-%d")) for r in results]))
+    if args.plot_latency or args.plot_files:
+        import plots  # matplotlib only when plotting
+
+        if args.plot_latency:
+            plots.realtime_latency(results, args.plot_latency)
+        if args.plot_files:
+            plots.realtime_files(results, args.plot_files)
     for r in results:
         files = r["files_over_time"]
         print(f"auto_compact={r['auto_compact']}: {r['events']} events, exactly once: {r['exactly_once']}; "
@@ -173,7 +200,7 @@ def main() -> None:
               f"snapshot load {r['snapshot_load_ms']} ms vs delta-rs {r['delta_rs_load_ms']} ms "
               f"({r['load_ratio']}x)")
         print("  files over time (s, bronze, silver):", files)
-    print(json.dumps([{k: v for k, v in r.items() if k != "files_over_time"} for r in results]))
+    print(json.dumps([{k: v for k, v in r.items() if k not in ("files_over_time", "commits")} for r in results]))
 
 
 if __name__ == "__main__":
