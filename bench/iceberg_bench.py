@@ -51,7 +51,7 @@ def main() -> None:
     from deltalog import Snapshot
     from deltalog.actions import AddFile
     from deltalog.spark.operations import write_dataframe
-    from deltalog.stores import log_store_for
+    from deltalog.storage import log_store_for
     from deltalog.table import DeltaTable
 
     spark = get_spark("local[2]", {"spark.sql.shuffle.partitions": "2"})
@@ -111,7 +111,7 @@ def _pyiceberg_fast_append(path: str, tmp: str) -> float:
     from pyiceberg.catalog.sql import SqlCatalog
 
     from deltalog.iceberg import latest_metadata
-    from deltalog.stores import log_store_for
+    from deltalog.storage import log_store_for
 
     store = log_store_for(path)
     _, metadata = latest_metadata(path, store)

@@ -30,7 +30,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import deltalake  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
-from deltalog import Snapshot, filesystem, write_deltalake  # noqa: E402
+from deltalog import Snapshot, write_deltalake # noqa: E402
+
+from deltalog.storage import files as filesystem
 from tests.support.hadoop_aws import connector_jars, s3a_spark_conf  # noqa: E402
 from tests.support.seaweed import seaweedfs  # noqa: E402
 

@@ -33,7 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from deltalog.actions import AddFile, CommitInfo, Metadata, Protocol, commit_to_bytes  # noqa: E402
 from deltalog.checkpoint_write import should_checkpoint, write_checkpoint  # noqa: E402
 from deltalog.snapshot import Snapshot  # noqa: E402
-from deltalog.stores import log_store_for  # noqa: E402
+from deltalog.storage import log_store_for  # noqa: E402
 
 WILD = "300k-add-files-100-col-partitioned"
 SCHEMA = {"type": "struct", "fields": [

@@ -24,7 +24,7 @@ from .errors import InvalidTableError, UnsupportedFeatureError, VersionNotFoundE
 from .paths import decode_path
 from .file_actions import files_table
 from .snapshot import Snapshot
-from .storage import LogStore
+from .storage.log_store import LogStore
 from .table_configuration import CHANGE_DATA_FEED_KEY, flag
 
 ENABLE_KEY = CHANGE_DATA_FEED_KEY
@@ -136,7 +136,7 @@ def _row_changes(store: LogStore, adds: list[dict[str, Any]], removes: list[dict
     from pyroaring import BitMap64
 
     from .deletion_vectors import inline_descriptor, read_deletion_vector
-    from .filesystem import parquet_metadata
+    from .storage.files import parquet_metadata
     from .paths import absolute_file_path
 
     removed = {decode_path(r["path"]): r for r in removes}

@@ -22,7 +22,7 @@ from .errors import CorruptLogError
 from .file_actions import (DELETION_VECTOR, FILES_SCHEMA, TOMBSTONES_SCHEMA, FileActionTypeError, files_table,
                            removes_table)
 from .stats import stats_json_from_parsed
-from .storage import LAST_CHECKPOINT, LogFile, LogStore
+from .storage.log_store import LAST_CHECKPOINT, LogFile, LogStore
 
 log = logging.getLogger(__name__)
 

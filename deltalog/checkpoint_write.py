@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from .checkpoint_read import ADD_COLUMNS, REMOVE_COLUMNS, read_last_checkpoint
 from .file_actions import DELETION_VECTOR, STRING_MAP
-from .storage import LAST_CHECKPOINT, LogStore
+from .storage.log_store import LAST_CHECKPOINT, LogStore
 
 if TYPE_CHECKING:
     from .snapshot import Snapshot

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import log_json
 from .errors import ChecksumMismatchError
-from .storage import LogStore
+from .storage.log_store import LogStore
 
 if TYPE_CHECKING:
     from .actions import DomainMetadata, Metadata, Protocol

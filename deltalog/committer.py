@@ -17,7 +17,7 @@ from .actions import (
     commit_objects, now_ms, parse_commit,
 )
 from .errors import CommitOutcomeUnknownError, NotATableError, one_line
-from .storage import LOG_DIR, LogStore, WriteOutcomeUnknown
+from .storage.log_store import LOG_DIR, LogStore, WriteOutcomeUnknown
 from . import row_tracking
 
 log = logging.getLogger(__name__)

@@ -248,7 +248,7 @@ def mark_rows(store: Any, marked: list[tuple[Any, Any]], timestamp: int) -> Mark
             continue
         stats = json.loads(add.stats) if add.stats else {}
         if stats.get("numRecords") is None:  # the protocol requires it beside a DV: read the footer
-            from .filesystem import parquet_metadata
+            from .storage.files import parquet_metadata
             stats["numRecords"] = parquet_metadata(absolute_file_path(store.table_uri, add.path),
                                                    store.options).num_rows
         out.rows += len(new) - len(old)

@@ -10,8 +10,8 @@ from typing import Any
 from .actions import commit_objects
 from .committer import commit_file_name
 from .errors import CorruptLogError, NotATableError, VersionNotFoundError
-from .storage import LogFile, LogStore
-from .stores import store_of
+from .storage.log_store import LogFile, LogStore
+from .storage import store_of
 
 _HISTORY_KEYS = ("operation", "operationParameters", "readVersion", "isolationLevel", "isBlindAppend",
                  "operationMetrics", "userMetadata", "engineInfo")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 
 from .log_segment import LogListing
-from .storage import LogStore
+from .storage.log_store import LogStore
 
 DAY_MS = 86_400_000
 

@@ -8,7 +8,7 @@ adapter's staleness check and history read the log through it.
 from __future__ import annotations
 
 from .errors import NotATableError
-from .storage import LogFile, LogStore
+from .storage.log_store import LogFile, LogStore
 
 
 class LogListing:

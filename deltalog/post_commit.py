@@ -12,7 +12,7 @@ from . import checkpoint_write, checksum
 from .committer import WinningCommit
 from .errors import one_line
 from .snapshot import Snapshot
-from .storage import LogStore
+from .storage.log_store import LogStore
 
 log = logging.getLogger(__name__)
 

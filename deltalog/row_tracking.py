@@ -191,7 +191,7 @@ def without_hidden_stats(stats: str | None, configuration: dict[str, str]) -> st
 def file_row_ids(store: Any, file: AddFile | RemoveFile, configuration: dict[str, str]) -> np.ndarray:
     """The row ID of every row of one data file, by position (deleted rows too): the hidden materialized
     column's value where the file holds one, else `baseRowId` + the row's position, as readers find it."""
-    from .filesystem import read_parquet
+    from .storage.files import read_parquet
     from .paths import absolute_file_path
 
     column = (configuration or {}).get(ROW_ID_COLUMN_KEY)

@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from .column_mapping import logical_column, mode_of, physical_names
 from .deletion_vectors import deleted_rows, keep_mask
-from .filesystem import exists, read_parquet
+from .storage.files import exists, read_parquet
 from .paths import absolute_file_path, decode_path, parse_partition_value
 from .schema import partition_column_types, to_arrow_schema
 

@@ -35,9 +35,9 @@ from .file_actions import (ADD_LINE_PREFIX, FILES_SCHEMA, TOMBSTONES_SCHEMA, Fil
                            files_table, remove_deletion_vectors, removes_table)
 from .paths import file_path_of
 from .log_segment import LogListing
-from .storage import LogStore
+from .storage.log_store import LogStore
 from .table_configuration import parse_interval_ms, TableConfiguration
-from .stores import log_store_for
+from .storage import log_store_for
 
 log = logging.getLogger(__name__)
 

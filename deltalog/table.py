@@ -10,14 +10,14 @@ import pyarrow as pa
 
 from .actions import Metadata
 from .errors import InvalidTableError, NotATableError
-from .storage import LogStore
-from .stores import log_store_for
+from .storage.log_store import LogStore
+from .storage import log_store_for
 from .transaction import Transaction
 
 
 def as_table(table: "DeltaTable | str | os.PathLike") -> "DeltaTable":
     """A table given as a handle (kept) or by its location alone (its store from the options configured
-    for that location, see `filesystem.configure`)."""
+    for that location, see `storage.files.configure`)."""
     return table if isinstance(table, DeltaTable) else DeltaTable(table)
 
 

@@ -32,8 +32,8 @@ from .errors import (
 )
 from .committer import Committer, Outcome, WinningCommit, path_key
 from .post_commit import after_commit
-from .storage import LogStore
-from .stores import log_store_for
+from .storage.log_store import LogStore
+from .storage import log_store_for
 from .schema import schema_string
 from .table_configuration import (APPEND_ONLY_KEY, DEFAULT_ISOLATION_LEVEL, FEATURE_PREFIX, ICT_ENABLEMENT_TIMESTAMP_KEY,
                                   ICT_ENABLEMENT_VERSION_KEY, ISOLATION_LEVEL_KEY, ISOLATION_LEVELS,

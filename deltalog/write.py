@@ -31,7 +31,7 @@ from .paths import (
 from .schema import from_arrow_schema, partition_column_types, schema_string, to_arrow_schema
 from .write_plan import WritePlan
 from .stats import StatsCollector
-from .storage import LogStore
+from .storage.log_store import LogStore
 from .table import DeltaTable, new_metadata
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from .. import log_json
-from ..storage import arrow_owned_buffer
+from ..storage.log_store import arrow_owned_buffer
 from .literals import parse_time_strings, stats_json_type
 
 

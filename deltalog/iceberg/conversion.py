@@ -41,9 +41,9 @@ from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 
 from ..actions import AddFile, CommitInfo, Metadata, RemoveFile, parse_commit
 from ..errors import UnsupportedFeatureError
-from ..filesystem import is_object_store_uri
+from ..storage.files import is_object_store_uri
 from ..paths import ICEBERG_METADATA_DIR, absolute_file_path
-from ..storage import LogStore
+from ..storage.log_store import LogStore
 from . import data_files, deletion_vectors, schema as schemas
 
 log = logging.getLogger(__name__)

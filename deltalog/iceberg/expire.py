@@ -11,7 +11,7 @@ load("pyiceberg")  # whole, before any import from it (lazy_imports.py says why)
 from pyiceberg.table.refs import SnapshotRef, SnapshotRefType  # noqa: E402
 from pyiceberg.table.snapshots import MetadataLogEntry  # noqa: E402
 
-from ..storage import LogStore  # noqa: E402
+from ..storage.log_store import LogStore  # noqa: E402
 from .deletion_vectors import PUFFIN_SUFFIX  # noqa: E402
 from .conversion import (METADATA_DIR, VERSION_HINT, _file_io, latest_metadata, metadata_json,  # noqa: E402
                          metadata_location)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from .. import filesystem as fs
+from ..storage import files as fs
 from ..actions import now_ms
 from ..errors import InvalidTableError, VersionNotFoundError
 from ..paths import absolute_file_path, decode_path

@@ -17,16 +17,16 @@ import time
 
 import pyarrow.fs as pafs
 
-from .. import filesystem as fs
+from ..storage import files as fs
 from ..actions import commit_objects
 from ..change_data import CHANGE_DATA_DIR
 from ..deletion_vectors import dv_file_path
 from ..errors import CorruptLogError, InvalidTableError, UnsafePathError, UnsupportedFeatureError
 from ..paths import ICEBERG_METADATA_DIR, decode_path, is_absolute_path
 from ..snapshot import Snapshot, tombstone_retention_ms
-from ..storage import LOG_DIR, TEMP_PREFIX
-from ..storage import LogStore
-from ..storage_options import StorageOptions
+from ..storage.log_store import LOG_DIR, TEMP_PREFIX
+from ..storage.log_store import LogStore
+from ..storage.options import StorageOptions
 from ..table import DeltaTable, as_table
 
 log = logging.getLogger(__name__)

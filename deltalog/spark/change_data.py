@@ -20,9 +20,9 @@ from ..change_data import (
 from ..errors import VersionNotFoundError
 from ..paths import absolute_file_path, decode_path
 from ..schema import quote_identifier, schema_string
-from .. import filesystem as fs
-from ..storage import LogStore
-from ..stores import store_of
+from ..storage import files as fs
+from ..storage.log_store import LogStore
+from ..storage import store_of
 from .connect import empty_dataframe
 from .reader import FILE_COLUMN, files_dataframe, local_file_expr, local_file_key, snapshot_dataframe
 from .writer import spark_schema, write_files

@@ -1,7 +1,7 @@
 """A Spark data source (PySpark's Python data source API) over some data files of a Delta table on an
 object store, for Spark sessions without a Hadoop connector for its scheme (no `hadoop-aws` here).
 
-Each task reads its files with pyarrow's file system for the store (`deltalog.filesystem`), through
+Each task reads its files with pyarrow's file system for the store (`deltalog.storage.files`), through
 the same per-file reader as the pure-Arrow scan (`deltalog.scan.read_data_file`): column mapping,
 partition values from the log, widened types and deletion vectors are all applied there. It can add
 the file each row comes from and its position in that file, as `_metadata.file_path` and
@@ -86,7 +86,7 @@ class _Reader(DataSourceReader):
         import pyarrow as pa
 
         from ..scan import read_data_file
-        from ..stores import log_store_for
+        from ..storage import log_store_for
 
         plan = self.plan
         store = log_store_for(plan["table_uri"], self.storage_options)
@@ -126,7 +126,7 @@ def read_files(spark: SparkSession, snapshot: Any, files: Any, schema: StructTyp
         "with_file": with_file, "with_row_index": with_row_index, "skip_deleted": skip_deleted,
         "file_column": file_column, "row_index_column": row_index_column,
     }
-    from ..storage_options import StorageOptions
+    from ..storage.options import StorageOptions
 
     options = snapshot.store.options.over(StorageOptions.from_environment()).as_dict()
     return (spark.read.format(SOURCE_NAME).schema(StructType(fields)).option("plan", json.dumps(plan))

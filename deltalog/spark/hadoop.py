@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlparse
 
-from ..storage_options import StorageOptions
+from ..storage.options import StorageOptions
 from .connect import is_connect
 
 # The Hadoop scheme Spark reads a URI of each object-store scheme through.
@@ -81,7 +81,7 @@ def native_io(spark: Any, uri: str, task_options: dict[str, str] | None = None) 
     Hadoop settings for the bucket or account first. Otherwise executors read and write through
     pyarrow's file systems. `task_options`: the table store's (`LogStore.task_options`); without them,
     those configured for `uri`."""
-    from ..filesystem import task_storage_options
+    from ..storage.files import task_storage_options
     from .embedded import has_jar_class
 
     scheme = urlparse(str(uri)).scheme.lower()

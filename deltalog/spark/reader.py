@@ -19,13 +19,13 @@ from deltalog.lazy_imports import load
 load("spark")  # pyspark whole before any import from it (lazy_imports.py says why)
 from pyspark.sql import DataFrame, SparkSession, functions as F
 
-from ..filesystem import exists, is_object_store_uri
+from ..storage.files import exists, is_object_store_uri
 from ..column_mapping import is_mapped, logical_partition_values, mode_of, physical_schema
 from ..paths import (
     absolute_file_path, decode_path, is_absolute_path, parse_partition_folder, parse_partition_value,
 )
 from ..schema import nullable_type, partition_column_types, quote_identifier, without_columns
-from ..storage import LogStore
+from ..storage.log_store import LogStore
 from .connect import empty_dataframe
 from .embedded import has_jar_class, jar_class, reads_with_jar_format, register_jar_function
 from .writer import spark_schema
@@ -467,7 +467,7 @@ def _by_stored_types(physical: dict[str, Any], schema_json: dict[str, Any], uris
     only some types itself (not byte -> decimal, for one)."""
     if not widened:
         return {(): uris}
-    from ..filesystem import parquet_metadata
+    from ..storage.files import parquet_metadata
     from ..schema import type_from_arrow
 
     names = [p["name"] for p, f in zip(physical["fields"], schema_json["fields"]) if f["name"] in widened]

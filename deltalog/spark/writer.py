@@ -43,7 +43,7 @@ from ..column_mapping import (is_mapped, mode_of, physical_names, physical_schem
                               with_arrow_field_ids)
 from ..constraints import table_constraints
 from ..errors import DeltaError, IncompleteWriteError, InvalidTableError, SchemaMismatchError
-from ..filesystem import (arrow_filesystem, delete_file, is_object_store_uri, join, parquet_metadata, table_path_from_uri,
+from ..storage.files import (arrow_filesystem, delete_file, is_object_store_uri, join, parquet_metadata, table_path_from_uri,
                           task_storage_options)
 from ..paths import (
     decode_path, encode_path, new_data_file_path, parse_partition_folder, parse_partition_value, partition_folder,

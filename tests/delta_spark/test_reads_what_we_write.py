@@ -23,7 +23,7 @@ from deltalog.operations.clone import shallow_clone
 from deltalog.scan import read_table
 from deltalog.spark import operations as ops
 from deltalog.spark.optimize import optimize
-from deltalog.stores import log_store_for
+from deltalog.storage import log_store_for
 
 pytestmark = pytest.mark.spark
 

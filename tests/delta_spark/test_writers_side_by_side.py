@@ -98,7 +98,7 @@ def test_on_s3_with_conditional_creates_nothing_is_overwritten(spark):
     the other: a delta-spark commit that loses the race fails (RemoteFileChangedException, 412) and is
     run again. Without it the check and the write are two requests, and a commit of ours landing between
     them is overwritten (docs: "Side by side on S3")."""
-    from deltalog import filesystem
+    from deltalog.storage import files as filesystem
     from deltalog.spark import hadoop
     from tests.support.seaweed import seaweedfs_or_skip
 

@@ -217,7 +217,7 @@ def test_struct_only_stats_are_read_and_survive_our_checkpoint(tmp_path, name):
     import shutil
 
     from deltalog.expressions import files_matching
-    from deltalog.stores import log_store_for
+    from deltalog.storage import log_store_for
     from tests.support.shared_data import WILD, require
 
     uri = tmp_path / "t"
@@ -262,7 +262,7 @@ def test_struct_stats_are_written_when_the_table_asks(tmp_path, as_json):
     from decimal import Decimal
 
     from deltalog import write_deltalake
-    from deltalog.stores import log_store_for
+    from deltalog.storage import log_store_for
 
     uri = str(tmp_path / "t")
     conf = {"delta.checkpoint.writeStatsAsStruct": "true", "delta.checkpoint.writeStatsAsJson": as_json,

@@ -22,7 +22,7 @@ from deltalog.deletion_vectors import (MAGIC, deleted_rows, read_deletion_vector
 from deltalog.errors import CorruptLogError, UnsupportedFeatureError
 from deltalog.operations.vacuum import vacuum
 from deltalog.scan import read_table
-from deltalog.storage import LocalLogStore
+from deltalog.storage.log_store import LocalLogStore
 from tests.engine.test_conformance import delta_rs_rows
 from tests.support.shared_data import CONFORMANCE, require, tables_naming
 
@@ -192,7 +192,7 @@ def test_changes_of_a_dv_delete_are_its_marked_rows_and_need_the_feed_on():
     as changes, that is a delete of exactly those rows, read through an inline DV. The table never had
     the change data feed on, so its changes are refused by version, naming the feed."""
     from deltalog.change_data import _row_changes, commit_changes
-    from deltalog.stores import log_store_for
+    from deltalog.storage import log_store_for
 
     source = CONFORMANCE / "wild/kernel/table-with-dv-small"
     require(source)

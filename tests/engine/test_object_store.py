@@ -15,8 +15,8 @@ import pyarrow as pa
 import pytest
 
 from deltalog import Snapshot, write_deltalake
-from deltalog import object_store
-from deltalog.object_store import UnsafeStoreError
+from deltalog.storage import object_store
+from deltalog.storage.object_store import UnsafeStoreError
 from tests.support.seaweed import seaweedfs_or_skip
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -122,7 +122,7 @@ def test_a_store_that_overwrites_is_refused_before_committing(monkeypatch):
 def test_retry_options_take_delta_rs_names_and_refuse_bad_values():
     from datetime import timedelta
 
-    from deltalog.storage_options import StorageOptions
+    from deltalog.storage.options import StorageOptions
 
     def retry_config(options):
         return StorageOptions.of(options).retry_config

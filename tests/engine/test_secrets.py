@@ -3,7 +3,7 @@ names' values (a name the one list missed used to show in `dbt debug` or an erro
 from __future__ import annotations
 
 from deltalog import secrets
-from deltalog.storage_options import StorageOptions
+from deltalog.storage.options import StorageOptions
 from dbt.adapters.deltalog.connections import redact_conf, redact_text
 
 NAMES = ["AWS_SECRET_ACCESS_KEY", "azure_storage_sas_token", "fs.s3a.secret.key", "spark.authenticate.secret",

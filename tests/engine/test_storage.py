@@ -4,8 +4,8 @@ import os
 import pytest
 
 from deltalog.errors import NotATableError
-from deltalog.storage import LocalLogStore, LogStore, classify
-from deltalog.stores import log_store_for
+from deltalog.storage.log_store import LocalLogStore, LogStore, classify
+from deltalog.storage import log_store_for
 
 
 def _names(files):
@@ -116,7 +116,7 @@ def test_log_store_for_paths_and_file_uris(tmp_path):
     b = log_store_for((tmp_path / "x y").as_uri())  # file:///...x%20y
     c = log_store_for("file://" + str(tmp_path / "x y"))
     assert isinstance(a, LogStore) and a.table_uri == b.table_uri == c.table_uri == str(tmp_path / "x y")
-    from deltalog.object_store import ObjectLogStore
+    from deltalog.storage.object_store import ObjectLogStore
 
     s3 = log_store_for("s3://bucket/table", {"AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true"})
     assert isinstance(s3, ObjectLogStore) and s3.table_uri == "s3://bucket/table"

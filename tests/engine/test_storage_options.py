@@ -5,9 +5,9 @@ from __future__ import annotations
 import pyarrow.fs as pafs
 import pytest
 
-from deltalog import filesystem
-from deltalog.storage_options import StorageOptions
-from deltalog.stores import log_store_for
+from deltalog.storage import files as filesystem
+from deltalog.storage.options import StorageOptions
+from deltalog.storage import log_store_for
 
 S3 = {"AWS_ENDPOINT_URL": "http://127.0.0.1:8333", "aws_access_key_id": "AKIDEXAMPLE",
       "AWS_SECRET_ACCESS_KEY": "s3cr3t-value", "AWS_REGION": "eu-west-1", "allow_http": "true",

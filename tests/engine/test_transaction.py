@@ -461,7 +461,7 @@ def test_refused_commits_land_nothing_and_leave_no_files(tmp_path):
     assert write_deltalake(uri, pa.table({"id": [3]}), mode="append") == 1
 
 
-class _UnansweredStore(deltalog.storage.LocalLogStore):
+class _UnansweredStore(deltalog.storage.log_store.LocalLogStore):
     """Commits as asked, but the first `lose` creates of a commit file end without an answer: `landed`
     says whether the create happened before the answer was lost; `unreadable` makes reads fail too."""
 
@@ -474,7 +474,7 @@ class _UnansweredStore(deltalog.storage.LocalLogStore):
             self.lose -= 1
             if self.landed:
                 super().write_if_absent(name, data)
-            raise deltalog.storage.WriteOutcomeUnknown(f"{name}: connection reset")
+            raise deltalog.storage.log_store.WriteOutcomeUnknown(f"{name}: connection reset")
         return super().write_if_absent(name, data)
 
     def read(self, name):
@@ -531,7 +531,7 @@ def test_an_already_exists_answer_for_its_own_commit_is_success_not_a_conflict(t
     uri = str(tmp_path / "t")
     write_deltalake(uri, small([1, 2]))
 
-    class RetriedStore(deltalog.storage.LocalLogStore):
+    class RetriedStore(deltalog.storage.log_store.LocalLogStore):
         def write_if_absent(self, name, data):
             super().write_if_absent(name, data)
             if name.endswith(".json"):

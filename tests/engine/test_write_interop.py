@@ -493,7 +493,7 @@ def test_we_write_to_v2_checkpoint_and_type_widened_golden_tables(golden, tmp_pa
 
     from deltalog.checkpoint_write import checkpoint_name, write_checkpoint
     from deltalog.scan import read_table
-    from deltalog.stores import log_store_for
+    from deltalog.storage import log_store_for
 
     uri = str(tmp_path / name)
     shutil.copytree(os.path.join(golden, name), uri)

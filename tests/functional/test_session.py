@@ -39,7 +39,7 @@ def test_a_warehouse_uri_nothing_can_store_tables_in_is_refused_by_name(tmp_path
 
 
 def test_storage_option_secrets_never_show_in_dbt_debug_or_errors():
-    from deltalog import filesystem
+    from deltalog.storage import files as filesystem
     from dbt.adapters.deltalog.connections import _short_error
 
     options = {"AWS_ACCESS_KEY_ID": "AKIAEXAMPLEID", "AWS_SECRET_ACCESS_KEY": "s3cr3t-value-123",

@@ -13,7 +13,7 @@ import zlib
 from typing import Any, BinaryIO, Callable
 
 from deltalog.errors import DeltaError
-from deltalog.storage import LogFile, LogStore, arrow_owned_buffer, classify
+from deltalog.storage.log_store import LogFile, LogStore, arrow_owned_buffer, classify
 
 ROOT = "memory-fuzz://table"
 

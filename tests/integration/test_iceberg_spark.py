@@ -182,7 +182,7 @@ def test_iceberg_engines_find_the_table_by_name_in_the_metastore(tmp_path):
     from dbt.adapters.deltalog.metastore import parse_catalog
     from dbt.adapters.deltalog.runtime.spark_server import stop_servers
     from deltalog.iceberg import latest_metadata
-    from deltalog.stores import log_store_for
+    from deltalog.storage import log_store_for
     from tests.support.dbt_process import dbt, write_project
     from tests.support.hive_metastore import hive_metastore, java_or_skip
 

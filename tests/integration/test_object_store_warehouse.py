@@ -149,7 +149,7 @@ def test_the_log_says_spark_s3a_connector_serves_the_data(s3a_build, s3):
     assert "through pyarrow's file system" not in log
     assert s3.storage_options()["AWS_SECRET_ACCESS_KEY"] not in log
     # nothing staged, renamed or listed beside the tables: only what the logs name
-    from deltalog import filesystem
+    from deltalog.storage import files as filesystem
 
     keys = [i.path for i in filesystem.list_files(s3.uri("wh_s3a"), storage_options=s3.storage_options())]
     assert not [k for k in keys if "_delta_staging" in k or "_temporary" in k or k.endswith("_SUCCESS")]
@@ -169,7 +169,7 @@ def _same_as_local(builds, s3, prefix: str, name: str) -> None:
 
 
 def test_views_and_schemas_live_in_the_bucket(builds, s3):
-    from deltalog import filesystem
+    from deltalog.storage import files as filesystem
 
     options = s3.storage_options()
     schemas = {i.path for i in filesystem.list_files(s3.uri("wh"), recursive=False, storage_options=options)}

@@ -147,7 +147,7 @@ def test_changes_between_versions(history_table):
     """Without the change data feed, a range of appends and whole-file removes still reads by file; the
     range is checked and a commit gone from the log is named."""
     from deltalog.change_data import commit_changes
-    from deltalog.stores import log_store_for
+    from deltalog.storage import log_store_for
 
     uri = history_table
     store = log_store_for(uri)
@@ -222,9 +222,9 @@ def test_vacuum_never_deletes_through_a_symlink_out_of_the_table(tmp_path):
 
 
 def test_deletes_refuse_paths_that_resolve_outside_their_root(tmp_path):
-    from deltalog import filesystem as fs
+    from deltalog.storage import files as fs
     from deltalog.errors import UnsafePathError
-    from deltalog.storage import LocalLogStore
+    from deltalog.storage.log_store import LocalLogStore
 
     root = tmp_path / "t"
     root.mkdir()

@@ -38,7 +38,7 @@ import pyarrow as pa  # noqa: E402
 
 import deltalog.write as write_module  # noqa: E402
 from deltalog import write_deltalake  # noqa: E402
-from deltalog.storage import LAST_CHECKPOINT, LocalLogStore  # noqa: E402
+from deltalog.storage.log_store import LAST_CHECKPOINT, LocalLogStore  # noqa: E402
 
 HOOKS = ("none", "data_file", "torn_data", "commit_temp", "commit_landed", "crc_temp", "crc_torn",
          "checkpoint_temp", "checkpoint_torn", "before_last_checkpoint", "last_checkpoint_torn")

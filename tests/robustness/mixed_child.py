@@ -62,7 +62,7 @@ def expected_rows(commit_infos: list[dict]) -> dict[int, int]:
 
 def main(uri: str, options: dict | None, writer: int, commits: int) -> None:
     from dbt.adapters.deltalog.runtime.session import get_spark
-    from deltalog import filesystem
+    from deltalog.storage import files as filesystem
     from deltalog.spark import operations
     from deltalog.spark.optimize import optimize
 

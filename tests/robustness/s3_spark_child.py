@@ -42,7 +42,7 @@ def install(hook: str | None, state: dict) -> None:
         return
     name, _, arg = hook.partition(":")
     at = int(arg)
-    from deltalog.object_store import ObjectLogStore
+    from deltalog.storage.object_store import ObjectLogStore
     from deltalog.spark import operations
 
     if name == "files_written":
@@ -71,7 +71,7 @@ def install(hook: str | None, state: dict) -> None:
 
 def main(uri: str, options: dict, writer: int, commits: int, hook: str | None) -> None:
     from dbt.adapters.deltalog.runtime.session import get_spark
-    from deltalog import filesystem
+    from deltalog.storage import files as filesystem
     from deltalog.errors import ConcurrentModificationError
     from deltalog.spark import operations
 

@@ -50,7 +50,7 @@ def main(uri: str, hook: str, batch: int, operation: str = "append") -> None:
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     from deltalog.spark import operations, writer
-    from deltalog.storage import LocalLogStore
+    from deltalog.storage.log_store import LocalLogStore
 
     calls = {"n": 0}
     if name == "adopt":

@@ -23,7 +23,9 @@ import time
 import deltalake
 import pytest
 
-from deltalog import Snapshot, filesystem
+from deltalog import Snapshot
+
+from deltalog.storage import files as filesystem
 from deltalog.deletion_vectors import dv_file_path
 from deltalog.operations.vacuum import vacuum
 from tests.support.standalone import standalone_cluster

@@ -15,7 +15,7 @@ from deltalake import DeltaTable as RsTable
 
 from deltalog import Snapshot, write_deltalake
 from deltalog.errors import NotATableError
-from deltalog.storage import LocalLogStore
+from deltalog.storage.log_store import LocalLogStore
 
 pytestmark = pytest.mark.spark
 

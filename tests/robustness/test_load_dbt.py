@@ -25,7 +25,9 @@ import deltalake
 import pyarrow as pa
 import pytest
 
-from deltalog import Snapshot, filesystem, write_deltalake
+from deltalog import Snapshot, write_deltalake
+
+from deltalog.storage import files as filesystem
 from load_child import append_ids, kind
 from tests.support.seaweed import seaweedfs_or_skip
 

@@ -11,9 +11,9 @@ import pyarrow as pa
 import pytest
 from deltalake import QueryBuilder
 
-from deltalog import filesystem
+from deltalog.storage import files as filesystem
 from deltalog.snapshot import Snapshot
-from deltalog.stores import log_store_for
+from deltalog.storage import log_store_for
 from deltalog.write import write_deltalake
 from tests.support.dropping_proxy import DroppingProxy
 from tests.support.seaweed import seaweedfs_or_skip
@@ -149,7 +149,7 @@ def test_a_store_down_during_a_write_then_back_lands_once(s3, proxied):
 def test_credentials_revoked_between_two_commits(s3):
     """A writer whose credentials stop working fails naming the table, the object and the cause, with
     no secret; nothing lands; the next writer with good credentials carries on at the next version."""
-    from deltalog.object_store import StoreUnreachableError
+    from deltalog.storage.object_store import StoreUnreachableError
 
     options = s3.storage_options()
     uri = s3.uri("lost", "revoked")

@@ -31,7 +31,9 @@ import pyarrow as pa
 import pytest
 from deltalake import QueryBuilder
 
-from deltalog import Snapshot, filesystem, write_deltalake
+from deltalog import Snapshot, write_deltalake
+
+from deltalog.storage import files as filesystem
 from deltalog.deletion_vectors import dv_file_path
 from deltalog.operations.vacuum import vacuum
 from deltalog.scan import read_table

@@ -21,7 +21,9 @@ import deltalake
 import pyarrow as pa
 import pytest
 
-from deltalog import Snapshot, filesystem, write_deltalake
+from deltalog import Snapshot, write_deltalake
+
+from deltalog.storage import files as filesystem
 from deltalog.operations.vacuum import vacuum
 from s3_spark_child import COUNTER_ID, append_ids
 from tests.support.seaweed import seaweedfs_or_skip

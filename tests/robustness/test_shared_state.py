@@ -43,7 +43,7 @@ def at_once(fn, n: int = THREADS) -> list:
 
 
 def test_storage_prefix_registry(tmp_path):
-    from deltalog import filesystem as fs
+    from deltalog.storage import files as fs
 
     def configure_and_read(i):
         prefix = f"s3://bucket-{i}/wh"
@@ -81,7 +81,7 @@ def puts(monkeypatch) -> list:
 
 
 def test_a_warehouse_is_probed_once(tmp_path, puts):
-    from deltalog import object_store
+    from deltalog.storage import object_store
 
     root = (tmp_path / "wh").as_uri()
     (tmp_path / "wh").mkdir()
@@ -91,8 +91,8 @@ def test_a_warehouse_is_probed_once(tmp_path, puts):
 
 
 def test_a_bucket_is_checked_for_put_if_absent_once(monkeypatch, puts):
-    from deltalog import object_store
-    from deltalog.object_store import ObjectLogStore
+    from deltalog.storage import object_store
+    from deltalog.storage.object_store import ObjectLogStore
 
     monkeypatch.setattr(object_store, "_probed", {})
     stores = [ObjectLogStore(f"memory://shared-state/t{i}") for i in range(THREADS)]
@@ -102,8 +102,8 @@ def test_a_bucket_is_checked_for_put_if_absent_once(monkeypatch, puts):
 
 
 def test_one_log_store_and_one_arrow_client_per_location_and_options():
-    from deltalog.storage_options import StorageOptions
-    from deltalog.stores import log_store_for
+    from deltalog.storage.options import StorageOptions
+    from deltalog.storage import log_store_for
 
     options = {"endpoint": "http://127.0.0.1:1", "access_key_id": "k", "secret_access_key": "s",
                "allow_http": "true", "region": "us-east-1"}

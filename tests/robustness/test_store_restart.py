@@ -19,10 +19,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from deltalog import Snapshot, filesystem, write_deltalake
+from deltalog import Snapshot, write_deltalake
+
+from deltalog.storage import files as filesystem
 from deltalog.checkpoint_write import checkpoint_name
 from deltalog.errors import DeltaError
-from deltalog.object_store import ObjectLogStore
+from deltalog.storage.object_store import ObjectLogStore
 from deltalog.operations.vacuum import vacuum
 from tests.support.seaweed import SECRET_KEY, seaweedfs_or_skip
 

@@ -14,7 +14,7 @@ import pytest
 
 from deltalog import Snapshot
 from deltalog.iceberg import convert, latest_metadata
-from deltalog.stores import log_store_for
+from deltalog.storage import log_store_for
 from tests.support import iceberg_readers as ice
 
 pytestmark = pytest.mark.spark
@@ -150,7 +150,7 @@ def test_on_s3_through_the_tables_store(spark):
     client, read by pyiceberg over S3 equal to delta-rs."""
     from pyiceberg.table import StaticTable
 
-    from deltalog import filesystem
+    from deltalog.storage import files as filesystem
     from deltalog.spark.operations import delete, write_dataframe
     from tests.support.seaweed import seaweedfs_or_skip
 

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 from deltalake import QueryBuilder
 
-from deltalog import filesystem
+from deltalog.storage import files as filesystem
 from deltalog.operations.restore import restore
 from deltalog.operations.vacuum import vacuum
 from deltalog.snapshot import Snapshot

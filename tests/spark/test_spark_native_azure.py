@@ -44,7 +44,7 @@ else:
     import pyarrow as pa
     from deltalake import QueryBuilder
 
-    from deltalog import filesystem
+    from deltalog.storage import files as filesystem
     from deltalog.snapshot import Snapshot
     from deltalog.spark import hadoop
     from deltalog.spark import operations as ops

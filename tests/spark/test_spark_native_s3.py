@@ -35,7 +35,7 @@ else:
     import pyarrow as pa
     from deltalake import QueryBuilder
 
-    from deltalog import filesystem
+    from deltalog.storage import files as filesystem
     from deltalog.errors import DeltaError
     from deltalog.operations.vacuum import vacuum
     from deltalog.snapshot import Snapshot

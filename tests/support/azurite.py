@@ -76,7 +76,7 @@ def azurite(container: str = "lake") -> Iterator[AzureServer]:
     try:
         wait_until_listening(port, proc, "Azurite", 60, poll=0.2)
         server = AzureServer(endpoint, container)
-        from deltalog.filesystem import arrow_filesystem
+        from deltalog.storage.files import arrow_filesystem
 
         fs, _ = arrow_filesystem(server.uri(), server.storage_options())
         fs.create_dir(container)  # the container, as an account's admin would create it

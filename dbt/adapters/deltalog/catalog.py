@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import pyarrow.fs as pafs
 from dbt_common.exceptions import DbtRuntimeError
 
-from deltalog import filesystem as fs
+from deltalog.storage import files as fs
 
 VIEW_SUFFIX = ".view.sql"
 VIEW_DOCS_SUFFIX = ".view.docs.json"  # persist_docs of a view: {"description": ..., "columns": {name: comment}}
@@ -89,7 +89,7 @@ def check_name(value: object, what: str, root: str) -> str:
 
 class Warehouse:
     """Layout of one warehouse, a local folder or an object-store prefix (`s3://bucket/wh`, ...). Pure
-    storage, through `deltalog.filesystem`: no Spark here. Every path is built from names checked by
+    storage, through `deltalog.storage.files`: no Spark here. Every path is built from names checked by
     `check_name`, so nothing outside the warehouse is ever read, written or deleted. On an object store
     a schema is the prefix of a marker object (folders do not exist there), and table renames are
     refused: they would copy every object, not move a folder atomically."""

@@ -20,7 +20,7 @@ from dbt.adapters.deltalog.runtime.session import RUNTIME
 from deltalog import secrets
 from deltalog.sql_text import sql_literal
 from deltalog.errors import DeltaError
-from deltalog.filesystem import is_object_store_uri
+from deltalog.storage.files import is_object_store_uri
 
 logger = AdapterLogger("Deltalog")
 
@@ -28,7 +28,7 @@ logger = AdapterLogger("Deltalog")
 def _configure_hadoop(spark, root: str, storage_options: Dict[str, str]) -> None:
     """The storage options as Spark's Hadoop connector settings too (for a python model's own
     spark.read of the bucket), and which path table data takes, said once per warehouse in the log."""
-    from deltalog.filesystem import redact
+    from deltalog.storage.files import redact
     from deltalog.spark import hadoop
 
     hadoop.apply(spark, root, storage_options)
@@ -44,8 +44,8 @@ def prepare_object_store(root: str, storage_options: Dict[str, str]) -> None:
     """Every table under an object-store warehouse uses the profile's storage options; the store is
     listed and written once per process (StoreUnreachableError naming warehouse, endpoint and cause)
     before anything touches it."""
-    from deltalog import filesystem
-    from deltalog.object_store import probe_warehouse
+    from deltalog.storage import files as filesystem
+    from deltalog.storage.object_store import probe_warehouse
 
     filesystem.configure(root, storage_options)
     probe_warehouse(root)
@@ -472,7 +472,7 @@ _IO_HINTS = (
 def storage_problem(path: str) -> Optional[str]:
     """What is wrong with the file system holding `path`, when something plainly is: read-only, or no
     space left. Spark's messages often hide it ("Mkdirs failed to create ...")."""
-    from deltalog.filesystem import is_object_store_uri
+    from deltalog.storage.files import is_object_store_uri
 
     if is_object_store_uri(path):
         return None
@@ -534,6 +534,6 @@ def _short_error(exc: BaseException, location: Optional[str] = None) -> str:
     hint = hint or _worker_environment_hint(text)
     if hint:
         message += f". {hint}"
-    from deltalog.filesystem import redact
+    from deltalog.storage.files import redact
 
     return redact(message) or type(exc).__name__

@@ -29,7 +29,7 @@ from dbt.adapters.spark.impl import SparkAdapter
 from dbt_common.contracts.constraints import ConstraintType
 from dbt_common.exceptions import CompilationError, DbtRuntimeError
 
-from deltalog import filesystem as fs
+from deltalog.storage import files as fs
 from deltalog.errors import DeltaError
 from deltalog.lazy_imports import load
 from dbt.adapters.deltalog import placement, schema_change

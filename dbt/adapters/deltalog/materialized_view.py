@@ -238,7 +238,7 @@ def refresh(adapter: Any, relation: Any, sql: str, model: Any, full_refresh: boo
 
 def _state_table(view: Any) -> Any:
     """The table of running sums and counts inside the view's folder, on the view's store."""
-    from deltalog import filesystem as fs
+    from deltalog.storage import files as fs
     from deltalog.table import DeltaTable
 
     return DeltaTable(fs.join(view.uri, STATE_DIR), view.store.options)

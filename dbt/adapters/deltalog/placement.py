@@ -10,7 +10,7 @@ from dbt.adapters.contracts.connection import AdapterResponse
 from dbt.adapters.contracts.relation import RelationType
 from dbt_common.exceptions import CompilationError, DbtRuntimeError
 
-from deltalog import filesystem as fs
+from deltalog.storage import files as fs
 from dbt.adapters.deltalog.docs_catalog import warn_missing_doc_columns
 from dbt.adapters.deltalog.model_config import DeltaConfig, as_list as _as_list, config_value as _get, table_definition
 from dbt.adapters.deltalog.runtime.session import RUNTIME

@@ -19,7 +19,7 @@ import time
 import uuid
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from deltalog import filesystem as fs
+from deltalog.storage import files as fs
 from deltalog.lazy_imports import load
 
 CHECKPOINT_DIR = "_dbt_streaming"

@@ -100,7 +100,7 @@ class Runtime:
         checked once per session and warehouse, before any model writes (StorageNotSharedError). A
         Spark application that passed the check leaves a note in the warehouse, so later commands on
         the same long-running application (a Spark Connect server) do not pay for the check again."""
-        from deltalog.filesystem import is_object_store_uri
+        from deltalog.storage.files import is_object_store_uri
         from deltalog.spark.cluster import PROBE_FOLDER, check_shared_folder, is_local_master
         from deltalog.spark.connect import is_connect
 

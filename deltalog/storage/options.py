@@ -19,8 +19,8 @@ from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
 
-from . import secrets
-from .process_cache import made_once
+from .. import secrets
+from ..process_cache import made_once
 
 SINGLE_WRITER_OPTION = "deltalog_single_writer"
 ENVIRONMENT_PREFIXES = ("AWS_", "AZURE_", "GOOGLE_")

@@ -19,8 +19,8 @@ from urllib.parse import unquote, urlparse
 
 import pyarrow.fs as pafs
 
-from . import secrets
-from .storage_options import OBJECT_STORE_SCHEMES, StorageOptions
+from .. import secrets
+from .options import OBJECT_STORE_SCHEMES, StorageOptions
 
 _configured: dict[str, StorageOptions] = {}
 _lock = threading.Lock()
@@ -153,7 +153,7 @@ def _list_local_tree(root: str) -> list[pafs.FileInfo]:
 def check_inside(path: str, root: str) -> None:
     """UnsafePathError unless the local `path`, with every symlink on the way resolved, is under
     `root` (also resolved). Object-store keys have no links: a key under the root's prefix is inside."""
-    from .errors import UnsafePathError
+    from ..errors import UnsafePathError
 
     if is_object_store_uri(root):
         if not (str(path).rstrip("/") + "/").startswith(str(root).rstrip("/") + "/"):

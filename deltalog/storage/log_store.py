@@ -17,9 +17,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from .storage_options import StorageOptions
-from .errors import NotATableError
-from .filesystem import check_inside
+from .options import StorageOptions
+from ..errors import NotATableError
+from .files import check_inside
 
 LOG_DIR = "_delta_log"
 LAST_CHECKPOINT = "_last_checkpoint"
@@ -278,7 +278,7 @@ class LocalLogStore(LogStore):
         fsync_dir(folder)
 
     def read_data_range(self, path: str, offset: int, length: int) -> bytes:
-        from .paths import file_path_of
+        from ..paths import file_path_of
 
         with open(file_path_of(self.table_uri, path), "rb") as f:
             f.seek(offset)

@@ -1,18 +1,25 @@
-"""The log store of a table location: `LocalLogStore` for a path or `file://` URI, `ObjectLogStore` for
-an object-store URI. (Apart from both, so that neither store module imports the other.)
+"""Storage: how the engine reaches a table's log and files, locally or on an object store.
 
-One store per table location and options in a process: an object store's clients (obstore's for the
-log, pyarrow's for data files) are made once and kept, however many snapshots, transactions and
-readers reach the table."""
+- `log_store`: `LogStore`, the handle of one table (its `_delta_log` and data files, and the options
+  that reach them), and `LocalLogStore`;
+- `object_store`: `ObjectLogStore` (obstore for the log, put-if-absent commits) and the warehouse probe;
+- `options`: `StorageOptions`, delta-rs style options parsed once and rendered for obstore, pyarrow and
+  Hadoop;
+- `files`: data files, folders and small objects through pyarrow's file systems, and the prefix
+  registry (`files.configure`) that serves tables named by location alone;
+- here: `log_store_for(location, options)`, one store per table location and options in a process (an
+  object store's clients are made once and kept, however many snapshots, transactions and readers reach
+  the table).
+"""
 from __future__ import annotations
 
 from typing import Any
 
-from .filesystem import is_object_store_uri, storage_options_for, table_path_from_uri
+from .files import is_object_store_uri, storage_options_for, table_path_from_uri
 from .object_store import ObjectLogStore
-from .process_cache import made_once
-from .storage import LocalLogStore, LogStore
-from .storage_options import StorageOptions
+from ..process_cache import made_once
+from .log_store import LocalLogStore, LogStore
+from .options import StorageOptions
 
 
 def log_store_for(table_uri: str, storage_options: StorageOptions | dict[str, Any] | None = None) -> LogStore:

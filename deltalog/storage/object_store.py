@@ -21,11 +21,11 @@ from datetime import timedelta
 from typing import Any, BinaryIO
 from urllib.parse import urlparse
 
-from .errors import DeltaError, NotATableError, one_line
-from .lazy_imports import load
-from .filesystem import redact, storage_options_for, task_storage_options
-from .storage_options import SINGLE_WRITER_OPTION, StorageOptions
-from .storage import LOG_DIR, LogFile, LogStore, WriteOutcomeUnknown, arrow_owned_buffer, classify
+from ..errors import DeltaError, NotATableError, one_line
+from ..lazy_imports import load
+from .files import redact, storage_options_for, task_storage_options
+from .options import SINGLE_WRITER_OPTION, StorageOptions
+from .log_store import LOG_DIR, LogFile, LogStore, WriteOutcomeUnknown, arrow_owned_buffer, classify
 
 load("obstore")  # 13 ms; the functions below import from it
 
