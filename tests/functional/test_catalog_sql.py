@@ -7,7 +7,7 @@ import pytest
 from dbt_common.exceptions import DbtRuntimeError
 from deltalake import write_deltalake
 
-from dbt.adapters.deltalog.catalog import Warehouse
+from dbt.adapters.deltalog.warehouse import Warehouse
 from dbt.adapters.deltalog.catalog_sql import like_pattern
 from dbt.adapters.deltalog.connections import DeltalogCursor
 

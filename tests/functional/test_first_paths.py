@@ -42,7 +42,7 @@ CHILD = textwrap.dedent("""\
 
     def data_test_here():
         from dbt.adapters.deltalog import driver_queries
-        from dbt.adapters.deltalog.catalog import Warehouse
+        from dbt.adapters.deltalog.warehouse import Warehouse
         from dbt.adapters.deltalog.sql_gateway import relations_of_sql
         warehouse = Warehouse(warehouse_root)
         text, relations = relations_of_sql(warehouse, "select id from shop.orders where status is null")

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from dbt.adapters.deltalog.runtime import jvm, session
-from dbt.adapters.deltalog.catalog import Warehouse
+from dbt.adapters.deltalog.warehouse import Warehouse
 from dbt.adapters.deltalog.connections import DeltalogCredentials
 from dbt.adapters.deltalog.sql_gateway import quote_warehouse_refs, strip_leading_comments
 

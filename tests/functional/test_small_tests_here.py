@@ -12,7 +12,7 @@ from dbt.tests.util import run_dbt_and_capture
 
 from deltalog import Snapshot, write_deltalake
 from dbt.adapters.deltalog import driver_queries
-from dbt.adapters.deltalog.catalog import Warehouse
+from dbt.adapters.deltalog.warehouse import Warehouse
 from dbt.adapters.deltalog.sql_gateway import relations_of_sql, execute, read_statement
 
 UTC = dt.timezone.utc

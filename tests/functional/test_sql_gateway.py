@@ -6,7 +6,7 @@ import pyarrow as pa
 import pytest
 
 from deltalog import Snapshot, write_deltalake
-from dbt.adapters.deltalog.catalog import Warehouse
+from dbt.adapters.deltalog.warehouse import Warehouse
 from dbt.adapters.deltalog.sql_gateway import execute, statements
 
 pytestmark = pytest.mark.spark

@@ -1,6 +1,6 @@
 """SQL about the warehouse's schemas and relations that Spark's session catalog cannot answer.
 
-Relations are session temporary views named `schema.name` (catalog.py), and temporary views cannot
+Relations are session temporary views named `schema.name` (warehouse.py), and temporary views cannot
 live in a database, so Spark alone answers `show tables in shop` with SCHEMA_NOT_FOUND and refuses
 time travel on a view. The SQL gateway (sql_gateway.py) hands SHOW and DESCRIBE statements here, as
 its tokens:
@@ -21,7 +21,7 @@ from typing import Any, List, Optional
 
 from dbt_common.exceptions import DbtRuntimeError
 
-from dbt.adapters.deltalog.catalog import Warehouse
+from dbt.adapters.deltalog.warehouse import Warehouse
 
 _STRING_TYPES = ("STRING", "RAW_STRING", "NATIONAL_STRING")
 
@@ -89,7 +89,7 @@ def _registered_by_others(warehouse: Warehouse, schema: str, listed: set) -> lis
     metastore = RUNTIME.metastores.get(warehouse.name)
     if metastore is None:
         return []
-    from dbt.adapters.deltalog.catalog import registered_by_others
+    from dbt.adapters.deltalog.warehouse import registered_by_others
 
     return registered_by_others(metastore, warehouse, schema, listed)
 

@@ -14,7 +14,7 @@ from dbt.adapters.exceptions import FailedToConnectError
 from dbt.adapters.spark.connections import SparkConnectionManager
 from dbt_common.exceptions import DbtRuntimeError
 
-from dbt.adapters.deltalog.catalog import Warehouse
+from dbt.adapters.deltalog.warehouse import Warehouse
 from dbt.adapters.deltalog.sql_gateway import execute
 from dbt.adapters.deltalog.runtime.session import RUNTIME
 from deltalog import secrets

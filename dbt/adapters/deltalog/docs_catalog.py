@@ -20,7 +20,7 @@ def catalog_table(adapter: Any, information_schema: Any, schemas: Set[str]):
     import agate
     from dbt_common.clients.agate_helper import DEFAULT_TYPE_TESTER
 
-    from dbt.adapters.deltalog.catalog import Entry
+    from dbt.adapters.deltalog.warehouse import Entry
 
     rows: List[Dict[str, Any]] = []
     database = information_schema.database or None

@@ -33,7 +33,7 @@ from deltalog.storage import files as fs
 from deltalog.errors import DeltaError
 from deltalog.lazy_imports import load
 from dbt.adapters.deltalog import placement, schema_change
-from dbt.adapters.deltalog.catalog import Warehouse
+from dbt.adapters.deltalog.warehouse import Warehouse
 from dbt.adapters.deltalog.column import DeltalogColumn, column_of
 from dbt.adapters.deltalog.connections import DeltalogConnectionManager
 from dbt.adapters.deltalog.maintenance import MaintenanceMixin, expose_mixin_methods
@@ -273,7 +273,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         metastore, schema = self.metastore_of(schema_relation), schema_relation.schema
         if metastore is None or not schema:
             return []
-        from dbt.adapters.deltalog.catalog import registered_by_others
+        from dbt.adapters.deltalog.warehouse import registered_by_others
 
         return registered_by_others(metastore, self.warehouse_of(schema_relation), schema, listed)
 

@@ -178,7 +178,7 @@ def refresh(adapter: Any, relation: Any, sql: str, model: Any, full_refresh: boo
     """Refresh the view's table (see the module's doc); (what was done, the version committed or None)."""
     from dbt.adapters.events.logging import AdapterLogger
 
-    from dbt.adapters.deltalog.catalog import referenced_relations
+    from dbt.adapters.deltalog.warehouse import referenced_relations
     from dbt.adapters.deltalog.sql_gateway import quote_warehouse_refs
     from dbt.adapters.deltalog.runtime.session import RUNTIME
 

@@ -11,7 +11,7 @@ from typing import Any, Optional
 from dbt.adapters.base.relation import Policy
 from dbt.adapters.spark.relation import SparkRelation
 
-from dbt.adapters.deltalog.catalog import UnknownCatalogError, external_key
+from dbt.adapters.deltalog.warehouse import UnknownCatalogError, external_key
 from dbt.adapters.deltalog.model_config import _get
 from dbt.adapters.deltalog.runtime.session import RUNTIME
 

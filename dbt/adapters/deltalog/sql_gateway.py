@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from dbt.adapters.deltalog.catalog import Warehouse
+from dbt.adapters.deltalog.warehouse import Warehouse
 
 _STRING_TYPES = ("STRING", "RAW_STRING", "NATIONAL_STRING")
 

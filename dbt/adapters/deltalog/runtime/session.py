@@ -15,7 +15,7 @@ import os
 import threading
 from typing import Any, Dict, Optional
 
-from dbt.adapters.deltalog.catalog import SessionViews
+from dbt.adapters.deltalog.session_views import SessionViews
 from dbt.adapters.deltalog.runtime.jvm import Command, ensure_java, start_spark
 
 

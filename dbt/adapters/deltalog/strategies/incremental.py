@@ -7,7 +7,7 @@ from typing import Any, List, Optional, Tuple
 from dbt_common.exceptions import CompilationError
 
 from deltalog.schema_evolution import ON_SCHEMA_CHANGE
-from dbt.adapters.deltalog.catalog import referenced_relations
+from dbt.adapters.deltalog.warehouse import referenced_relations
 from dbt.adapters.deltalog.model_config import as_list, config_value, truthy
 from dbt.adapters.deltalog.runtime.session import RUNTIME
 from dbt.adapters.deltalog.sql_gateway import quote_warehouse_refs
