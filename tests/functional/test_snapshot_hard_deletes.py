@@ -135,10 +135,10 @@ class TestSnapshotCommitsAgainstTheVersionItRead:
         path = str(Path(deltalog_warehouse) / project.test_schema / "snap")
         real_merge = operations.merge
 
-        def merge_after_another_writer(spark, uri, *args, **kwargs):
-            if uri.rstrip("/").endswith("/snap"):  # another writer removes a row first
-                operations.delete(spark, uri, "id = 3")
-            return real_merge(spark, uri, *args, **kwargs)
+        def merge_after_another_writer(spark, table, *args, **kwargs):
+            if table.uri.rstrip("/").endswith("/snap"):  # another writer removes a row first
+                operations.delete(spark, table.uri, "id = 3")  # by location: a handle of its own
+            return real_merge(spark, table, *args, **kwargs)
 
         monkeypatch.setattr(operations, "merge", merge_after_another_writer)
         run_dbt(["run", "--vars", json.dumps({"gone": "1"})])
