@@ -40,7 +40,7 @@ SLOWEST_FIRST = [
     "tests/robustness/test_concurrent_spark.py",
     "tests/integration/test_shop_project.py",
     "tests/functional/test_day_two.py",
-    "tests/maintenance/test_zorder_layout.py",
+    "tests/maintenance/test_zorder.py",
     "tests/functional/test_incremental_suites.py",
     "tests/functional/test_session.py",
 ]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from test_shop_project import BATCH_2, EVERY_KIND, SCHEMA_OF, SPARK_LITTER  # tests/integration is on sys.path
+from tests.support.shop_project import BATCH_2, EVERY_KIND, SCHEMA_OF, SPARK_LITTER
 from tests.support.hadoop_aws import WHY_SKIPPED as NO_CONNECTOR, connector_jars, s3a_spark_conf
 from tests.support.seaweed import seaweedfs_or_skip
 from tests.support.selection import FULL, full_only

@@ -23,7 +23,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from test_shop_project import EVERY_KIND  # tests/integration is on sys.path
+from tests.support.shop_project import EVERY_KIND
 from tests.support.dbt_process import dbt
 from tests.support.selection import FULL, full_only
 from tests.support.spark_connect import require_client, spark_connect_server
