@@ -62,6 +62,8 @@ class DeltalogConfig(AdapterConfig):
     predicates: Optional[List[str]] = None
     # a streaming_table's trigger (streaming.py)
     trigger: Optional[Any] = None
+    # a streaming_table whose stream is changes, applied by key (deltalog/spark/apply_changes/)
+    apply_changes: Optional[Dict[str, Any]] = None
 
 
 OWN_CONFIGS = frozenset(field.name for field in dataclasses.fields(DeltalogConfig))

@@ -145,15 +145,33 @@ def write_streaming_table(adapter: Any, relation: Any, sql: str, model: Any, ful
     trigger = trigger_of(config, name)
     _, on_schema_change = adapter.validate_incremental("append", model)
     definition = table_definition(adapter._model_config(relation, model), model)
+    changes = apply_changes_of(config, name)
     df = adapter._model_dataframe(sql, model)
     table_schema = None
-    if adapter.warehouse_of(relation).is_table(relation.schema, relation.identifier) and not full_refresh:
+    if changes is not None:
+        from deltalog.spark.apply_changes import check_source
+
+        check_source(df, changes, f"Model '{name}'")
+    elif adapter.warehouse_of(relation).is_table(relation.schema, relation.identifier) and not full_refresh:
         df, table_schema = adapter._apply_schema_change(relation, df, on_schema_change, model)
     adapter.warehouse_of(relation).create_schema(relation.schema)
     return run_streaming_table(
         adapter.spark, df, adapter.table(relation), full_refresh=full_refresh, trigger=trigger,
         partition_by=as_list(config_value(config, "partition_by")), model=name, report=AdapterLogger("Deltalog").info,
-        definition=definition, table_schema=table_schema)
+        definition=definition, table_schema=table_schema, changes=changes)
+
+
+def apply_changes_of(config: Dict[str, Any], model: str) -> Any:
+    """The model's `apply_changes` request (a streaming table applying a stream of changes), or None."""
+    given = config.get("apply_changes")
+    if given is None:
+        return None
+    from deltalog.spark.apply_changes import ApplyChanges, ApplyChangesError
+
+    try:
+        return ApplyChanges.of(given, f"Model '{model}'")
+    except ApplyChangesError as exc:
+        raise StreamingConfigError(str(exc)) from None
 
 
 def trigger_of(config: Dict[str, Any], model: str) -> Dict[str, Any]:
@@ -178,9 +196,10 @@ def trigger_of(config: Dict[str, Any], model: str) -> Dict[str, Any]:
 def run_streaming_table(spark: Any, df: Any, table: Any, *, full_refresh: bool, trigger: Dict[str, Any],
                         partition_by: Optional[list], model: str,
                         report: Optional[Callable[[str], None]] = None, definition: Any = None,
-                        table_schema: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+                        table_schema: Optional[Dict[str, Any]] = None, changes: Any = None) -> Dict[str, Any]:
     """Run the model's streaming DataFrame into the table until everything available is in; what it
-    did: batches, rows and the table's (a `DeltaTable`) last version."""
+    did: batches, rows and the table's (a `DeltaTable`) last version. `changes` (an `ApplyChanges`): the
+    stream's rows are changes, applied by key (deltalog/spark/apply_changes/) instead of appended."""
     from deltalog.spark.operations import write_dataframe
     from deltalog.spark.connect import is_connect
     from deltalog.spark.streaming import batch_writer
@@ -209,9 +228,19 @@ def run_streaming_table(spark: Any, df: Any, table: Any, *, full_refresh: bool, 
                          table_schema=table_schema)
     stats = {"batches": 0, "rows": 0}
     replaced = {"done": not full_refresh}
+    applier = None
+    if changes is not None:
+        from deltalog.spark.apply_changes import change_applier
+
+        applier = change_applier(spark, table, changes, app_id, df.columns, replace=full_refresh, where=f"Model '{model}'",
+                                 partition_by=partition_by or None, definition=definition)
+    empty_rows = applier.empty_rows(df) if applier is not None else spark.createDataFrame([], df.schema)
 
     def sink(batch: Any, batch_id: int) -> None:
-        if not replaced["done"]:  # --full-refresh: the first batch replaces the table
+        if applier is not None:  # (a full refresh: its first batch replaces the table and its state)
+            applier(batch, batch_id)
+            replaced["done"] = True
+        elif not replaced["done"]:  # --full-refresh: the first batch replaces the table
             write_dataframe(batch, table, mode="overwrite", schema_mode="overwrite", txn_app_id=app_id,
                             txn_version=int(batch_id), partition_by=partition_by or None, definition=definition)
             replaced["done"] = True
@@ -222,8 +251,8 @@ def run_streaming_table(spark: Any, df: Any, table: Any, *, full_refresh: bool, 
     checkpoint = fs.join(checkpoint_root, "checkpoint")
     if "availableNow" not in trigger:  # the stream command: start, and leave it running
         if not table.exists():  # downstream streams read this table from its start: it exists first
-            write_dataframe(spark.createDataFrame([], df.schema), table, mode="overwrite",
-                            partition_by=partition_by or None, definition=definition)
+            write_dataframe(empty_rows, table, mode="overwrite", partition_by=partition_by or None,
+                            definition=definition, configuration=applier and applier.configuration())
         query = df.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint).trigger(**trigger).start()
         from dbt.adapters.deltalog.runtime.session import RUNTIME
 
@@ -239,9 +268,11 @@ def run_streaming_table(spark: Any, df: Any, table: Any, *, full_refresh: bool, 
     exists = table.exists()
     if not exists or not replaced["done"]:
         # no data yet (or none since a full refresh): the table exists, empty, with the stream's columns
-        empty = spark.createDataFrame([], df.schema)
-        write_dataframe(empty, table, mode="overwrite", schema_mode="overwrite" if exists else None,
-                        partition_by=partition_by or None, definition=definition)
+        write_dataframe(empty_rows, table, mode="overwrite", schema_mode="overwrite" if exists else None,
+                        partition_by=partition_by or None, definition=definition,
+                        configuration=applier and applier.configuration())
+        if applier is not None:  # the table starts again: so does what it remembered of its changes
+            fs.delete_tree(applier.state.uri)
     snapshot = table.snapshot()
     progress = list(query.recentProgress or [])
     stats["rows"] = sum(progress_value(p, "numInputRows", 0) for p in progress)

@@ -40,9 +40,9 @@ from ...sql_text import quote_identifier  # noqa: E402
 from ...storage import files as fs  # noqa: E402
 from ...table import DeltaTable, as_table  # noqa: E402
 from ...table_configuration import DELETION_VECTORS_KEY  # noqa: E402
-from .spec import RESERVED_PREFIX, ApplyChanges, ApplyChangesError  # noqa: E402
+from .spec import END_AT, RESERVED_PREFIX, START_AT, ApplyChanges, ApplyChangesError  # noqa: E402
 
-__all__ = ["ApplyChanges", "ApplyChangesError", "change_applier", "state_table"]
+__all__ = ["ApplyChanges", "ApplyChangesError", "change_applier", "check_source", "state_table"]
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +93,16 @@ class Applier:
         definition = self.write_options.get("definition")
         given = dict(getattr(definition, "properties", None) or {})
         return {} if DELETION_VECTORS_KEY in given else {DELETION_VECTORS_KEY: "true"}
+
+    def empty_rows(self, source: DataFrame) -> DataFrame:
+        """No rows, with the table's columns: to make the table before any change arrives."""
+        from ..connect import empty_dataframe
+
+        rows = source.select(*[F.col(quote_identifier(c)) for c in self.output])
+        if self.spec.scd_type == 2:
+            seq = source.select(F.expr(self.spec.sequence_by).alias("s")).schema["s"].dataType
+            rows = rows.select("*", F.lit(None).cast(seq).alias(START_AT), F.lit(None).cast(seq).alias(END_AT))
+        return empty_dataframe(self.spark, rows.schema)
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         self.batch_id = int(batch_id)
