@@ -14,7 +14,7 @@ What a batch needs to remember beyond the table's rows lives in a state table be
 under the table's folder (a Delta table; Delta readers and VACUUM leave `_` folders alone): for SCD 1,
 each key's last applied sequence and whether it was a delete (a tombstone, so that a late, older change
 of a deleted key is ignored); for SCD 2, deletes that closed no version yet. Tombstones older than
-`tombstone_retention` are purged by the first batch of each run and every `PURGE_EVERY` batches after.
+`tombstone_retention` are purged before the first batch of each run and every `PURGE_EVERY` batches after.
 
 Each batch commits the state first and then the table, each recording `txn(app id, batch id)`: a batch
 replayed after a crash skips what landed, and the table's rows are computed so that applying a batch over
@@ -111,6 +111,7 @@ class Applier:
             log.info("%s: batch %d of %s was applied before", table.uri, self.batch_id, self.app_id)
             return
         started = time.time()
+        self.purge_tombstones()
         events = prepared(batch, self).persist(StorageLevel.MEMORY_AND_DISK)
         try:
             truncate_at = checked(events, self)
@@ -129,10 +130,9 @@ class Applier:
             from ..auto_compact import after_write
 
             after_write(self.spark, table, table.snapshot().configuration, [{}])
-        self.purge_tombstones()
 
     def purge_tombstones(self) -> None:
-        """Forget deletes older than the retention, on the first batch of a run and every PURGE_EVERY."""
+        """Forget deletes older than the retention, before the first batch of a run and every PURGE_EVERY."""
         if self.purged and self.batch_id % PURGE_EVERY:
             return
         self.purged = True
