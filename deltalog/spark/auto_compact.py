@@ -1,6 +1,7 @@
 """Auto-compaction, as Delta names it: on a table with `delta.autoOptimize.autoCompact` (`true` or
 `auto`), after a write commits, the partitions it wrote to that hold at least `minNumFiles` small files
-(below `minFileSize`) have those files compacted in one OPTIMIZE commit whose actions all carry
+(below `minFileSize`) have those files compacted, and files whose deletion vectors delete more than 5 %
+of their rows (`maxDeletedRowsRatio`) rewritten without those rows, in one OPTIMIZE commit whose actions all carry
 `dataChange=false` (operation parameter `auto: true`).
 
 It runs in the writer's thread right after the commit, so a stream's next batch waits for it; it reads
@@ -41,19 +42,24 @@ def _setting(spark: Any, name: str, default: int) -> int:
         return default
 
 
-def small_files_to_compact(files: pa.Table, partitions: list[dict[str, Any]], min_file_size: int,
-                           min_num_files: int) -> pa.Table:
-    """The small files of those of `partitions` (partition values as the log holds them) with at least
-    `min_num_files` small files."""
+def files_to_compact(files: pa.Table, partitions: list[dict[str, Any]], min_file_size: int,
+                     min_num_files: int, max_deleted_ratio: float | None = None) -> pa.Table:
+    """Of `partitions` (partition values as the log holds them): the small files of those with at least
+    `min_num_files` small files, and every file whose deletion vector deletes more than
+    `max_deleted_ratio` of its rows (merge-on-read's marks purged, so reads stop skipping them)."""
+    from .optimize import MAX_DELETED_ROWS_RATIO, over_deleted
+
     wanted = {tuple(sorted((p or {}).items())) for p in partitions}
     keys = [tuple(sorted(dict(v or []).items())) for v in files.column("partition_values").to_pylist()]
     small = pc.less(files.column("size"), min_file_size).to_pylist()
+    purge = over_deleted(files, MAX_DELETED_ROWS_RATIO if max_deleted_ratio is None else max_deleted_ratio)
     counts: dict[tuple, int] = {}
     for key, is_small in zip(keys, small):
         if is_small and key in wanted:
             counts[key] = counts.get(key, 0) + 1
     chosen = {k for k, n in counts.items() if n >= min_num_files}
-    return files.filter(pa.array([bool(s) and k in chosen for k, s in zip(keys, small)]))
+    return files.filter(pa.array([k in wanted and ((bool(s) and k in chosen) or p)
+                                  for k, s, p in zip(keys, small, purge)]))
 
 
 def after_write(spark: Any, table: Any, configuration: dict[str, str] | None,
@@ -70,7 +76,7 @@ def after_write(spark: Any, table: Any, configuration: dict[str, str] | None,
     min_files = max(2, _setting(spark, "minNumFiles", DEFAULT_MIN_NUM_FILES))
 
     def select(snapshot: Any) -> pa.Table:
-        return small_files_to_compact(snapshot.files, partitions, min_size, min_files)
+        return files_to_compact(snapshot.files, partitions, min_size, min_files)
 
     from .optimize import optimize
 

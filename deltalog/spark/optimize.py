@@ -173,7 +173,7 @@ def _deleted_rows(files: pa.Table) -> list[int]:
     return [int(dv["cardinality"]) if dv else 0 for dv in files.column("deletion_vector").to_pylist()]
 
 
-def _over_deleted(files: pa.Table, max_ratio: float) -> list[bool]:
+def over_deleted(files: pa.Table, max_ratio: float) -> list[bool]:
     """Per file, whether its DV deletes more than `max_ratio` of its rows (a file without a row count
     counts as over when its DV deletes any)."""
     out = []
@@ -190,7 +190,7 @@ def _bins(files: pa.Table, min_file_size: int, max_file_size: int,
     dropped (rewriting it alone gains nothing) unless that file has such deleted rows to purge."""
     sizes = files.column("size").to_pylist()
     pvs = files.column("partition_values").to_pylist()
-    purge = _over_deleted(files, max_deleted_ratio)
+    purge = over_deleted(files, max_deleted_ratio)
     by_partition: dict[tuple, list[int]] = {}
     for i, (size, pv) in enumerate(zip(sizes, pvs)):
         if size < min_file_size or purge[i]:
@@ -221,7 +221,7 @@ def _cluster_plan(files: pa.Table, columns: list[str], curve: str, max_file_size
     tags = files.column("tags").to_pylist() if "tags" in files.column_names else [None] * files.num_rows
     sizes = files.column("size").to_pylist()
     pvs = files.column("partition_values").to_pylist()
-    purge = _over_deleted(files, max_deleted_ratio)
+    purge = over_deleted(files, max_deleted_ratio)
     groups: dict[tuple, dict[str, Any]] = {}
     for i, (t, size, pv) in enumerate(zip(tags, sizes, pvs)):
         t = dict(t or [])

@@ -200,3 +200,28 @@ def test_scd2_versions_with_late_changes_in_their_place(spark, tmp_path):
     assert DeltaTable(uri).version() == version
     _apply(spark, apply, 5, [(125, "Mercedes", "Mexicali", "u", 5)])  # a duplicate delivery: no change
     assert len(_versions(uri)) == 7
+
+
+def test_auto_compaction_purges_files_whose_rows_are_mostly_marked(spark, tmp_path):
+    uri = str(tmp_path / "t")
+    from deltalog.definition import TableDefinition
+
+    apply = change_applier(spark, uri, ApplyChanges.of(BASE, "t"), "app", COLUMNS,
+                           definition=TableDefinition(properties={"delta.autoOptimize.autoCompact": "true"}))
+    _apply(spark, apply, 0, [(i, f"n{i}", "Oslo", "c", 1) for i in range(100)])
+    _apply(spark, apply, 1, [(i, "x", "Rome", "u", 2) for i in range(3)])  # 3 % of a file: kept marked
+    assert any(f["deletion_vector"] for f in DeltaTable(uri).snapshot().files.to_pylist())
+    _apply(spark, apply, 2, [(i, None, None, "d", 3) for i in range(50, 60)])  # past 5 %: rewritten
+    snapshot = DeltaTable(uri).snapshot()
+    assert not any(f["deletion_vector"] for f in snapshot.files.to_pylist())
+    last = DeltaTable(uri).history(1)[0]
+    assert last["operation"] == "OPTIMIZE" and all(not a.get("dataChange", False)
+                                                   for a in _actions(uri, last["version"]))
+    assert len(_rows(uri)) == 90 and _cities(uri)[1] == "Rome"
+
+
+def _actions(uri, version):
+    import json
+    import os
+    with open(os.path.join(uri, "_delta_log", f"{version:020d}.json")) as f:
+        return [next(iter(a.values())) for a in map(json.loads, f) if "add" in a or "remove" in a]

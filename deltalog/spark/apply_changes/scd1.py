@@ -9,6 +9,8 @@ match) and changes sequenced before it are ignored from then on.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from deltalog.lazy_imports import load
 
 load("spark")  # pyspark whole before any import from it (lazy_imports.py says why)
@@ -16,13 +18,13 @@ from pyspark import StorageLevel  # noqa: E402
 from pyspark.sql import DataFrame, Window, functions as F  # noqa: E402
 
 from ...sql_text import quote_identifier  # noqa: E402
-from . import DELETED, OP, SEQ, Applier, after_truncate  # noqa: E402
+from .events import DELETED, OP, SEQ, after_truncate  # noqa: E402
 
 HAD_DELETE = "__deltalog_changes_had_delete"  # the key was deleted earlier in the batch: no value carries over
 STATE_SEQ, STATE_DELETED = "__state_sequence", "__state_deleted"
 
 
-def apply_scd1(applier: Applier, events: DataFrame, truncate_at: str | None) -> int | None:
+def apply_scd1(applier: Any, events: DataFrame, truncate_at: str | None) -> int | None:
     from ..operations import merge, write_dataframe
 
     q = quote_identifier

@@ -14,6 +14,8 @@ version's start: the in-place updates before it are not kept apart.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from deltalog.lazy_imports import load
 
 load("spark")  # pyspark whole before any import from it (lazy_imports.py says why)
@@ -21,14 +23,14 @@ from pyspark import StorageLevel  # noqa: E402
 from pyspark.sql import DataFrame, Window, functions as F  # noqa: E402
 
 from ...sql_text import quote_identifier  # noqa: E402
-from . import OP, SEQ, Applier  # noqa: E402
+from .events import OP, SEQ  # noqa: E402
 from .spec import END_AT, START_AT  # noqa: E402
 
 ACTION = "__deltalog_changes_action"  # 'd': a version to delete, 'i': one to insert
 PRIORITY = "__deltalog_changes_priority"  # which copy of a change known twice is kept: the batch's
 
 
-def apply_scd2(applier: Applier, events: DataFrame) -> int | None:
+def apply_scd2(applier: Any, events: DataFrame) -> int | None:
     from ..operations import merge, write_dataframe
     from ..reader import snapshot_dataframe
 
@@ -96,7 +98,7 @@ def changes_of_versions(old: DataFrame, output: list[str], keys: list[str]) -> D
     return upserts.unionByName(deletes, allowMissingColumns=True)
 
 
-def versions(changes: DataFrame, applier: Applier) -> DataFrame:
+def versions(changes: DataFrame, applier: Any) -> DataFrame:
     """The versions every key's changes make (columns: output, __START_AT, __END_AT)."""
     q = quote_identifier
     keys = applier.keys
