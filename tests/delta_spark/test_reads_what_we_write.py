@@ -223,3 +223,30 @@ def test_describe_history_shows_our_operations(spark, tmp_path):
     assert [h["operation"] for h in history] == ["CREATE OR REPLACE TABLE AS SELECT", "WRITE", "DELETE", "OPTIMIZE"] \
         or [h["operation"] for h in history][1:] == ["WRITE", "DELETE", "OPTIMIZE"]
     assert history[1]["operationMetrics"]["numOutputRows"] == "10"
+
+
+@pytest.mark.parametrize("scd", [1, 2])
+def test_a_table_applying_changes_and_its_change_feed(spark, tmp_path, scd):
+    """A stream of changes applied by key (merge-on-read, deletion vectors): delta-spark reads every
+    version and the change feed carries the applied updates and deletes, as ours reads them."""
+    from deltalog.spark.apply_changes import ApplyChanges, change_applier
+    from deltalog.spark.change_data import changes_dataframe
+
+    uri = str(tmp_path / f"scd{scd}")
+    spec = ApplyChanges.of({"keys": ["id"], "sequence_by": "seq", "apply_as_deletes": "op = 'd'",
+                            "except_column_list": ["op", "seq"], "stored_as_scd_type": scd}, "t")
+    apply = change_applier(spark, uri, spec, "app", ["id", "city", "op", "seq"],
+                           definition=TableDefinition(properties={"delta.enableChangeDataFeed": "true"}))
+    batches = [[(i, "Oslo", "c", 1) for i in range(200)],
+               [(3, "Rome", "u", 2), (4, None, "d", 2), (500, "Lima", "c", 2), (3, "Nice", "u", 3)],
+               [(5, "Pune", "u", 4), (3, "Kyiv", "u", 1), (6, None, "d", 5)]]
+    for batch_id, rows in enumerate(batches):
+        apply(spark.createDataFrame(rows, "id bigint, city string, op string, seq bigint"), batch_id)
+    assert same_at_every_version(spark, uri) == 2
+    columns = ["id", "city", "_change_type", "_commit_version"]
+    theirs = spark.sql(f"select * from table_changes_by_path('{uri}', 1)")
+    got = rows_of([r.asDict() for r in theirs.collect()], columns)
+    assert got == rows_of([r.asDict() for r in changes_dataframe(spark, uri, 1).collect()], columns)
+    kinds = {r[2] for r in got}
+    assert kinds == ({"insert", "update_preimage", "update_postimage", "delete"} if scd == 1 else
+                     {"insert", "delete"} | ({"update_preimage", "update_postimage"} & kinds))
