@@ -225,3 +225,30 @@ def _actions(uri, version):
     import os
     with open(os.path.join(uri, "_delta_log", f"{version:020d}.json")) as f:
         return [next(iter(a.values())) for a in map(json.loads, f) if "add" in a or "remove" in a]
+
+
+def test_a_concurrent_optimize_passes_and_a_concurrent_fix_up_of_the_same_rows_conflicts(spark, tmp_path):
+    """Another writer lands while a batch's MERGE is committing: a compaction (dataChange=false) passes
+    (the batch lands too); a manual delete of a row the batch updates is a named conflict, nothing of the
+    batch lands in the table, and the replay applies it once."""
+    from deltalog.errors import ConcurrentModificationError
+    from deltalog.spark.optimize import optimize
+    from tests.support.races import winner_commits_first
+
+    uri = str(tmp_path / "t")
+    apply = _applier(spark, uri)
+    for batch_id in range(3):  # three files
+        _apply(spark, apply, batch_id, [(batch_id * 10 + i, "n", "Oslo", "c", 1) for i in range(10)])
+    with winner_commits_first(lambda table_uri: optimize(spark, table_uri), table_suffix="/t") as race:
+        _apply(spark, apply, 3, [(1, "n", "Rome", "u", 2)])
+    assert race["winner_version"] is not None and DeltaTable(uri).snapshot().app_transactions["app"] == 3
+    assert _cities(uri)[1] == "Rome" and len(_rows(uri)) == 30
+
+    batch = [(2, "n", "Nice", "u", 3), (25, "n", "Lima", "u", 3)]
+    with winner_commits_first(lambda table_uri: ops.delete(spark, table_uri, "id = 2"), table_suffix="/t"):
+        with pytest.raises(ConcurrentModificationError) as conflict:
+            _apply(spark, apply, 4, batch)
+    assert type(conflict.value).__name__.startswith("Concurrent") and DeltaTable(uri).uri in str(conflict.value)
+    assert DeltaTable(uri).snapshot().app_transactions["app"] == 3 and 2 not in _cities(uri)
+    _apply(spark, _applier(spark, uri), 4, batch)  # the next run replays the batch
+    assert _cities(uri)[2] == "Nice" and _cities(uri)[25] == "Lima"
