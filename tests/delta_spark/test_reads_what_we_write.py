@@ -235,7 +235,7 @@ def test_a_table_applying_changes_and_its_change_feed(spark, tmp_path, scd):
     uri = str(tmp_path / f"scd{scd}")
     spec = ApplyChanges.of({"keys": ["id"], "sequence_by": "seq", "apply_as_deletes": "op = 'd'",
                             "except_column_list": ["op", "seq"], "stored_as_scd_type": scd}, "t")
-    apply = change_applier(spark, uri, spec, "app", ["id", "city", "op", "seq"],
+    apply = change_applier(uri, spec, "app", ["id", "city", "op", "seq"],
                            definition=TableDefinition(properties={"delta.enableChangeDataFeed": "true"}))
     batches = [[(i, "Oslo", "c", 1) for i in range(200)],
                [(3, "Rome", "u", 2), (4, None, "d", 2), (500, "Lima", "c", 2), (3, "Nice", "u", 3)],

@@ -132,3 +132,36 @@ class TestApplyChangesRefusals:
             _, out = run_dbt_and_capture(["run", "-s", model, *variables], expect_pass=False)
             assert expected in out and model in out, out[-2000:]
             assert not (Path(deltalog_warehouse) / project.test_schema / model).exists()
+
+
+EVOLVING = """
+{{ config(materialized='streaming_table', on_schema_change=var('on_schema_change', 'append_new_columns'),
+          apply_changes={'keys': ['id'], 'sequence_by': 'seq', 'apply_as_deletes': "op = 'd'",
+                         'except_column_list': ['op', 'seq'], 'stored_as_scd_type': var('scd', 1)}) }}
+select * from {{ stream_files(var('landing'), format='json', schema=var('schema')) }}
+"""
+
+
+class TestApplyChangesSchemaChange:
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"evolving.sql": EVOLVING, "evolving_history.sql": EVOLVING.replace("var('scd', 1)", "2")}
+
+    def test_a_new_source_column_by_on_schema_change(self, project, deltalog_warehouse, tmp_path_factory):
+        landing = tmp_path_factory.mktemp("cdc")
+        narrow = "id bigint, name string, op string, seq bigint"
+        wide = "id bigint, name string, tier string, op string, seq bigint"
+        _land(landing, "1.json", [(1, "Ann", None, "c", 1), (2, "Bo", None, "c", 1)])
+        run_dbt(["run", "--vars", json.dumps({"landing": str(landing), "schema": narrow})])
+        folder = Path(deltalog_warehouse) / project.test_schema
+        (landing / "2.json").write_text(json.dumps({"id": 1, "name": "Ann", "tier": "gold", "op": "u", "seq": 2}) + "\n")
+        _, out = run_dbt_and_capture(["run", "-s", "evolving", "--vars", json.dumps(
+            {"landing": str(landing), "schema": wide, "on_schema_change": "fail"})], expect_pass=False)
+        assert "tier" in out and "evolving" in out
+        assert [f.name for f in DeltaTable(str(folder / "evolving")).schema().fields] == ["id", "name"]
+        run_dbt(["run", "--vars", json.dumps({"landing": str(landing), "schema": wide})])
+        assert _rows(folder / "evolving") == [{"id": 1, "name": "Ann", "tier": "gold"},
+                                              {"id": 2, "name": "Bo", "tier": None}]
+        assert [(r["id"], r["tier"], r["__START_AT"], r["__END_AT"]) for r in
+                _rows(folder / "evolving_history", ("id", "__START_AT"))] == [
+            (1, None, 1, 2), (1, "gold", 2, None), (2, None, 1, None)]

@@ -123,13 +123,22 @@ STREAM = """
 select order_id, amount from {{ stream_files(var('landing'), format='json', schema='order_id bigint, amount bigint') }}
 """
 
+CHANGES = """
+{{ config(materialized='streaming_table',
+          apply_changes={'keys': ['id'], 'sequence_by': 'seq', 'apply_as_deletes': "op = 'd'",
+                         'except_column_list': ['op', 'seq'], 'stored_as_scd_type': var('scd', 1)}) }}
+select * from {{ stream_files(var('changes'), format='json', schema='id bigint, city string, op string, seq bigint') }}
+"""
+
 
 def _features_project(root: Path, profile_lines: list[str], stream: bool) -> Path:
     root.mkdir(parents=True)
     (root / "models").mkdir()
     (root / "dbt_project.yml").write_text("name: features\nversion: '1.0'\nprofile: features\nconfig-version: 2\n")
     _profile(root, "features", "analytics", profile_lines)
-    for name, sql in {**MODELS, **({"orders_stream.sql": STREAM} if stream else {})}.items():
+    streams = {"orders_stream.sql": STREAM, "customers.sql": CHANGES,
+               "customers_history.sql": CHANGES.replace("var('scd', 1)", "2")}
+    for name, sql in {**MODELS, **(streams if stream else {})}.items():
         (root / "models" / name).write_text(sql)
     return root
 
@@ -179,15 +188,31 @@ def test_every_materialization_over_connect(connect_url, tmp_path):
     project = _features_project(tmp_path / "p", _connect_lines(connect_url) + [f"warehouse: {tmp_path / 'wh'}"],
                                 stream=True)
     uri = lambda name: str(tmp_path / "wh" / "analytics" / name)  # noqa: E731
+    changes = tmp_path / "changes"
+    changes.mkdir()
+
+    def land_changes(name: str, rows: list[tuple]) -> None:
+        (changes / f".{name}").write_text("".join(json.dumps(dict(zip(["id", "city", "op", "seq"], r))) + "\n"
+                                                  for r in rows))
+        os.replace(changes / f".{name}", changes / name)
+
     _land(landing, "a.json", range(0, 3))
-    variables = ["--vars", json.dumps({"landing": str(landing)})]
-    _ok(_dbt(project, "run", "-s", "orders_stream", *variables))
+    land_changes("a.json", [(1, "Oslo", "c", 1), (2, "Rome", "c", 1), (3, "Lima", "c", 1)])
+    variables = ["--vars", json.dumps({"landing": str(landing), "changes": str(changes)})]
+    streams = ["-s", "orders_stream", "customers", "customers_history"]
+    _ok(_dbt(project, "run", *streams, *variables))
     _land(landing, "b.json", range(3, 5))
-    out = _ok(_dbt(project, "run", "-s", "orders_stream", *variables))
+    land_changes("b.json", [(1, "Bern", "u", 3), (2, None, "d", 2), (1, "Nice", "u", 2)])
+    out = _ok(_dbt(project, "run", *streams, *variables))
     assert "STREAMED 1 batch(es), 2 row(s)" in out
-    _ok(_dbt(project, "run", "-s", "orders_stream", *variables))  # nothing new: nothing taken twice
+    _ok(_dbt(project, "run", *streams, *variables))  # nothing new: nothing taken twice
     assert [r["order_id"] for r in _rows(uri("orders_stream"))] == list(range(5))
-    (project / "models" / "orders_stream.sql").unlink()
+    # changes applied by key in the server's Python (each batch's foreachBatch runs there)
+    assert sorted((r["id"], r["city"]) for r in _rows(uri("customers"))) == [(1, "Bern"), (3, "Lima")]
+    assert sorted((r["id"], r["city"], r["__START_AT"], r["__END_AT"]) for r in _rows(uri("customers_history"))) == [
+        (1, "Bern", 3, None), (1, "Nice", 2, 3), (1, "Oslo", 1, 2), (2, "Rome", 1, 2), (3, "Lima", 1, None)]
+    for name in ("orders_stream", "customers", "customers_history"):
+        (project / "models" / f"{name}.sql").unlink()
 
     _check_features(project, uri, None)
     log = (project / "logs" / "dbt.log").read_text(errors="replace")

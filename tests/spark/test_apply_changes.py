@@ -22,7 +22,7 @@ BASE = {"keys": ["id"], "sequence_by": "seq", "apply_as_deletes": "op = 'd'", "e
 
 
 def _applier(spark, uri, app="app", **more):
-    return change_applier(spark, uri, ApplyChanges.of({**BASE, **more}, "t"), app, COLUMNS)
+    return change_applier(uri, ApplyChanges.of({**BASE, **more}, "t"), app, COLUMNS)
 
 
 def _apply(spark, applier, batch_id, changes):
@@ -206,7 +206,7 @@ def test_auto_compaction_purges_files_whose_rows_are_mostly_marked(spark, tmp_pa
     uri = str(tmp_path / "t")
     from deltalog.definition import TableDefinition
 
-    apply = change_applier(spark, uri, ApplyChanges.of(BASE, "t"), "app", COLUMNS,
+    apply = change_applier(uri, ApplyChanges.of(BASE, "t"), "app", COLUMNS,
                            definition=TableDefinition(properties={"delta.autoOptimize.autoCompact": "true"}))
     _apply(spark, apply, 0, [(i, f"n{i}", "Oslo", "c", 1) for i in range(100)])
     _apply(spark, apply, 1, [(i, "x", "Rome", "u", 2) for i in range(3)])  # 3 % of a file: kept marked

@@ -148,17 +148,32 @@ def write_streaming_table(adapter: Any, relation: Any, sql: str, model: Any, ful
     changes = apply_changes_of(config, name)
     df = adapter._model_dataframe(sql, model)
     table_schema = None
+    columns = None
+    exists = adapter.warehouse_of(relation).is_table(relation.schema, relation.identifier) and not full_refresh
     if changes is not None:
         from deltalog.spark.apply_changes import check_source
 
         check_source(df, changes, f"Model '{name}'")
-    elif adapter.warehouse_of(relation).is_table(relation.schema, relation.identifier) and not full_refresh:
+        if exists:
+            columns, table_schema = changes_schema_change(adapter, relation, df, changes, on_schema_change, model)
+    elif exists:
         df, table_schema = adapter._apply_schema_change(relation, df, on_schema_change, model)
     adapter.warehouse_of(relation).create_schema(relation.schema)
     return run_streaming_table(
         adapter.spark, df, adapter.table(relation), full_refresh=full_refresh, trigger=trigger,
         partition_by=as_list(config_value(config, "partition_by")), model=name, report=AdapterLogger("Deltalog").info,
-        definition=definition, table_schema=table_schema, changes=changes)
+        definition=definition, table_schema=table_schema, changes=changes, columns=columns)
+
+
+def changes_schema_change(adapter: Any, relation: Any, df: Any, changes: Any, on_schema_change: str,
+                          model: Any) -> Tuple[List[str], Optional[Dict[str, Any]]]:
+    """A stream of changes whose columns differ from its table's: the columns the table keeps and its
+    new schema (None: unchanged), by the model's on_schema_change, as for any incremental model."""
+    from deltalog.spark.apply_changes import change_applier
+
+    shaped = change_applier(adapter.table(relation), changes, "schema-check", df.columns).empty_rows(df)
+    aligned, table_schema = adapter._apply_schema_change(relation, shaped, on_schema_change, model)
+    return list(aligned.columns), table_schema
 
 
 def apply_changes_of(config: Dict[str, Any], model: str) -> Any:
@@ -196,7 +211,8 @@ def trigger_of(config: Dict[str, Any], model: str) -> Dict[str, Any]:
 def run_streaming_table(spark: Any, df: Any, table: Any, *, full_refresh: bool, trigger: Dict[str, Any],
                         partition_by: Optional[list], model: str,
                         report: Optional[Callable[[str], None]] = None, definition: Any = None,
-                        table_schema: Optional[Dict[str, Any]] = None, changes: Any = None) -> Dict[str, Any]:
+                        table_schema: Optional[Dict[str, Any]] = None, changes: Any = None,
+                        columns: Optional[List[str]] = None) -> Dict[str, Any]:
     """Run the model's streaming DataFrame into the table until everything available is in; what it
     did: batches, rows and the table's (a `DeltaTable`) last version. `changes` (an `ApplyChanges`): the
     stream's rows are changes, applied by key (deltalog/spark/apply_changes/) instead of appended."""
@@ -232,8 +248,9 @@ def run_streaming_table(spark: Any, df: Any, table: Any, *, full_refresh: bool, 
     if changes is not None:
         from deltalog.spark.apply_changes import change_applier
 
-        applier = change_applier(spark, table, changes, app_id, df.columns, replace=full_refresh, where=f"Model '{model}'",
-                                 partition_by=partition_by or None, definition=definition)
+        applier = change_applier(table, changes, app_id, df.columns, replace=full_refresh, where=f"Model '{model}'",
+                                 columns=columns, partition_by=partition_by or None, definition=definition,
+                                 table_schema=table_schema)
     empty_rows = applier.empty_rows(df) if applier is not None else spark.createDataFrame([], df.schema)
 
     def sink(batch: Any, batch_id: int) -> None:

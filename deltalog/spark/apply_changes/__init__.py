@@ -2,8 +2,8 @@
 updates, deletes, truncates) applied in sequence order, one micro-batch at a time, exactly once.
 
     query = (changes_df.writeStream
-             .foreachBatch(change_applier(spark, "/lake/customers", ApplyChanges.of({...}, "customers"),
-                                          app_id="customers-cdc"))
+             .foreachBatch(change_applier("/lake/customers", ApplyChanges.of({...}, "customers"),
+                                          app_id="customers-cdc", source_columns=changes_df.columns))
              .option("checkpointLocation", ...).start())
 
 Per key the change with the highest `sequence_by` wins, across and within micro-batches. SCD type 1

@@ -10,7 +10,7 @@ from deltalog.lazy_imports import load
 
 load("spark")  # pyspark whole before any import from it (lazy_imports.py says why)
 from pyspark import StorageLevel  # noqa: E402
-from pyspark.sql import DataFrame, SparkSession, functions as F  # noqa: E402
+from pyspark.sql import DataFrame, functions as F  # noqa: E402
 from pyspark.errors import AnalysisException  # noqa: E402
 
 from ...sql_text import quote_identifier  # noqa: E402
@@ -37,8 +37,8 @@ def state_table(table: DeltaTable) -> DeltaTable:
 
 @dataclass
 class Applier:
-    """One stream's changes into one table: the request, the table and what the stream fixed."""
-    spark: SparkSession
+    """One stream's changes into one table: the request, the table and what the stream fixed. It holds
+    no session (each batch brings its own): on Spark Connect it travels to the server's Python."""
     table: DeltaTable
     spec: ApplyChanges
     app_id: str
@@ -77,10 +77,11 @@ class Applier:
         if self.spec.scd_type == 2:
             seq = source.select(F.expr(self.spec.sequence_by).alias("s")).schema["s"].dataType
             rows = rows.select("*", F.lit(None).cast(seq).alias(START_AT), F.lit(None).cast(seq).alias(END_AT))
-        return empty_dataframe(self.spark, rows.schema)
+        return empty_dataframe(source.sparkSession, rows.schema)
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         self.batch_id = int(batch_id)
+        self.spark = batch.sparkSession
         table = self.table
         if table.exists() and table.snapshot().app_transactions.get(self.app_id, -1) >= self.batch_id:
             log.info("%s: batch %d of %s was applied before", table.uri, self.batch_id, self.app_id)
@@ -159,21 +160,25 @@ class Applier:
         return state.snapshot().configuration.get(TRUNCATED_AT)
 
 
-def change_applier(spark: SparkSession, table: DeltaTable | str, spec: ApplyChanges, app_id: str,
+def change_applier(table: DeltaTable | str, spec: ApplyChanges, app_id: str,
                    source_columns: list[str], *, replace: bool = False, where: str | None = None,
-                   **write_options: Any) -> Callable[[DataFrame, int], None]:
+                   columns: list[str] | None = None, **write_options: Any) -> Callable[[DataFrame, int], None]:
     """A `foreachBatch` function applying each micro-batch of changes to `table` (created at the first
     batch when absent). `source_columns`: the stream's columns (checked against the request here, before
     anything runs). `replace`: the first batch replaces the table's rows and its state (a full refresh).
-    `write_options`: `write_dataframe`'s `partition_by`, `definition`, `table_schema`, used when the table
-    is made or replaced."""
+    `write_options`: `write_dataframe`'s `partition_by` and `definition`, used when the table is made or
+    replaced, and `table_schema`, the table's schema after an on_schema_change (each batch's commit
+    carries it), with `columns`, the source columns the table keeps (default: all the request keeps)."""
     table = as_table(table)
     if not app_id or not isinstance(app_id, str):
         raise ValueError(f"{table.uri}: a stream of changes needs an app id naming its query, got {app_id!r}.")
     output = spec.output_columns(source_columns, where or table.uri)
+    if columns is not None:
+        kept = {c.lower() for c in columns}
+        output = [c for c in output if c.lower() in kept or c.lower() in {k.lower() for k in spec.keys}]
     if spec.scd_type == 2:
         spec.tracked_columns(output, where or table.uri)
-    return Applier(spark=spark, table=table, spec=spec, app_id=app_id, output=output, replace=replace,
+    return Applier(table=table, spec=spec, app_id=app_id, output=output, replace=replace,
                    write_options=write_options)
 
 

@@ -45,8 +45,11 @@ def apply_scd2(applier: Any, events: DataFrame) -> int | None:
     old = None
     known = [batch]
     if snapshot is not None:
-        old = snapshot_dataframe(applier.spark, snapshot).join(F.broadcast(touched), keys, "left_semi") \
-            .persist(StorageLevel.MEMORY_AND_DISK)
+        old = snapshot_dataframe(applier.spark, snapshot).join(F.broadcast(touched), keys, "left_semi")
+        for c in applier.output:  # a column this batch adds to the table (on_schema_change): old versions lack it
+            if c not in old.columns:
+                old = old.withColumn(c, F.lit(None).cast(batch.schema[c].dataType))
+        old = old.persist(StorageLevel.MEMORY_AND_DISK)
         known.append(changes_of_versions(old, applier.output, keys))
     state = applier.state_rows(touched)
     if state is not None:
