@@ -165,3 +165,36 @@ class TestApplyChangesSchemaChange:
         assert [(r["id"], r["tier"], r["__START_AT"], r["__END_AT"]) for r in
                 _rows(folder / "evolving_history", ("id", "__START_AT"))] == [
             (1, None, 1, 2), (1, "gold", 2, None), (2, None, 1, None)]
+
+
+KEYED = """
+{{ config(materialized='incremental', incremental_strategy='merge', unique_key='id', change_data_feed=true,
+          deletion_vectors=true) }}
+select id, {{ var('tag', "'a'") }} as tag from range({{ var('lo', 0) }}, {{ var('hi', 4) }})
+"""
+
+MIRROR = """
+{{ config(materialized='streaming_table',
+          apply_changes={'keys': ['id'], 'sequence_by': '_commit_version',
+                         'apply_as_deletes': "_change_type = 'delete'",
+                         'except_column_list': ['_change_type', '_commit_version', '_commit_timestamp']}) }}
+select * from {{ stream(ref('keyed'), changes=true) }} where _change_type != 'update_preimage'
+"""
+
+
+class TestApplyChangesFromAChangeFeed:
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"keyed.sql": KEYED, "mirror.sql": MIRROR}
+
+    def test_a_table_mirrors_another_through_its_change_feed(self, project, deltalog_warehouse):
+        folder = Path(deltalog_warehouse) / project.test_schema
+        run_dbt(["run"])
+        run_dbt(["run", "--vars", json.dumps({"lo": 2, "hi": 6, "tag": "'b'"})])
+        from dbt.adapters.deltalog.runtime.session import get_spark
+        from deltalog.spark.operations import delete as delete_rows
+
+        delete_rows(get_spark("local[2]", {}), str(folder / "keyed"), "id in (0, 4)")
+        run_dbt(["run", "-s", "mirror"])
+        assert _rows(folder / "mirror") == _rows(folder / "keyed") == [
+            {"id": 1, "tag": "a"}, {"id": 2, "tag": "b"}, {"id": 3, "tag": "b"}, {"id": 5, "tag": "b"}]
