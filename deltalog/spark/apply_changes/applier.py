@@ -134,7 +134,9 @@ class Applier:
             return
         rows = rows.withColumn(AT, F.current_timestamp())
         if not exists or self.replace or truncate_at is not None:
-            configuration = {TRUNCATED_AT: truncate_at} if truncate_at is not None else None
+            # deletion vectors: a batch's MERGE marks the keys it changes instead of rewriting their files
+            configuration = {DELETION_VECTORS_KEY: "true",
+                             **({TRUNCATED_AT: truncate_at} if truncate_at is not None else {})}
             write_dataframe(rows, state, mode="overwrite", schema_mode="overwrite", configuration=configuration,
                             txn_app_id=self.app_id, txn_version=self.batch_id)
         elif merge_on_keys:
