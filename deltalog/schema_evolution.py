@@ -13,11 +13,12 @@ same write whichever of them makes it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import SchemaMismatchError
 from .schema import normalize_type_name, nullable_type
+from .type_widening import ALLOWED, can_widen, widened_field
 
 WRITE_MODES = ("append", "overwrite", "error", "errorifexists", "ignore")
 SCHEMA_MODES = (None, "merge", "overwrite")
@@ -147,6 +148,8 @@ def checked_table_schema(table: str, current: dict[str, Any], wanted: dict[str, 
         raise SchemaMismatchError(f"{table}: partition column(s) {lost} cannot be dropped from the table.")
     for f in wanted["fields"]:
         old = have.get(f["name"].lower())
+        if old is not None and can_widen(old["type"], f["type"]):
+            continue
         if old is not None and shape(old["type"]) != shape(f["type"]) and shape(
                 evolved_type(table, f["name"], old["type"], f["type"])) != shape(f["type"]):
             raise SchemaMismatchError(
@@ -156,9 +159,13 @@ def checked_table_schema(table: str, current: dict[str, Any], wanted: dict[str, 
             raise SchemaMismatchError(
                 f"{table}: new column '{f['name']}' has no type (a bare NULL); cast it, e.g. "
                 f"cast(null as string). Nothing was committed.")
-    return {"type": "struct", "fields": [
-        {**have[f["name"].lower()], "type": evolved_type(table, f["name"], have[f["name"].lower()]["type"], f["type"])}
-        if f["name"].lower() in have else {**f, "nullable": True} for f in wanted["fields"]]}
+    def kept(old: dict[str, Any], f: dict[str, Any]) -> dict[str, Any]:
+        if can_widen(old["type"], f["type"]):
+            return widened_field(old, f["type"])
+        return {**old, "type": evolved_type(table, f["name"], old["type"], f["type"])}
+
+    return {"type": "struct", "fields": [kept(have[f["name"].lower()], f) if f["name"].lower() in have
+                                         else {**f, "nullable": True} for f in wanted["fields"]]}
 
 
 @dataclass(frozen=True)
@@ -167,6 +174,11 @@ class SchemaChange:
     schema: dict[str, Any]  # the table's schema after the write: the current one when nothing changes
     added: list[str]  # the data's columns the table gains
     removed: list[str]  # the table's columns it loses
+    widened: list[str] = field(default_factory=list)  # the table's columns whose type widens (type_widening.py)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.added or self.removed or self.widened)
 
 
 def schema_change(table: str, current: dict[str, Any], incoming: dict[str, Any], mode: str) -> SchemaChange:
@@ -174,7 +186,9 @@ def schema_change(table: str, current: dict[str, Any], incoming: dict[str, Any],
     - ignore: the table keeps its columns (the data's new ones are left out, its missing ones read NULL);
     - fail: a new column, a missing one or one of another type is refused, each named;
     - append_new_columns: the data's new columns are appended, nullable;
-    - sync_all_columns: new columns appended, missing ones dropped; a column never changes its type.
+    - sync_all_columns: new columns appended, missing ones dropped.
+    With either of the last two, a column whose type widens (int -> bigint, ...: type_widening.py) takes
+    the wider type, files untouched; any other change of type is refused.
     A new column must have a type (not a bare NULL). Refusals raise SchemaMismatchError, `table` first."""
     if mode not in ON_SCHEMA_CHANGE:
         raise ValueError(f"on_schema_change {mode!r}: expected one of {', '.join(ON_SCHEMA_CHANGE)}")
@@ -198,14 +212,20 @@ def schema_change(table: str, current: dict[str, Any], incoming: dict[str, Any],
         raise SchemaMismatchError(
             f"{table}: new column(s) {untyped} have no type (a bare NULL), so they cannot be added to the "
             f"table. Cast them, e.g. cast(null as string) as {untyped[0]}. Nothing was committed.")
-    if mode == "sync_all_columns" and retyped:
+    # a column the data holds narrower than the table (int into long) is cast up on write: no change
+    retyped = [r for r in retyped if not fits(have[r[0].lower()]["type"], data[r[0].lower()]["type"])]
+    narrowed = [r for r in retyped if not can_widen(have[r[0].lower()]["type"], data[r[0].lower()]["type"])]
+    if narrowed:
         raise SchemaMismatchError(
-            f"{table}: sync_all_columns cannot change the type of {retyped} without rewriting the table's "
-            f"files; rebuild the table (a full refresh).")
+            f"{table}: {mode} cannot change the type of {', '.join(f'{c} from {a} to {b}' for c, a, b in narrowed)} "
+            f"without rewriting the table's files; a type may only widen ({ALLOWED}). Cast the column in the "
+            f"model, or rebuild the table (a full refresh). Nothing was committed.")
     if mode == "append_new_columns":
         removed = []
-    if not added and not removed:
+    widened = [c for c, _, _ in retyped]
+    if not added and not removed and not widened:
         return SchemaChange(current, [], [])
-    kept = [f for f in current["fields"] if f["name"].lower() in data or mode == "append_new_columns"]
+    kept = [widened_field(f, data[f["name"].lower()]["type"]) if f["name"] in widened else f
+            for f in current["fields"] if f["name"].lower() in data or mode == "append_new_columns"]
     schema = {**current, "type": "struct", "fields": kept + [nullable_field(f) for f in added]}
-    return SchemaChange(schema, [f["name"] for f in added], [f["name"] for f in removed])
+    return SchemaChange(schema, [f["name"] for f in added], [f["name"] for f in removed], widened)

@@ -16,6 +16,7 @@ from .actions import SUPPORTED_WRITER_FEATURES, Metadata, Protocol
 from .constraints import CONSTRAINT_PREFIX
 from .errors import InvalidTableError, UnsupportedFeatureError
 from .schema import uses_type
+from .type_widening import has_type_changes
 
 ISOLATION_LEVEL_KEY = "delta.isolationLevel"
 SERIALIZABLE = "Serializable"
@@ -217,7 +218,7 @@ class TableConfiguration:
             "deletionVectors": self.deletion_vectors_enabled,
             "inCommitTimestamp": self.in_commit_timestamps_enabled,
             "rowTracking": self.row_tracking_enabled,
-            "typeWidening": self.type_widening_enabled,
+            "typeWidening": self.type_widening_enabled or has_type_changes(schema),
             "v2Checkpoint": self.checkpoint_policy == "v2",
             "icebergCompatV2": self.iceberg_compat_v2,
             "icebergCompatV3": self.iceberg_compat_v3,

@@ -250,3 +250,23 @@ def test_a_table_applying_changes_and_its_change_feed(spark, tmp_path, scd):
     kinds = {r[2] for r in got}
     assert kinds == ({"insert", "update_preimage", "update_postimage", "delete"} if scd == 1 else
                      {"insert", "delete"} | ({"update_preimage", "update_postimage"} & kinds))
+
+
+def test_a_type_widened_table_and_delta_spark_writing_on(spark, tmp_path):
+    """Columns widened by a schema change (int -> bigint, float -> double, date -> timestamp_ntz, decimal
+    precision up; the older files keep the narrow types): delta-spark reads every version and appends on
+    with values only the wide types hold, which we read. (delta-rs 1.x does not read typeWidening yet.)"""
+    from deltalog.schema_evolution import schema_change
+
+    uri = str(tmp_path / "widened")
+    ops.write_dataframe(source(spark, "select cast(id as int) as id, cast(id as float) as f, "
+                                      "date'2024-01-01' as d, cast(1.5 as decimal(5,2)) as m from range(3)"), uri)
+    wide = source(spark, "select id, cast(id as double) as f, timestamp_ntz'2024-02-01 10:00:00' as d, "
+                         "cast(2.125 as decimal(8,3)) as m from range(3, 5)")
+    change = schema_change("t", Snapshot.load(uri).schema_json, wide.schema.jsonValue(), "append_new_columns")
+    ops.write_dataframe(wide, uri, mode="append", table_schema=change.schema)
+    assert same_at_every_version(spark, uri, delta_rs=False) == 1
+    spark.sql(f"insert into delta.`{uri}` values (3000000000, 1e300, timestamp_ntz'2030-01-01 00:00:00', 12345.678)")
+    got = {r["id"]: r for r in read_table(Snapshot.load(uri)).to_pylist()}
+    assert got[3000000000]["f"] == 1e300 and str(got[4]["m"]) == "2.125" and str(got[0]["m"]) == "1.500"
+    assert our_rows(uri) == delta_spark_rows(spark, uri)

@@ -60,9 +60,37 @@ def test_sync_all_columns_adds_and_drops():
     assert (change.added, change.removed) == (["extra"], ["amount", "note"])
 
 
-def test_sync_all_columns_never_changes_a_type():
-    with pytest.raises(SchemaMismatchError, match=r"sync_all_columns cannot change the type of \[\('amount'"):
-        schema_change("t", TABLE, _schema(_field("id", "long"), _field("amount", "string")), "sync_all_columns")
+@pytest.mark.parametrize("mode", ["append_new_columns", "sync_all_columns"])
+def test_a_type_that_widens_widens_the_column_with_its_change_recorded(mode):
+    table = _schema(_field("id", "integer", False), _field("amount", "float"), _field("day", "date"),
+                    _field("price", "decimal(5,2)"), _field("small", "byte"))
+    change = schema_change("t", table, _schema(_field("id", "long"), _field("amount", "double"),
+                                               _field("day", "timestamp_ntz"), _field("price", "decimal(10,3)"),
+                                               _field("small", "byte")), mode)
+    assert change.widened == ["id", "amount", "day", "price"] and change.changed
+    by_name = {f["name"]: f for f in change.schema["fields"]}
+    assert by_name["id"]["type"] == "long" and by_name["id"]["nullable"] is False
+    assert by_name["id"]["metadata"]["delta.typeChanges"] == [{"fromType": "integer", "toType": "long"}]
+    assert by_name["price"]["metadata"]["delta.typeChanges"] == [{"fromType": "decimal(5,2)",
+                                                                 "toType": "decimal(10,3)"}]
+    assert "delta.typeChanges" not in by_name["small"]["metadata"]
+
+
+@pytest.mark.parametrize("mode", ["append_new_columns", "sync_all_columns"])
+def test_data_narrower_than_the_table_changes_nothing(mode):
+    change = schema_change("t", TABLE, _schema(_field("id", "integer"), _field("amount", "float"),
+                                               _field("note", "string")), mode)
+    assert change.schema is TABLE and not change.changed
+
+
+@pytest.mark.parametrize("mode", ["append_new_columns", "sync_all_columns"])
+@pytest.mark.parametrize("old, new", [("long", "string"), ("integer", "double"), ("decimal(10,2)", "decimal(10,3)"),
+                                      ("timestamp", "date"), ("long", "double")])
+def test_a_narrowing_or_unsupported_change_of_type_is_refused_by_name(mode, old, new):
+    table = _schema(_field("id", "long"), _field("amount", old))
+    with pytest.raises(SchemaMismatchError, match=rf"{mode} cannot change the type of amount from .* a type may "
+                                                  r"only widen \(byte -> short -> int -> long"):
+        schema_change("t", table, _schema(_field("id", "long"), _field("amount", new)), mode)
 
 
 @pytest.mark.parametrize("mode", ["append_new_columns", "sync_all_columns"])

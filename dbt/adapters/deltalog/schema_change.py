@@ -43,7 +43,7 @@ def apply_schema_change(adapter: Any, relation: Any, df: Any, on_schema_change: 
         value = cast_by_name(F.col(_q(s.name)), s.dataType, f.dataType) if s is not None else \
             F.lit(None).cast(f.dataType)
         columns.append(value.alias(f.name))
-    return df.select(*columns), (change.schema if change.added or change.removed else None)
+    return df.select(*columns), (change.schema if change.changed else None)
 
 
 def add_columns(adapter: Any, relation: Any, columns: List[Any], model: Any) -> None:
