@@ -16,7 +16,7 @@ from .actions import SUPPORTED_WRITER_FEATURES, Metadata, Protocol
 from .constraints import CONSTRAINT_PREFIX
 from .errors import InvalidTableError, UnsupportedFeatureError
 from .schema import uses_type
-from .type_widening import has_type_changes
+from .type_widening import has_type_changes, iceberg_unreadable_type_changes
 
 ISOLATION_LEVEL_KEY = "delta.isolationLevel"
 SERIALIZABLE = "Serializable"
@@ -269,6 +269,13 @@ class TableConfiguration:
                 f"together: Iceberg v2 readers do not read deletion vectors. Allowed: drop deletion_vectors "
                 f"(DELETE, UPDATE and MERGE then rewrite files), or {ICEBERG_COMPAT_V3_KEY}=true (Iceberg v3 "
                 f"readers read them; table_format: iceberg with deletion_vectors: true sets it).")
+        if compat and has_type_changes(self.metadata.schema_json):
+            unreadable = iceberg_unreadable_type_changes(self.metadata.schema_json)
+            if unreadable:
+                raise InvalidTableError(
+                    f"{table}: a table readable as Iceberg cannot widen {', '.join(unreadable)}: Iceberg readers "
+                    f"promote int -> long, float -> double and decimal precision only. Cast the column in the "
+                    f"model to keep its type, or rebuild the table (a full refresh).")
         if self.iceberg_compat_v3 and (not self.row_tracking_enabled or self.row_tracking_suspended):
             raise InvalidTableError(
                 f"{table}: {ICEBERG_COMPAT_V3_KEY}=true needs row tracking: set {ROW_TRACKING_KEY}=true (and "

@@ -54,3 +54,22 @@ def has_type_changes(schema: dict[str, Any]) -> bool:
             return walk(t["keyType"]) or walk(t["valueType"])
         return False
     return walk(schema)
+
+
+# what an Iceberg reader promotes by itself (its schema evolution): a UniForm table widens only these
+_ICEBERG_PROMOTES = {("integer", "long"), ("float", "double")}
+
+
+def iceberg_unreadable_type_changes(schema: dict[str, Any]) -> list[str]:
+    """The top-level columns whose recorded type changes an Iceberg reader cannot read as promotions
+    (date -> timestamp_ntz; byte and short, which Iceberg holds as int, are fine)."""
+    out = []
+    for f in schema.get("fields", []):
+        for change in (f.get("metadata") or {}).get(TYPE_CHANGES, []):
+            pair = (change["fromType"], change["toType"])
+            small = pair[0] in ("byte", "short") and pair[1] in ("short", "integer", "long")
+            decimal = _decimal(pair[0]) is not None and _decimal(pair[1]) is not None and \
+                _decimal(pair[0])[1] == _decimal(pair[1])[1]
+            if pair not in _ICEBERG_PROMOTES and not small and not decimal:
+                out.append(f"{f['name']} ({pair[0]} -> {pair[1]})")
+    return out

@@ -173,3 +173,24 @@ def test_the_same_requests_are_refused_by_both(spark, tmp_path, writer, kwargs, 
     with pytest.raises(ValueError, match=message):
         _write(spark, writer, uri, BASE, **kwargs)
     assert Snapshot.load(uri).version == 0
+
+
+def test_a_table_readable_as_iceberg_widens_only_what_iceberg_readers_promote(spark, tmp_path):
+    """int -> bigint widens a UniForm table (Iceberg readers promote it); date -> timestamp_ntz is refused
+    by name and nothing is committed."""
+    from deltalog.errors import InvalidTableError
+    from deltalog.schema_evolution import schema_change
+    from deltalog.snapshot import Snapshot
+
+    uri = str(tmp_path / "uniform")
+    ops.write_dataframe(spark.sql("select cast(id as int) as id, date'2024-01-01' as d from range(3)"), uri,
+                        configuration={"delta.universalFormat.enabledFormats": "iceberg",
+                                       "delta.enableIcebergCompatV2": "true", "delta.columnMapping.mode": "name"})
+    wide_id = spark.sql("select id, date'2024-01-02' as d from range(3, 5)")
+    change = schema_change("t", Snapshot.load(uri).schema_json, wide_id.schema.jsonValue(), "append_new_columns")
+    assert ops.write_dataframe(wide_id, uri, mode="append", table_schema=change.schema) == 1
+    wide_day = spark.sql("select id, timestamp_ntz'2024-01-03 10:00:00' as d from range(5, 6)")
+    change = schema_change("t", Snapshot.load(uri).schema_json, wide_day.schema.jsonValue(), "append_new_columns")
+    with pytest.raises(InvalidTableError, match=r"readable as Iceberg cannot widen d \(date -> timestamp_ntz\)"):
+        ops.write_dataframe(wide_day, uri, mode="append", table_schema=change.schema)
+    assert Snapshot.load(uri).version == 1
