@@ -212,9 +212,18 @@ def schema_change(table: str, current: dict[str, Any], incoming: dict[str, Any],
         raise SchemaMismatchError(
             f"{table}: new column(s) {untyped} have no type (a bare NULL), so they cannot be added to the "
             f"table. Cast them, e.g. cast(null as string) as {untyped[0]}. Nothing was committed.")
-    # a column the data holds narrower than the table (int into long) is cast up on write: no change
-    retyped = [r for r in retyped if not fits(have[r[0].lower()]["type"], data[r[0].lower()]["type"])]
-    narrowed = [r for r in retyped if not can_widen(have[r[0].lower()]["type"], data[r[0].lower()]["type"])]
+    def written_as_is(name: str) -> bool:
+        """The data's values go into the table's type by a cast that loses nothing: narrower numbers
+        (int into long), struct fields in another order or added (matched by name)."""
+        try:
+            evolved_type(table, name, have[name.lower()]["type"], data[name.lower()]["type"])
+            return True
+        except SchemaMismatchError:
+            return False
+
+    widening = [r for r in retyped if can_widen(have[r[0].lower()]["type"], data[r[0].lower()]["type"])]
+    narrowed = [r for r in retyped if r not in widening and not written_as_is(r[0])]
+    retyped = widening
     if narrowed:
         raise SchemaMismatchError(
             f"{table}: {mode} cannot change the type of {', '.join(f'{c} from {a} to {b}' for c, a, b in narrowed)} "
