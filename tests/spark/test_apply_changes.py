@@ -252,3 +252,19 @@ def test_a_concurrent_optimize_passes_and_a_concurrent_fix_up_of_the_same_rows_c
     assert DeltaTable(uri).snapshot().app_transactions["app"] == 3 and 2 not in _cities(uri)
     _apply(spark, _applier(spark, uri), 4, batch)  # the next run replays the batch
     assert _cities(uri)[2] == "Nice" and _cities(uri)[25] == "Lima"
+
+
+def test_scd2_ignore_null_updates_and_a_sequence_of_two_columns(spark, tmp_path):
+    """sequence_by struct(lsn, n): ordered by lsn, then n; a NULL in an update keeps the version's value."""
+    uri = str(tmp_path / "t")
+    spec = ApplyChanges.of({"keys": ["id"], "sequence_by": "struct(lsn, n)", "apply_as_deletes": "op = 'd'",
+                            "except_column_list": ["op", "lsn", "n"], "stored_as_scd_type": 2,
+                            "ignore_null_updates": True}, "t")
+    apply = change_applier(uri, spec, "app", ["id", "name", "city", "op", "lsn", "n"])
+    schema = "id bigint, name string, city string, op string, lsn bigint, n int"
+    apply(spark.createDataFrame([(1, "Ann", "Oslo", "c", 10, 1), (1, None, "Rome", "u", 10, 2)], schema), 0)
+    apply(spark.createDataFrame([(1, "Anne", None, "u", 11, 0), (1, None, "Lima", "u", 10, 3)], schema), 1)
+    versions = [(r["name"], r["city"], (r["__START_AT"]["lsn"], r["__START_AT"]["n"]),
+                 r["__END_AT"] and (r["__END_AT"]["lsn"], r["__END_AT"]["n"])) for r in _rows(uri)]
+    assert sorted(versions, key=lambda v: v[2]) == [("Ann", "Oslo", (10, 1), (10, 2)), ("Ann", "Rome", (10, 2), (10, 3)),
+                        ("Ann", "Lima", (10, 3), (11, 0)), ("Anne", "Lima", (11, 0), None)]
