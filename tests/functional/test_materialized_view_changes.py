@@ -1,10 +1,11 @@
 """`materialized='materialized_view'` over an input that updates and deletes rows, through dbt: with the
 input's change data feed on, each refresh folds the feed of the new commits into the view (inserts and
 update post-images in, deletes and update pre-images out) and the log says so; groups whose last row went
-out disappear; a group whose min or max went out is recomputed from the input. After every run the view
-holds what the query recomputed over the input (as delta-rs reads it) holds, and what --full-refresh
-writes. The inputs: a streaming table applying changes (merge-on-read MERGEs with deletion vectors), and an
-incremental merge model with deletion vectors plus deletes and merges of the engine."""
+out disappear; a group whose min or max went out is recomputed from the input; a refresh stopped between
+its state and view commits makes the next one a full recompute. After every run the view holds what the
+query recomputed over the input (as delta-rs reads it) holds, and what --full-refresh writes. The inputs:
+a streaming table applying changes (merge-on-read MERGEs with deletion vectors), and an incremental merge
+model with deletion vectors plus deletes of the engine."""
 from __future__ import annotations
 
 import json
@@ -87,7 +88,8 @@ class TestMaterializedViewOverAppliedChanges:
     def models(self):
         return {"customers.sql": CUSTOMERS, "by_city.sql": BY_CITY, "extremes.sql": EXTREMES}
 
-    def test_folds_the_change_feed_of_updates_and_deletes(self, project, deltalog_warehouse, tmp_path_factory):
+    def test_folds_the_change_feed_of_updates_and_deletes(self, project, deltalog_warehouse, tmp_path_factory,
+                                                          monkeypatch):
         root = Path(deltalog_warehouse) / project.test_schema
         landing = tmp_path_factory.mktemp("cdc")
         variables = ["--vars", json.dumps({"landing": str(landing)})]
@@ -124,11 +126,29 @@ class TestMaterializedViewOverAppliedChanges:
 
         # the rows holding Oslo's min (id 100: 1) and Rome's max (id 9: 60) go out or change: those groups
         # are recomputed from the input; an update that keeps the amount (id 5 keeps 50) recomputes nothing
+        # by_city's refresh stops after its state commit, before its view commit (as a kill there would)
         _land(landing, "4.json", [(100, "Oslo", 3, "u", 4), (9, None, None, "d", 4), (5, "Rome", 50, "u", 4)])
-        out = run()
-        assert "extremes: materialized view refreshed incrementally" in out and "2 recomputed from the input" in out
+        merge = ops.merge
 
-        # Lima comes back (id 6 re-inserted after its delete)
+        def stopped_before_the_view(spark, table, *args, **kwargs):
+            if str(getattr(table, "uri", table)).rstrip("/").endswith("/by_city"):
+                raise RuntimeError("stopped between the state commit and the view commit")
+            return merge(spark, table, *args, **kwargs)
+
+        stale = _rows(root / "by_city")
+        monkeypatch.setattr(ops, "merge", stopped_before_the_view)
+        _, out = run_dbt_and_capture(["run", *variables], expect_pass=False)
+        monkeypatch.setattr(ops, "merge", merge)
+        assert "extremes: materialized view refreshed incrementally" in out and "2 recomputed from the input" in out
+        assert {r["city"]: (r["lo"], r["hi"], r["n"]) for r in _rows(root / "extremes")} \
+            == _extremes(_rows(root / "customers"))
+        assert _rows(root / "by_city") == stale
+        # the next refresh sees the state ahead of the view: a full recompute, and the view is right
+        out = run(expected=0)
+        assert "by_city: materialized view refreshed by a full recompute: the running state of its groups is " \
+               "not at the view's version" in out
+
+        # Lima comes back (id 6 re-inserted after its delete); both views incremental again
         _land(landing, "5.json", [(6, "Lima", 70, "u", 5)])
         run()
 
