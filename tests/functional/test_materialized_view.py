@@ -1,8 +1,8 @@
 """`materialized='materialized_view'` through dbt: a grouped aggregate over an append-only table of ours is
 refreshed incrementally (only the rows the input's new commits added, merged by group; with avg, the
-touched groups recomputed), a run with no new input commits nothing, an input that deleted rows (or a
-query that is not a grouped aggregate over one table) is recomputed in full, and the log says which and
-why. Values equal the query recomputed over the input as delta-rs reads it."""
+touched groups recomputed), a run with no new input commits nothing, an input that deleted rows without a
+change data feed (or a query that is not a grouped aggregate over one table) is recomputed in full, and the
+log says which and why (an input with the feed on: test_materialized_view_changes.py). Values equal the query recomputed over the input as delta-rs reads it."""
 from __future__ import annotations
 
 import json
@@ -97,6 +97,7 @@ class TestMaterializedView:
         ops.delete(spark, str(root / "events"), "id % 4 = 0")
         _, out = run_dbt_and_capture(["run", "-s", "totals", "means"])
         assert out.count("full recompute: version") == 2 and "deleted or updated rows" in out
+        assert out.count("has no change data feed (delta.enableChangeDataFeed") >= 2  # the log and the result line
         check()
         history = deltalake.DeltaTable(str(root / "totals")).history()
         assert {h["operation"] for h in history} >= {"MERGE", "CREATE OR REPLACE TABLE AS SELECT"}
