@@ -268,3 +268,15 @@ def test_scd2_ignore_null_updates_and_a_sequence_of_two_columns(spark, tmp_path)
                  r["__END_AT"] and (r["__END_AT"]["lsn"], r["__END_AT"]["n"])) for r in _rows(uri)]
     assert sorted(versions, key=lambda v: v[2]) == [("Ann", "Oslo", (10, 1), (10, 2)), ("Ann", "Rome", (10, 2), (10, 3)),
                         ("Ann", "Lima", (10, 3), (11, 0)), ("Anne", "Lima", (11, 0), None)]
+
+
+def test_scd2_a_late_change_splits_a_version_that_took_changes_in_place(spark, tmp_path):
+    uri = str(tmp_path / "t")
+    apply = _applier(spark, uri, stored_as_scd_type=2, track_history_except_column_list=["name"])
+    _apply(spark, apply, 0, [(1, "a", "Oslo", "c", 10)])
+    _apply(spark, apply, 1, [(1, "b", "Oslo", "u", 20), (1, "c", "Oslo", "u", 30)])  # taken in place
+    assert _versions(uri) == [(1, "Oslo", "c", 10, None)]
+    _apply(spark, apply, 2, [(1, "x", "Rome", "u", 25)])  # late: between the two in-place changes
+    assert _versions(uri) == [(1, "Oslo", "b", 10, 25), (1, "Rome", "x", 25, 30), (1, "Oslo", "c", 30, None)]
+    _apply(spark, apply, 3, [(1, "y", "Rome", "u", 27)])  # later still: taken in place by the late version
+    assert _versions(uri) == [(1, "Oslo", "b", 10, 25), (1, "Rome", "y", 25, 30), (1, "Oslo", "c", 30, None)]

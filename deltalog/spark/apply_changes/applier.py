@@ -143,7 +143,8 @@ class Applier:
             merge(self.spark, state, rows, self.key_condition(), when_matched_update="*",
                   when_not_matched_insert="*", source_alias="s", target_alias="t", app_transactions=self.txn)
         else:
-            write_dataframe(rows, state, mode="append", txn_app_id=self.app_id, txn_version=self.batch_id)
+            write_dataframe(rows, state, mode="append", schema_mode="merge", txn_app_id=self.app_id,
+                            txn_version=self.batch_id)
 
     def state_rows(self, keys: DataFrame) -> DataFrame | None:
         """The state's rows of the keys in `keys` (None: no state yet, or the table is being replaced)."""

@@ -36,7 +36,9 @@ def checked(events: DataFrame, applier: "Any") -> str | None:
     """One pass over the batch: a NULL key or sequence fails the batch (nothing is committed), naming
     the table and the column; the batch's last truncate, as JSON `{"v": sequence}`, or None."""
     keys = applier.keys
-    aggregates = [F.count(F.when(F.col(quote_identifier(k)).isNull(), 1)).alias(f"k{i}") for i, k in enumerate(keys)]
+    # (a truncate is of the whole table: it has no key)
+    aggregates = [F.count(F.when(F.col(quote_identifier(k)).isNull() & (F.col(OP) != "t"), 1)).alias(f"k{i}")
+                  for i, k in enumerate(keys)]
     aggregates.append(F.count(F.when(F.col(SEQ).isNull() & (F.col(OP) != "t"), 1)).alias("seq"))
     aggregates.append(F.to_json(F.struct(F.max(F.when(F.col(OP) == "t", F.col(SEQ))).alias("v"))).alias("truncate"))
     row = events.agg(*aggregates).first()

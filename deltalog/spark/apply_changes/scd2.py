@@ -2,15 +2,13 @@
 `__END_AT` that of the change that closed it (NULL: the current version).
 
 A batch rebuilds the history of the keys it touches from every change known for them: the versions in
-the table (each an upsert at its start; an end no version starts at is a delete), the deletes in the state
-(a delete of a key with no version yet, kept so that a late upsert before it gets its end), and the
-batch's own changes. Sorted by sequence (a delete before an upsert of the same sequence), an upsert opens
-a new version when its tracked columns differ from the version before it (or after a delete); otherwise
-it updates that version in place. Only the rows that differ from the table's are changed: one MERGE
-against the version read deletes the old ones and inserts the new.
-
-A late change landing inside a version that was updated in place (untracked columns) splits it at the
-version's start: the in-place updates before it are not kept apart.
+the table (each an upsert at its start; an end no version starts at is a delete), the changes in the
+state that the table's rows do not show (deletes, and upserts a version took in place), and the batch's
+own changes. Sorted by sequence (a delete before an upsert of the same sequence), an upsert opens a new
+version when its tracked columns differ from the version before it (or after a delete); otherwise the
+version takes it in place. So a late change landing inside a version splits it exactly where it falls,
+with the in-place changes on each side. Only the rows that differ from the table's are changed: one
+MERGE against the version read deletes the old ones and inserts the new.
 """
 from __future__ import annotations
 
@@ -23,11 +21,13 @@ from pyspark import StorageLevel  # noqa: E402
 from pyspark.sql import DataFrame, Window, functions as F  # noqa: E402
 
 from ...sql_text import quote_identifier  # noqa: E402
-from .events import OP, SEQ  # noqa: E402
+from .events import DELETED, OP, SEQ  # noqa: E402
 from .spec import END_AT, START_AT  # noqa: E402
 
 ACTION = "__deltalog_changes_action"  # 'd': a version to delete, 'i': one to insert
 PRIORITY = "__deltalog_changes_priority"  # which copy of a change known twice is kept: the batch's
+GROUP = "__deltalog_changes_version"  # the version (of its key) a change belongs to
+MEMBER = "__deltalog_changes_member"  # a change's place in its version: 1 opened it
 
 
 def apply_scd2(applier: Any, events: DataFrame) -> int | None:
@@ -51,17 +51,28 @@ def apply_scd2(applier: Any, events: DataFrame) -> int | None:
                 old = old.withColumn(c, F.lit(None).cast(batch.schema[c].dataType))
         old = old.persist(StorageLevel.MEMORY_AND_DISK)
         known.append(changes_of_versions(old, applier.output, keys))
+    values = [c for c in applier.output if c not in keys]
     state = applier.state_rows(touched)
     if state is not None:
-        known.append(state.select(*[q(k) for k in keys], SEQ).withColumn(OP, F.lit("d"))
-                     .withColumn(PRIORITY, F.lit(0)))
+        state = state.select(*[q(k) for k in keys], SEQ, DELETED,
+                             *[F.col(q(c)) if c in state.columns else F.lit(None).cast(batch.schema[c].dataType)
+                               .alias(c) for c in values])
+        known.append(state.select(*[q(k) for k in keys], SEQ, F.when(F.col(DELETED), "d").otherwise("u").alias(OP),
+                                  *[q(c) for c in values], F.lit(0).alias(PRIORITY)))
+    grouped = None
     try:
         changes = known[0]
         for more in known[1:]:
             changes = changes.unionByName(more, allowMissingColumns=True)
-        new = versions(changes, applier).persist(StorageLevel.MEMORY_AND_DISK)
-        applier.commit_state(batch.filter(F.col(OP) == "d").select(*[q(k) for k in keys], SEQ)
-                             .withColumn("__deltalog_changes_deleted", F.lit(True)), merge_on_keys=False)
+        grouped = in_versions(changes, applier).persist(StorageLevel.MEMORY_AND_DISK)
+        new = versions(grouped, applier).persist(StorageLevel.MEMORY_AND_DISK)
+        # what the table's rows do not show: deletes, and upserts a version took in place (its start is
+        # another change's) -- kept, so that a later batch rebuilding the key's history has every change
+        unseen = grouped.filter((F.col(OP) == "d") | (F.col(MEMBER) > 1)).select(
+            *[q(k) for k in keys], SEQ, (F.col(OP) == "d").alias(DELETED), *[q(c) for c in values])
+        if state is not None:
+            unseen = unseen.join(state, [*keys, SEQ, DELETED], "left_anti")
+        applier.commit_state(unseen, merge_on_keys=False)
         if snapshot is None:
             options = {k: v for k, v in applier.write_options.items() if k in ("partition_by", "definition")}
             return write_dataframe(new.select(*[q(c) for c in columns]), table, mode="overwrite",
@@ -83,10 +94,9 @@ def apply_scd2(applier: Any, events: DataFrame) -> int | None:
                      read_version=snapshot.version,
                      extra_commit_info={"applyChanges": {"appId": applier.app_id, "batchId": applier.batch_id}})
     finally:
-        if old is not None:
-            old.unpersist()
-        if "new" in locals():
-            new.unpersist()
+        for df in (old, grouped, locals().get("new")):
+            if df is not None:
+                df.unpersist()
 
 
 def changes_of_versions(old: DataFrame, output: list[str], keys: list[str]) -> DataFrame:
@@ -101,8 +111,9 @@ def changes_of_versions(old: DataFrame, output: list[str], keys: list[str]) -> D
     return upserts.unionByName(deletes, allowMissingColumns=True)
 
 
-def versions(changes: DataFrame, applier: Any) -> DataFrame:
-    """The versions every key's changes make (columns: output, __START_AT, __END_AT)."""
+def in_versions(changes: DataFrame, applier: Any) -> DataFrame:
+    """Every key's changes, each known once, in sequence order, each with the version it belongs to
+    (GROUP: a delete is a group of its own) and its place in it (MEMBER: 1 opens the version)."""
     q = quote_identifier
     keys = applier.keys
     values = [c for c in applier.output if c not in keys]
@@ -126,11 +137,21 @@ def versions(changes: DataFrame, applier: Any) -> DataFrame:
     opens = ((F.col(OP) == "d") | F.lag(F.col(OP)).over(ordered).isNull() | (F.lag(F.col(OP)).over(ordered) == "d")
              | ~F.col("__tracked").eqNullSafe(F.lag(F.col("__tracked")).over(ordered)))
     running = ordered.rowsBetween(Window.unboundedPreceding, 0)
-    changes = changes.withColumn("__group", F.sum(opens.cast("int")).over(running))
+    changes = changes.withColumn(GROUP, F.sum(opens.cast("int")).over(running))
+    return changes.withColumn(MEMBER, F.row_number().over(Window.partitionBy(*by_key, GROUP).orderBy(F.col(SEQ), rank)))
+
+
+def versions(changes: DataFrame, applier: Any) -> DataFrame:
+    """The versions the changes (`in_versions`) make (columns: output, __START_AT, __END_AT)."""
+    q = quote_identifier
+    keys = applier.keys
+    values = [c for c in applier.output if c not in keys]
+    by_key = [q(k) for k in keys]
+    rank = F.when(F.col(OP) == "d", 0).otherwise(1)
     latest = F.struct(F.col(SEQ), rank)
-    groups = changes.groupBy(*by_key, "__group").agg(
+    groups = changes.groupBy(*by_key, GROUP).agg(
         F.min_by(F.col(OP), latest).alias("__first"), F.min(F.col(SEQ)).alias(START_AT),
         *[F.max_by(F.col(q(c)), latest).alias(c) for c in values])
-    next_start = F.lead(F.col(q(START_AT))).over(Window.partitionBy(*by_key).orderBy("__group"))
+    next_start = F.lead(F.col(q(START_AT))).over(Window.partitionBy(*by_key).orderBy(GROUP))
     return groups.withColumn(END_AT, next_start).filter(F.col("__first") == "u") \
         .select(*[q(c) for c in applier.output], q(START_AT), q(END_AT))
