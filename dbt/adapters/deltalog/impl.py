@@ -411,6 +411,18 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
             raise CompilationError(str(exc)) from None
 
     @available
+    def debezium(self, relation: Any, schema: str, truncates: bool = False) -> str:
+        """`{{ debezium(stream_kafka(...), schema='id bigint, ...') }}`: Debezium's JSON change events as rows
+        (the row's columns, `_op`, `_source_ts_ms`, `_lsn`, `_binlog_seq`), a subquery (debezium.py)."""
+        from dbt.adapters.deltalog.debezium import debezium_relation
+        from dbt.adapters.deltalog.streaming import StreamingConfigError
+
+        try:
+            return debezium_relation(self.spark, relation, schema, truncates)
+        except StreamingConfigError as exc:
+            raise CompilationError(str(exc)) from None
+
+    @available
     def stream_of(self, relation: BaseRelation, options: Optional[Dict[str, Any]] = None,
                   changes: bool = False) -> str:
         """`{{ stream(ref('x')) }}`: a streaming view over one of our tables (its rows commit by commit, or

@@ -37,6 +37,18 @@
 {%- endmacro %}
 
 
+{#- Debezium's JSON change events (a Kafka topic's, or text files' `value`) as rows for apply_changes: the
+    row's columns (`schema`, Spark DDL; `after`, or `before` for a delete), `_op`, `_source_ts_ms`, `_lsn`
+    (Postgres) and `_binlog_seq` (MySQL); tombstones dropped, truncates too unless truncates=true. -#}
+{% macro debezium(relation, schema, truncates=false) -%}
+  {%- if execute -%}
+    {{- return(adapter.debezium(relation, schema, truncates)) -}}
+  {%- else -%}
+    {{- return('deltalog_stream_unresolved') -}}
+  {%- endif -%}
+{%- endmacro %}
+
+
 {#- One of our tables as a stream for a streaming_table's SQL: the table as it is, then the rows each
     later commit adds; with changes=true its change feed (_change_type, _commit_version, _commit_timestamp).
     Options as Delta names them: startingVersion, skipChangeCommits, maxFilesPerTrigger, maxBytesPerTrigger. -#}
