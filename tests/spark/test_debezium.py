@@ -96,8 +96,6 @@ def test_a_bad_schema_or_relation_is_refused_before_anything_runs(spark):
             debezium_relation(spark, relation, schema)
 
 
-@pytest.mark.xfail(strict=True, reason="apply_changes counts a truncate's NULL key as a NULL key (events.checked); "
-                                       "Debezium's truncate events have no row, so no key")
 def test_a_truncate_kept_applies_as_a_truncate(spark, tmp_path):
     from deltalake import DeltaTable as RsTable, QueryBuilder
     import pyarrow as pa
