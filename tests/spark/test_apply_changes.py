@@ -280,3 +280,17 @@ def test_scd2_a_late_change_splits_a_version_that_took_changes_in_place(spark, t
     assert _versions(uri) == [(1, "Oslo", "b", 10, 25), (1, "Rome", "x", 25, 30), (1, "Oslo", "c", 30, None)]
     _apply(spark, apply, 3, [(1, "y", "Rome", "u", 27)])  # later still: taken in place by the late version
     assert _versions(uri) == [(1, "Oslo", "b", 10, 25), (1, "Rome", "y", 25, 30), (1, "Oslo", "c", 30, None)]
+
+
+def test_the_state_table_is_compacted_as_batches_add_files(spark, tmp_path):
+    uri = str(tmp_path / "t")
+    apply = _applier(spark, uri)
+    spark.conf.set("spark.databricks.delta.autoCompact.minNumFiles", "3")
+    try:
+        for batch_id in range(6):
+            _apply(spark, apply, batch_id, [(batch_id * 10 + i, "n", "Oslo", "c", 1) for i in range(3)])
+    finally:
+        spark.conf.unset("spark.databricks.delta.autoCompact.minNumFiles")
+    state = state_table(DeltaTable(uri))
+    assert any(h["operation"] == "OPTIMIZE" for h in state.history())
+    assert state.snapshot().num_files < 6 and len(_rows(state.uri)) == 18 and len(_rows(uri)) == 18

@@ -16,7 +16,7 @@ from pyspark.errors import AnalysisException  # noqa: E402
 from ...sql_text import quote_identifier  # noqa: E402
 from ...storage import files as fs  # noqa: E402
 from ...table import DeltaTable, as_table  # noqa: E402
-from ...table_configuration import DELETION_VECTORS_KEY  # noqa: E402
+from ...table_configuration import AUTO_COMPACT_KEY, DELETION_VECTORS_KEY  # noqa: E402
 from .events import AT, DELETED, checked, prepared  # noqa: E402
 from .scd1 import apply_scd1  # noqa: E402
 from .scd2 import apply_scd2  # noqa: E402
@@ -134,14 +134,20 @@ class Applier:
             return
         rows = rows.withColumn(AT, F.current_timestamp())
         if not exists or self.replace or truncate_at is not None:
-            # deletion vectors: a batch's MERGE marks the keys it changes instead of rewriting their files
-            configuration = {DELETION_VECTORS_KEY: "true",
+            # deletion vectors: a batch's MERGE marks the keys it changes instead of rewriting their files;
+            # auto-compaction: each batch adds a small file, which every later batch would read
+            configuration = {DELETION_VECTORS_KEY: "true", AUTO_COMPACT_KEY: "true",
                              **({TRUNCATED_AT: truncate_at} if truncate_at is not None else {})}
             write_dataframe(rows, state, mode="overwrite", schema_mode="overwrite", configuration=configuration,
                             txn_app_id=self.app_id, txn_version=self.batch_id)
         elif merge_on_keys:
-            merge(self.spark, state, rows, self.key_condition(), when_matched_update="*",
-                  when_not_matched_insert="*", source_alias="s", target_alias="t", app_transactions=self.txn)
+            version = merge(self.spark, state, rows, self.key_condition(), when_matched_update="*",
+                            when_not_matched_insert="*", source_alias="s", target_alias="t",
+                            app_transactions=self.txn)
+            if version is not None:  # (write_dataframe compacts after its own commits)
+                from ..auto_compact import after_write
+
+                after_write(self.spark, state, state.snapshot().configuration, [{}])
         else:
             write_dataframe(rows, state, mode="append", schema_mode="merge", txn_app_id=self.app_id,
                             txn_version=self.batch_id)
