@@ -91,7 +91,7 @@ class TestApplyChanges:
             (3, "Lima", "Cy", 1, 4), (3, "Quito", "Cy", 4, 5), (3, "Bern", "Cy", 6, None),
             (4, "Kyiv", "Di", 1, None)]
 
-        # merge-on-read (tests/spark/test_apply_changes.py shows only the changed rows written)
+        # merge-on-read (tests/spark/test_apply_changes_rules.py shows only the changed rows written)
         assert Snapshot.load(str(scd1)).configuration.get("delta.enableDeletionVectors") == "true"
 
         versions = (Snapshot.load(str(scd1)).version, Snapshot.load(str(scd2)).version)
