@@ -123,8 +123,7 @@ class Applier:
             log.info("%s: tombstones older than %.0f s purged (state version %d)", self.table.uri,
                      self.spec.tombstone_retention_seconds, version)
 
-    def commit_state(self, rows: DataFrame, merge_on_keys: bool, truncate_at: Any = None,
-                     schema: Any = None) -> None:
+    def commit_state(self, rows: DataFrame, merge_on_keys: bool, truncate_at: Any = None) -> None:
         """The state's part of this batch (skipped when a run of this batch committed it already)."""
         from ..operations import merge, write_dataframe
 
