@@ -294,3 +294,18 @@ def test_the_state_table_is_compacted_as_batches_add_files(spark, tmp_path):
     state = state_table(DeltaTable(uri))
     assert any(h["operation"] == "OPTIMIZE" for h in state.history())
     assert state.snapshot().num_files < 6 and len(_rows(state.uri)) == 18 and len(_rows(uri)) == 18
+
+
+def test_a_warm_up_before_a_stream_reads_and_commits_nothing(spark, tmp_path, caplog):
+    uri = str(tmp_path / "t")
+    apply = _applier(spark, uri)
+    apply.warm_up(spark.createDataFrame([], SOURCE))  # no table yet: nothing to read
+    _apply(spark, apply, 0, [(1, "a", "Oslo", "c", 1), (2, "b", "Rome", "c", 1)])
+    versions = (DeltaTable(uri).version(), state_table(DeltaTable(uri)).version())
+    again = _applier(spark, uri)  # a new run of the stream
+    with caplog.at_level("INFO", logger="deltalog.spark.apply_changes.applier"):
+        again.warm_up(spark.createDataFrame([], SOURCE))
+    assert "warmed up" in caplog.text and "skipped" not in caplog.text
+    assert (DeltaTable(uri).version(), state_table(DeltaTable(uri)).version()) == versions
+    _apply(spark, again, 1, [(1, "a", "Bern", "u", 2)])
+    assert _cities(uri) == {1: "Bern", 2: "Rome"}

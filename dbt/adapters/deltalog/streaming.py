@@ -270,6 +270,8 @@ def run_streaming_table(spark: Any, df: Any, table: Any, *, full_refresh: bool, 
         if not table.exists():  # downstream streams read this table from its start: it exists first
             write_dataframe(empty_rows, table, mode="overwrite", partition_by=partition_by or None,
                             definition=definition, configuration=applier and applier.configuration())
+        if applier is not None:
+            applier.warm_up(df)
         query = df.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint).trigger(**trigger).start()
         from dbt.adapters.deltalog.runtime.session import RUNTIME
 

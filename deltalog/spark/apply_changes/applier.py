@@ -105,6 +105,28 @@ class Applier:
 
             after_write(self.spark, table, table.snapshot().configuration, [{}])
 
+    def warm_up(self, source: DataFrame) -> None:
+        """Run, read-only, what a batch runs first (the batch's check, the key lookups in the table and
+        its state) on no changes, so a long-running stream's first batch does not pay for the JVM's first
+        run of that code: its latency is then that of the batches after it. Nothing is committed."""
+        from ..connect import empty_dataframe
+        from ..reader import snapshot_dataframe
+
+        started = time.time()
+        self.batch_id = -1
+        try:
+            checked(prepared(empty_dataframe(source.sparkSession, source.schema), self), self)
+            for table in (self.table, self.state):
+                if not self.replace and table.exists():
+                    rows = snapshot_dataframe(source.sparkSession, table.snapshot())
+                    # one real key: an empty or NULL one would let the optimizer skip the scan
+                    some_key = rows.select(*[F.col(quote_identifier(k)) for k in self.keys]).limit(1)
+                    rows.join(F.broadcast(some_key), self.keys, "left_semi").count()
+        except Exception as exc:  # only an optimisation: the first batch will say what is wrong, if anything
+            log.info("%s: warm-up skipped: %s", self.table.uri, str(exc).splitlines()[0] if str(exc) else exc)
+            return
+        log.info("%s: warmed up for %s in %.2f s", self.table.uri, self.app_id, time.time() - started)
+
     def purge_tombstones(self) -> None:
         """Forget deletes older than the retention, before the first batch of a run and every PURGE_EVERY."""
         if self.purged and self.batch_id % PURGE_EVERY:
