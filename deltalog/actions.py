@@ -34,6 +34,8 @@ SUPPORTED_WRITER_FEATURES = frozenset({
     "v2Checkpoint",
     # no write here changes a column's type; files keep the table's current types (schema.py)
     "typeWidening", "typeWidening-preview",
+    # identity values generated past the high-water mark, which the same commit moves (identity.py)
+    "identityColumns",
 })
 
 
@@ -88,7 +90,7 @@ class Protocol:
     def unsupported_writer_features(self, metadata: "Metadata | None" = None) -> list[str]:
         """Writer features (or a writer version) this engine would have to implement to write the table.
         Legacy writer versions 4 to 6 only allow change data feed, generated and identity columns: with
-        the table's `metadata`, only those it uses count."""
+        the table's `metadata`, only those it uses and this engine does not write count."""
         if self.min_writer_version > 7:
             return [f"minWriterVersion={self.min_writer_version}"]
         if self.min_writer_version == 7:
@@ -97,7 +99,7 @@ class Protocol:
             return []
         if metadata is None:
             legacy = {4: "changeDataFeed/generatedColumns", 5: "changeDataFeed/generatedColumns",
-                      6: "changeDataFeed/generatedColumns/identityColumns"}
+                      6: "changeDataFeed/generatedColumns"}
             return [legacy[self.min_writer_version]]
         return legacy_features_in_use(metadata, self.min_writer_version)
 
@@ -116,14 +118,11 @@ class Protocol:
 
 def legacy_features_in_use(metadata: "Metadata", writer_version: int) -> list[str]:
     """Of the features writer versions 4-6 allow, those the table uses that are not written here
-    (change data feed is)."""
+    (change data feed and identity columns are)."""
     used = []
     fields = metadata.schema_json.get("fields", []) if metadata.schema_string else []
     if any("delta.generationExpression" in (f.get("metadata") or {}) for f in fields):
         used.append("generatedColumns")
-    if writer_version >= 6 and any(any(k.startswith("delta.identity.") for k in (f.get("metadata") or {}))
-                                   for f in fields):
-        used.append("identityColumns")
     return used
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import deletion_vectors, row_tracking
+from . import deletion_vectors, identity, row_tracking
 from .actions import Action, AddFile, DomainMetadata, Metadata, RemoveFile
 from .committer import WinningCommit, path_key
 from .errors import (
@@ -98,10 +98,12 @@ class Resolution:
     """How a commit that the rules let through goes on after a winner. `rebase`: for files both marked
     rows of (different rows), the winner's add and the union of both writers' deleted rows.
     `carried`: keys of files whose marks move by row ID to the files that now hold the rows (maybe
-    none), or None when no carrying applies."""
+    none), or None when no carrying applies. `identity_marks_moved`: the winner's only metadata change was
+    identity high-water marks (the attempt's generated values move past them)."""
 
     rebase: dict[str, tuple[AddFile, Any]] = field(default_factory=dict)
     carried: list[str] | None = None
+    identity_marks_moved: bool = False
 
 
 def conflict(cls: type[ConcurrentModificationError], attempt: Attempt, winner: WinningCommit, what: str,
@@ -125,8 +127,10 @@ def check(attempt: Attempt, read: ReadSet, winner: WinningCommit, level: str) ->
                            "Retry: the operation will then write to the existing table.")
         raise conflict(ProtocolChangedException, attempt, winner, "the table protocol was changed",
                        "Retry against the new protocol.")
-    # 2. metadata: conservative, any winning metaData conflicts.
-    if winner.metadata is not None:
+    # 2. metadata: conservative, any winning metaData conflicts, but one that only moved identity
+    # high-water marks, against an attempt that changes no other metadata: its generated values move.
+    marks_moved = winner.metadata is not None and _only_identity_marks(attempt, winner)
+    if winner.metadata is not None and not marks_moved:
         raise conflict(MetadataChangedException, attempt, winner,
                        "the table metadata (schema, partitioning or properties) was changed",
                        "Retry so that the operation sees the new metadata.")
@@ -170,7 +174,7 @@ def check(attempt: Attempt, read: ReadSet, winner: WinningCommit, level: str) ->
     # OPTIMIZE against DML on a table whose rows keep their IDs: rules 6 and 7 are met by carrying.
     carried = _carried_files(attempt, read, winner)
     if carried is not None:
-        return Resolution(carried=carried)
+        return Resolution(carried=carried, identity_marks_moved=marks_moved)
     # 6. files removed that this transaction read.
     if winner.removes:
         if read.whole_table:
@@ -216,7 +220,16 @@ def check(attempt: Attempt, read: ReadSet, winner: WinningCommit, level: str) ->
                        SEPARATE + (f" At {WRITE_SERIALIZABLE}, writers that mark different rows of a file in "
                                    f"deletion vectors ({deletion_vectors.ENABLE_KEY}) both land."
                                    if level == WRITE_SERIALIZABLE else ""))
-    return Resolution(rebase=rebase)
+    return Resolution(rebase=rebase, identity_marks_moved=marks_moved)
+
+
+def _only_identity_marks(attempt: Attempt, winner: WinningCommit) -> bool:
+    """The winner's metadata differs from what the attempt read only in identity high-water marks, and
+    the attempt's own metadata (if it writes one) too."""
+    read = attempt.snapshot.metadata if attempt.snapshot is not None else None
+    if read is None or not identity.only_marks_differ(read, winner.metadata):
+        return False
+    return not attempt.changes_metadata or identity.only_marks_differ(read, attempt.metadata)
 
 
 def _carried_files(attempt: Attempt, read: ReadSet, winner: WinningCommit) -> list[str] | None:

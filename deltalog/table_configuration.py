@@ -15,6 +15,7 @@ from . import column_mapping
 from .actions import SUPPORTED_WRITER_FEATURES, Metadata, Protocol
 from .constraints import CONSTRAINT_PREFIX
 from .errors import InvalidTableError, UnsupportedFeatureError
+from .identity import FEATURE as IDENTITY_FEATURE, declares_identity
 from .schema import uses_type
 from .type_widening import has_type_changes, iceberg_unreadable_type_changes
 
@@ -222,6 +223,7 @@ class TableConfiguration:
             "v2Checkpoint": self.checkpoint_policy == "v2",
             "icebergCompatV2": self.iceberg_compat_v2,
             "icebergCompatV3": self.iceberg_compat_v3,
+            IDENTITY_FEATURE: declares_identity(schema),
         }
         needed |= {feature for feature, on in wanted.items() if on}
         needed |= set(features)

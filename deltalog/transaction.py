@@ -28,7 +28,7 @@ from . import column_mapping
 from .constraints import table_constraints
 from .errors import (
     CommitFailedError, CommitsRefusedError, ConcurrentAppendException, ConcurrentModificationError, DeltaError,
-    InvalidTableError, UnsafePathError, UnsupportedFeatureError, one_line,
+    InvalidTableError, MetadataChangedException, UnsafePathError, UnsupportedFeatureError, one_line,
 )
 from .committer import Committer, Outcome, WinningCommit, path_key
 from .post_commit import after_commit
@@ -38,7 +38,7 @@ from .schema import schema_string
 from .table_configuration import (APPEND_ONLY_KEY, DEFAULT_ISOLATION_LEVEL, FEATURE_PREFIX, ICT_ENABLEMENT_TIMESTAMP_KEY,
                                   ICT_ENABLEMENT_VERSION_KEY, ISOLATION_LEVEL_KEY, ISOLATION_LEVELS,
                                   SNAPSHOT_ISOLATION, WRITE_SERIALIZABLE, TableConfiguration)
-from . import conflicts, deletion_vectors, row_level_concurrency, row_tracking
+from . import conflicts, deletion_vectors, identity, row_level_concurrency, row_tracking
 from .conflicts import ReadSet
 
 log = logging.getLogger(__name__)
@@ -160,6 +160,7 @@ def validate_metadata(metadata: Metadata, table: str) -> None:
     if len(set(metadata.partition_columns)) != len(metadata.partition_columns):
         raise InvalidTableError(f"{table}: partition columns {metadata.partition_columns} repeat a column.")
     TableConfiguration(metadata).validate_properties(table)
+    identity.identity_columns(schema, table)  # refuses a malformed identity declaration, by column
 
 
 def required_protocol(metadata: Metadata, current: Protocol | None, features: Iterable[str] = ()) -> Protocol:
@@ -208,6 +209,8 @@ class Transaction:
         self.constraints_enforced = False
         # Set by a rewrite that wrote its rows' IDs into the hidden row tracking columns (OPTIMIZE)
         self.rows_keep_ids = False
+        # identity values this commit's rows were given (`record_identity`), by column
+        self.identity_values: dict[str, identity.GeneratedValues] = {}
         if isolation_level is not None:
             validate_isolation_level(isolation_level, self.table_uri)
         if snapshot is not None:
@@ -347,6 +350,20 @@ class Transaction:
     def require_features(self, *features: str) -> None:
         """Table features this commit needs (the protocol is upgraded in the same commit if it lacks them)."""
         self._required_features |= set(features)
+
+    def record_identity(self, generated: Iterable[identity.GeneratedValues]) -> None:
+        """Identity values the rows of this commit were given: their new high-water marks go into the
+        metadata this commit writes, and a concurrent writer that moved a mark first makes these values
+        move past it (`_rebase_identity`) instead of failing the commit."""
+        new_marks = {}
+        for g in generated:
+            if g.column.name in self.identity_values:
+                raise ValueError(f"{self.table_uri}: identity column '{g.column.name}' numbered twice in one commit")
+            self.identity_values[g.column.name] = g
+            if g.last is not None:
+                new_marks[g.column.name] = g.column.farther(g.column.high_water_mark, g.last)
+        if new_marks:
+            self.update_metadata(identity.metadata_with_marks(self.metadata, new_marks))
 
     def add_actions(self, actions: Iterable[Action]) -> None:
         for a in actions:
@@ -519,6 +536,8 @@ class Transaction:
                 resolution = conflicts.check(self._attempt(), self.read, winner, level)
                 if resolution.rebase:
                     actions = self._rewrite(actions, row_level_concurrency.rebase_marks(self.store, resolution.rebase))
+                if resolution.identity_marks_moved:
+                    actions = self._rebase_identity(actions, winner)
                 if resolution.carried:
                     actions = self._rewrite(actions, row_level_concurrency.carry_marks(
                         self._attempt(), winner, resolution.carried))
@@ -677,6 +696,42 @@ class Transaction:
             metadata=self.metadata, changes_metadata=self._new_metadata is not None, actions=list(self._actions),
             is_blind_append=self.is_blind_append, row_level=self._row_level_concurrency(),
             rows_keep_ids=self.rows_keep_ids, may_carry_marks=self.may_carry_marks)
+
+    def _rebase_identity(self, actions: list[Action], winner: WinningCommit) -> list[Action]:
+        """A winner moved identity high-water marks (and nothing else of the metadata): this commit's
+        generated values move past its marks — its files written again with the values shifted — and its
+        metadata becomes the winner's with this commit's marks. Without generated values there is nothing
+        to move (the winner's metadata stands)."""
+        theirs = identity.marks(winner.metadata.schema_json)
+        new_marks: dict[str, int] = {}
+        for name, generated in list(self.identity_values.items()):
+            shift = generated.shift_past(theirs.get(name))
+            if shift and not generated.rebasable:
+                raise conflicts.conflict(
+                    MetadataChangedException, self._attempt(), winner,
+                    f"identity column '{name}' values were generated concurrently (high-water mark now "
+                    f"{theirs.get(name)})", "Retry the operation: it will then number its rows past it.")
+            if shift:
+                physical = column_mapping.physical_names(self.metadata.schema_json,
+                                                         self.metadata.configuration).get(name, name)
+                ours = [a for a in actions if isinstance(a, AddFile) and a.path in generated.files]
+                pairs = identity.rebase_files(self.store, ours, physical, shift)
+                self.stage([new for _, new in pairs])
+                self.discard_uncommitted([old for old, _ in pairs])
+                moved = {old.path: new for old, new in pairs}
+                actions = [moved.get(a.path, a) if isinstance(a, AddFile) else a for a in actions]
+                self._actions = [moved.get(a.path, a) if isinstance(a, AddFile) else a for a in self._actions]
+                generated = generated.shifted(shift, [new.path for new in moved.values()])
+                self.identity_values[name] = generated
+                log.info("%s: identity column '%s' moved by %d past version %d's high-water mark %s",
+                         self.table_uri, name, shift, winner.version, theirs.get(name))
+            if generated.last is not None:
+                new_marks[name] = generated.column.farther(theirs.get(name), generated.last)
+        if self._new_metadata is None:
+            return actions
+        metadata = identity.metadata_with_marks(winner.metadata, new_marks)
+        self._new_metadata = metadata
+        return [metadata if isinstance(a, Metadata) else a for a in actions]
 
     def _rewrite(self, actions: list[Action], rewrite: row_level_concurrency.Rewrite) -> list[Action]:
         """`actions` (and the recorded ones) as `rewrite` has them; the files it wrote or left unnamed are

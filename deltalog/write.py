@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .actions import AddFile, Metadata, RemoveFile, now_ms
+from . import identity
 from .column_mapping import is_mapped, names_needing_mapping
 from .errors import InvalidTableError, ProtocolChangedException, SchemaMismatchError, UnsupportedFeatureError
 from .expressions import (
@@ -375,12 +376,16 @@ def write_deltalake(uri: str, data: Any, mode: str = "error", partition_by: list
         now = now_ms()
         removes = [a.remove(now, data_change=True) for a in touched]
 
+    numbering = identity.numberings(md.schema_json, arrow_schema.names, table)
     protocol = txn.protocol
     sink = _FileSink(dt.store, md, bool(protocol and protocol.stores_partition_columns),
                      max_rows_per_file)
     try:
         for batch in batches:
-            rows = _conform(pa.Table.from_batches([batch]), target, table)
+            rows = pa.Table.from_batches([batch])
+            for n in numbering:  # identity columns the data leaves out: the next values past the mark
+                rows = rows.append_column(n.column.name, n.take(rows.num_rows, table))
+            rows = _conform(rows, target, table)
             if where is not None:
                 _check_rows_match(rows, part_cols, types, where, table)
             sink.write(rows)
@@ -395,6 +400,7 @@ def write_deltalake(uri: str, data: Any, mode: str = "error", partition_by: list
         commit_args = dict(operation="WRITE", parameters=params, metrics=metrics, user_metadata=user_metadata,
                            extra_commit_info=extra_commit_info)
         txn.add_actions([*removes, *adds])
+        txn.record_identity(n.generated(a.path for a in adds) for n in numbering)
         try:
             return txn.commit(**commit_args)
         except ProtocolChangedException as e:

@@ -268,11 +268,11 @@ def test_unsupported_writer_feature_refused(tmp_path):
     log = os.path.join(uri, "_delta_log")
     with open(os.path.join(log, "%020d.json" % 1), "wb") as f:
         f.write(commit_to_bytes([CommitInfo(operation="UPGRADE"),
-                                 Protocol(1, 7, None, ["appendOnly", "invariants", "identityColumns"])]))
+                                 Protocol(1, 7, None, ["appendOnly", "invariants", "icebergCompatV1"])]))
     data_files = sorted(os.listdir(uri))
-    with pytest.raises(UnsupportedFeatureError, match="identityColumns"):
+    with pytest.raises(UnsupportedFeatureError, match="icebergCompatV1"):
         write_deltalake(uri, small([2]), mode="append")
-    with pytest.raises(UnsupportedFeatureError, match="identityColumns"):
+    with pytest.raises(UnsupportedFeatureError, match="icebergCompatV1"):
         DeltaTable(uri).transaction()
     assert DeltaTable(uri).version() == 1
     assert sorted(os.listdir(uri)) == data_files
@@ -404,8 +404,8 @@ def test_writer_only_feature_gives_writer_version_7(tmp_path):
     assert "part" in pq.read_table(snap.file_uris()[0]).column_names
     import deltalake
     assert sorted(deltalake.DeltaTable(uri).to_pyarrow_table().column("id").to_pylist()) == [1, 2]
-    with pytest.raises(UnsupportedFeatureError, match="identityColumns"):
-        write_deltalake(str(tmp_path / "t2"), small([1]), configuration={"delta.feature.identityColumns": "supported"})
+    with pytest.raises(UnsupportedFeatureError, match="icebergCompatV1"):
+        write_deltalake(str(tmp_path / "t2"), small([1]), configuration={"delta.feature.icebergCompatV1": "supported"})
 
 
 def test_not_null_and_invariants(tmp_path):

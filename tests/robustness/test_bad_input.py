@@ -198,7 +198,7 @@ def test_table_needing_an_unsupported_reader_feature(tmp_path):
 
 
 @pytest.mark.parametrize("protocol, feature", [
-    (Protocol(1, 7, None, ["appendOnly", "invariants", "identityColumns"]), "identityColumns"),
+    (Protocol(1, 7, None, ["appendOnly", "invariants", "icebergCompatV1"]), "icebergCompatV1"),
     (Protocol(1, 7, None, ["appendOnly", "invariants", "allowColumnDefaults"]), "allowColumnDefaults"),
     (Protocol(1, 7, None, ["appendOnly", "invariants", "collations-preview"]), "collations-preview"),
 ])
