@@ -26,7 +26,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 from zoneinfo import ZoneInfo
 
 import pyarrow as pa
@@ -38,6 +38,7 @@ load("spark")  # pyspark whole before any import from it (lazy_imports.py says w
 from pyspark.sql import DataFrame, Observation, functions as F
 from pyspark.sql.types import StructType
 
+from .. import identity
 from ..actions import AddFile
 from ..column_mapping import (is_mapped, mode_of, physical_names, physical_schema, physical_stats_configuration,
                               with_arrow_field_ids)
@@ -613,3 +614,61 @@ class _ArrowFileTask:
             end = starts[k + 1] if k + 1 < len(starts) else n
             key = tuple(batch.column(c)[start].as_py() for c in self.partition_columns)
             yield key, batch.slice(start, end - start)
+
+
+# ---------------------------------------------------------------------------------------------------
+# identity columns: values for the rows of a write that leaves them out (deltalog/identity.py has the rules)
+
+
+class IdentityNumbering:
+    """The identity values a Spark write gives its rows, seen by an Observation as the rows are written:
+    after the write, `generated(files)` says what was numbered (for `Transaction.record_identity`)."""
+
+    def __init__(self, numbered: list[tuple[identity.IdentityColumn, int]], observation: Observation, table: str):
+        self.numbered = numbered
+        self.observation = observation
+        self.table = table
+
+    def generated(self, files: Iterable[str], rebasable: bool = True) -> list[identity.GeneratedValues]:
+        seen = self.observation.get
+        files = frozenset(files)
+        out = []
+        for k, (column, first) in enumerate(self.numbered):
+            last = identity.checked_range(column, first, seen[f"low{k}"], seen[f"high{k}"], seen["rows"], self.table)
+            out.append(identity.GeneratedValues(column, first, last, files, rebasable))
+        return out
+
+
+def number_identity_columns(df: DataFrame, schema_json: dict[str, Any], table: str,
+                            left_out: Iterable[str] | None = None) -> tuple[DataFrame, IdentityNumbering | None]:
+    """`df` with a value for each identity column it leaves out (or, given `left_out`, for those columns,
+    whose values in `df` are placeholders); a `generated always` column it gives is refused by name.
+
+    Values are `first + step * monotonically_increasing_id()`, `first` the first value past the mark:
+    dense within each Spark task (a write in one task is numbered 1, 2, 3, ...), tasks 2^33 steps apart.
+    delta-spark interleaves the tasks instead (value = first + step * (task + tasks * row)), which needs
+    the number of tasks inside each one; a plain column expression works the same on Spark Connect,
+    costs no extra pass, and still gives unique values, monotone in step's direction, past the mark."""
+    columns = identity.identity_columns(schema_json, table)
+    if not columns:
+        return df, None
+    have = {c.lower() for c in df.columns}
+    wanted = None if left_out is None else {c.lower() for c in left_out}
+    numbered = []
+    for column in columns:
+        leaves_out = column.name.lower() not in have if wanted is None else column.name.lower() in wanted
+        if not leaves_out:
+            column.refuse_given_values(table)
+            continue
+        first = column.first_value
+        df = df.withColumn(column.name, (F.lit(first).cast("long")
+                                         + F.lit(column.step).cast("long") * F.monotonically_increasing_id()))
+        numbered.append((column, first))
+    if not numbered:
+        return df, None
+    seen = Observation(f"deltalog_identity_{uuid.uuid4().hex}")
+    aggregates = [F.count(F.lit(1)).alias("rows")]
+    for k, (column, _) in enumerate(numbered):
+        value = F.col(quote_identifier(column.name))
+        aggregates += [F.min(value).alias(f"low{k}"), F.max(value).alias(f"high{k}")]
+    return df.observe(seen, *aggregates), IdentityNumbering(numbered, seen, table)

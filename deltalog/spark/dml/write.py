@@ -19,10 +19,11 @@ from ...column_mapping import physical_names
 from ...schema import check_column_names, nullable_type, quote_identifier, schema_string, to_arrow_schema
 from ...write_plan import WritePlan, partition_names
 from ...definition import TableDefinition
+from ...identity import declares_identity
 from ...table import DeltaTable, as_table, new_metadata
 from ...transaction import rearranged_only, reruns_after_conflict
 from .. import auto_compact
-from ..writer import write_files
+from ..writer import number_identity_columns, write_files
 from .files import byte_count, removes_of, set_transactions, sum_records, target_files_read
 from .alter import check_existing_rows, metadata_differs
 from .delete import DeletePlan, delete_plan, deleted_rows_changes, write_kept_rows
@@ -169,12 +170,15 @@ def write_dataframe(df: DataFrame, table: DeltaTable | str, mode: str = "append"
         schema_json, conf = txn.metadata.schema_json, dict(txn.metadata.configuration)
         params["partitionBy"] = json.dumps(parts)
 
+        df, numbering = number_identity_columns(df, schema_json, name)
         df = _fill_missing(df, schema_json)
         if plan.replace_where and snapshot is not None:
             df = _refuse_rows_outside(df, plan.replace_where, name)
         materialize = bool(txn.protocol and txn.protocol.stores_partition_columns)
         adds = txn.stage(write_files(df, name, parts, schema_json, conf, method=method,
                                      store_partition_columns=materialize, store=txn.store))
+        if numbering is not None:  # every file just written holds only numbered rows
+            txn.record_identity(numbering.generated(a.path for a in adds))
         kept_adds: list[AddFile] = []
         cdc = []
         marked = remove.marked if remove is not None else None
@@ -227,6 +231,14 @@ def write_dataframe(df: DataFrame, table: DeltaTable | str, mode: str = "append"
         return version
 
 
+def _new_table_schema(data_schema: dict[str, Any], table_schema: dict[str, Any] | None) -> dict[str, Any]:
+    """A new table's schema: the data's, or `table_schema` when that declares identity columns (which
+    the data leaves out: the write fills them in)."""
+    if table_schema is not None and declares_identity(table_schema):
+        return table_schema
+    return data_schema
+
+
 def _table_metadata(txn: Any, plan: WritePlan, df: DataFrame, data_schema: dict[str, Any],
                     configuration: dict[str, str] | None, table_schema: dict[str, Any] | None,
                     definition: TableDefinition | None, params: dict[str, Any]) -> tuple[list[str], DeletePlan | None]:
@@ -235,8 +247,9 @@ def _table_metadata(txn: Any, plan: WritePlan, df: DataFrame, data_schema: dict[
     snapshot = txn.snapshot
     remove = None
     if snapshot is None:
-        parts = partition_names(data_schema, plan.partition_by or [], txn.table_uri)
-        metadata = new_metadata(data_schema, parts, configuration, table=txn.table_uri)
+        schema = _new_table_schema(data_schema, table_schema)
+        parts = partition_names(schema, plan.partition_by or [], txn.table_uri)
+        metadata = new_metadata(schema, parts, configuration, table=txn.table_uri)
         if definition is not None:
             metadata = definition.apply(metadata, txn.table_uri)
         txn.update_metadata(metadata)

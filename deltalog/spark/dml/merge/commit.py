@@ -44,6 +44,8 @@ def write_and_commit(run: MergeRun, app_transactions: dict[str, int] | None, ope
     adds = txn.stage(write_files(out, run.name, snapshot.partition_columns, write_schema,
                                  dict(txn.metadata.configuration), method=run.method,
                                  store_partition_columns=materialize, store=txn.store))
+    if run.identity is not None:  # inserted rows share files with kept ones: a moved mark is a conflict
+        txn.record_identity(run.identity.generated((), rebasable=False))
     if run.keep_ids:
         adds = [replace(a, stats=row_tracking.without_hidden_stats(a.stats, txn.metadata.configuration))
                 for a in adds]

@@ -14,9 +14,10 @@ from deltalog.lazy_imports import load
 load("spark")  # pyspark whole before any import from it (lazy_imports.py says why)
 from pyspark.sql import functions as F  # noqa: E402
 
-from .... import deletion_vectors, row_tracking  # noqa: E402
+from .... import deletion_vectors, identity, row_tracking  # noqa: E402
 from ....schema import quote_identifier  # noqa: E402
 from ...reader import ROW_INDEX_COLUMN, files_dataframe  # noqa: E402
+from ...writer import number_identity_columns  # noqa: E402
 from ..rows import ACTION_COLUMN, ROW_ID_COLUMN, rows_with_row_ids  # noqa: E402
 from .plan import BY_SOURCE_NEW, NEW, OLD, SOURCE_ID, assigned, atomic_types, stored_value  # noqa: E402
 from .run import MergeRun  # noqa: E402
@@ -132,9 +133,14 @@ def _inserts(run: MergeRun) -> None:
     if plan.insert_condition:
         unmatched = unmatched.filter(F.coalesce(F.expr(plan.insert_condition), F.lit(False)))
     # A source alias stays resolvable in the insert expressions.
-    run.inserts = unmatched.select(*[assigned(unmatched, plan.insert.get(c, "null"), target_schema[c].dataType).alias(c)
-                                     for c in run.target_columns],
-                                   *[F.lit(None).cast("long").alias(h) for h in run.hidden])
+    inserts = unmatched.select(*[assigned(unmatched, plan.insert.get(c, "null"), target_schema[c].dataType).alias(c)
+                                 for c in run.target_columns],
+                               *[F.lit(None).cast("long").alias(h) for h in run.hidden])
+    # identity columns the insert leaves out (or fills with null) are numbered past the mark
+    left_out = [c for c in run.target_columns if plan.insert.get(c, "null").strip().lower() == "null"]
+    if run.small_source and identity.declares_identity(run.txn.metadata.schema_json):
+        inserts = inserts.coalesce(1)  # few rows: numbered in one task, so densely
+    run.inserts, run.identity = number_identity_columns(inserts, run.txn.metadata.schema_json, run.name, left_out)
     run.parts.append(run.inserts)
 
 

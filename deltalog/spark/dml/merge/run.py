@@ -60,6 +60,7 @@ class MergeRun:
     old_cols: list = field(default_factory=list)  # a changed row's columns before
     out_cols: list = field(default_factory=list)  # and after
     inserts: Any = None                       # the inserted rows
+    identity: Any = None                      # their identity values (writer.IdentityNumbering), if numbered
 
     @property
     def snapshot(self) -> Any:

@@ -1,0 +1,108 @@
+"""Identity columns written by the Spark writer: table writes, appends, merge inserts, replace-where
+(delete+insert) and streaming batches number the rows that leave the column out past the high-water mark
+and commit the new mark with them; given values are refused (always) or kept (by default)."""
+import json
+
+import pytest
+
+from deltalog import identity
+from deltalog.errors import SchemaMismatchError
+from deltalog.snapshot import Snapshot
+from deltalog.spark.operations import merge, write_dataframe
+from deltalog.spark.reader import snapshot_dataframe
+from deltalog.spark.streaming import batch_writer
+
+pytestmark = pytest.mark.spark
+
+
+def schema(start=1, step=1, always=True, name="id"):
+    return {"type": "struct", "fields": [
+        {"name": name, "type": "long", "nullable": True, "metadata": {
+            identity.START: start, identity.STEP: step, identity.ALLOW_EXPLICIT_INSERT: not always}},
+        {"name": "v", "type": "string", "nullable": True, "metadata": {}}]}
+
+
+def rows(spark, uri):
+    return sorted((r.id, r.v) for r in snapshot_dataframe(spark, Snapshot.load(uri)).collect())
+
+
+def mark(uri):
+    return identity.marks(Snapshot.load(uri).schema_json)["id"]
+
+
+def values(spark, *vs, partitions=1):
+    return spark.createDataFrame([(v,) for v in vs], "v string").repartition(partitions)
+
+
+def test_a_new_table_and_appends_number_rows_past_the_mark(spark, tmp_path):
+    uri = str(tmp_path / "t")
+    write_dataframe(values(spark, "a", "b", "c"), uri, mode="error", table_schema=schema(start=100, step=10))
+    snap = Snapshot.load(uri)
+    assert snap.protocol.has_writer_feature("identityColumns")
+    assert [r[0] for r in rows(spark, uri)] == [100, 110, 120]  # one task: dense
+    assert mark(uri) == 120
+    write_dataframe(values(spark, "d", "e"), uri, mode="append")
+    ids = [r[0] for r in rows(spark, uri)]
+    assert sorted(ids) == [100, 110, 120, 130, 140] and mark(uri) == 140
+    # the mark lands in the same commit as the rows
+    lines = [json.loads(x) for x in open(f"{uri}/_delta_log/{Snapshot.load(uri).version:020d}.json")]
+    assert any("metaData" in x for x in lines) and any("add" in x for x in lines)
+
+
+def test_many_tasks_give_unique_values_monotone_past_the_mark(spark, tmp_path):
+    uri = str(tmp_path / "t")
+    write_dataframe(values(spark, "a"), uri, mode="error", table_schema=schema())
+    df = spark.range(1000).selectExpr("cast(id as string) as v").repartition(4)
+    write_dataframe(df, uri, mode="append")
+    ids = [r[0] for r in rows(spark, uri)]
+    assert len(ids) == len(set(ids)) == 1001
+    assert min(i for i in ids if i != 1) > 1 and mark(uri) == max(ids)
+
+
+def test_negative_step(spark, tmp_path):
+    uri = str(tmp_path / "t")
+    write_dataframe(values(spark, "a", "b"), uri, mode="error", table_schema=schema(start=-1, step=-5))
+    write_dataframe(values(spark, "c"), uri, mode="append")
+    assert sorted(r[0] for r in rows(spark, uri)) == [-11, -6, -1] and mark(uri) == -11
+
+
+def test_always_refuses_given_values_by_name_and_commits_nothing(spark, tmp_path):
+    uri = str(tmp_path / "t")
+    write_dataframe(values(spark, "a"), uri, mode="error", table_schema=schema())
+    given = spark.createDataFrame([(7, "x")], "id long, v string")
+    with pytest.raises(SchemaMismatchError, match="column 'id' is an identity column generated always"):
+        write_dataframe(given, uri, mode="append")
+    assert Snapshot.load(uri).version == 0
+
+
+def test_by_default_keeps_given_values_and_the_mark(spark, tmp_path):
+    uri = str(tmp_path / "t")
+    write_dataframe(values(spark, "a"), uri, mode="error", table_schema=schema(always=False))
+    write_dataframe(spark.createDataFrame([(50, "given")], "id long, v string"), uri, mode="append")
+    assert mark(uri) == 1
+    write_dataframe(values(spark, "b"), uri, mode="append")
+    assert rows(spark, uri) == [(1, "a"), (2, "b"), (50, "given")] and mark(uri) == 2
+
+
+def test_merge_inserts_are_numbered_and_updates_keep_theirs(spark, tmp_path):
+    uri = str(tmp_path / "t")
+    write_dataframe(values(spark, "a", "b"), uri, mode="error", table_schema=schema())
+    source = spark.createDataFrame([("b", "B"), ("c", "C")], "v string, w string")
+    merge(spark, uri, source, "DBT_INTERNAL_SOURCE.v = DBT_INTERNAL_DEST.v",
+          when_matched_update={"v": "DBT_INTERNAL_SOURCE.w"}, when_not_matched_insert={"v": "DBT_INTERNAL_SOURCE.w"})
+    assert rows(spark, uri) == [(1, "a"), (2, "B"), (3, "C")] and mark(uri) == 3
+    with pytest.raises(SchemaMismatchError, match="column 'id'"):
+        merge(spark, uri, spark.createDataFrame([(9, "z")], "id long, v string"),
+              "DBT_INTERNAL_SOURCE.v = DBT_INTERNAL_DEST.v", when_not_matched_insert="*")
+
+
+def test_replace_where_and_streaming_batches_number_rows(spark, tmp_path):
+    uri = str(tmp_path / "t")
+    write_dataframe(values(spark, "a", "b"), uri, mode="error", table_schema=schema())
+    write_dataframe(values(spark, "b"), uri, mode="overwrite", replace_where="v = 'b'")
+    assert rows(spark, uri) == [(1, "a"), (3, "b")] and mark(uri) == 3
+    write = batch_writer(uri, "identity-stream")
+    write(values(spark, "s1", "s2"), 0)
+    write(values(spark, "s3"), 1)
+    write(values(spark, "s3"), 1)  # a batch run again is not written twice
+    assert rows(spark, uri)[2:] == [(4, "s1"), (5, "s2"), (6, "s3")] and mark(uri) == 6
