@@ -639,21 +639,38 @@ class IdentityNumbering:
         return out
 
 
+# Data up to this size (Spark's estimate) is numbered in one task: dense values, one file's worth of rows.
+IDENTITY_ONE_TASK_BYTES = 64 << 20
+
+
+def _estimated_bytes(df: DataFrame) -> float:
+    """Spark's estimate of the DataFrame's size (classic sessions), else infinity (Spark Connect has no
+    estimate to ask for)."""
+    try:
+        return int(str(df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
+    except Exception:
+        return float("inf")
+
+
 def number_identity_columns(df: DataFrame, schema_json: dict[str, Any], table: str,
                             left_out: Iterable[str] | None = None) -> tuple[DataFrame, IdentityNumbering | None]:
     """`df` with a value for each identity column it leaves out (or, given `left_out`, for those columns,
     whose values in `df` are placeholders); a `generated always` column it gives is refused by name.
 
     Values are `first + step * monotonically_increasing_id()`, `first` the first value past the mark:
-    dense within each Spark task (a write in one task is numbered 1, 2, 3, ...), tasks 2^33 steps apart.
-    delta-spark interleaves the tasks instead (value = first + step * (task + tasks * row)), which needs
-    the number of tasks inside each one; a plain column expression works the same on Spark Connect,
-    costs no extra pass, and still gives unique values, monotone in step's direction, past the mark."""
+    dense within each Spark task, tasks 2^33 steps apart; data Spark estimates at most
+    IDENTITY_ONE_TASK_BYTES is numbered in one task, so densely (1, 2, 3, ...). delta-spark interleaves
+    the tasks instead (value = first + step * (task + tasks * row)), which needs the number of tasks
+    inside each one; a plain column expression works the same on Spark Connect, costs no extra pass, and
+    still gives unique values, monotone in step's direction, past the mark."""
     columns = identity.identity_columns(schema_json, table)
     if not columns:
         return df, None
     have = {c.lower() for c in df.columns}
     wanted = None if left_out is None else {c.lower() for c in left_out}
+    if any(c.name.lower() not in have if wanted is None else c.name.lower() in wanted for c in columns) \
+            and _estimated_bytes(df) <= IDENTITY_ONE_TASK_BYTES:
+        df = df.coalesce(1)  # before numbering: values come from the task that computes the rows
     numbered = []
     for column in columns:
         leaves_out = column.name.lower() not in have if wanted is None else column.name.lower() in wanted

@@ -106,3 +106,38 @@ def test_replace_where_and_streaming_batches_number_rows(spark, tmp_path):
     write(values(spark, "s3"), 1)
     write(values(spark, "s3"), 1)  # a batch run again is not written twice
     assert rows(spark, uri)[2:] == [(4, "s1"), (5, "s2"), (6, "s3")] and mark(uri) == 6
+
+
+def test_a_spark_write_that_loses_the_race_moves_its_values_past_the_winners(spark, tmp_path, monkeypatch):
+    """Another writer commits between this write's files and its commit: the commit lands anyway, its
+    files rewritten with values past the winner's mark (partition folders kept)."""
+    import pyarrow as pa
+
+    from deltalog.transaction import Transaction
+    from deltalog.write import write_deltalake
+
+    uri = str(tmp_path / "t")
+    df = spark.createDataFrame([("a", "p"), ("b", "q")], "v string, part string")
+    declared = schema()
+    declared["fields"].append({"name": "part", "type": "string", "nullable": True, "metadata": {}})
+    write_dataframe(df, uri, mode="error", table_schema=declared, partition_by=["part"])
+    original, raced = Transaction.commit, []
+
+    def commit_after_a_winner(self, *args, **kwargs):
+        if not raced:
+            raced.append(True)
+            write_deltalake(uri, pa.table({"v": ["w1", "w2"], "part": ["p", "p"]}), mode="append")
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Transaction, "commit", commit_after_a_winner)
+    write_dataframe(spark.createDataFrame([("c", "p"), ("d", "q")], "v string, part string").coalesce(1), uri,
+                    mode="append")
+    got = {r.v: (r.id, r.part) for r in snapshot_dataframe(spark, Snapshot.load(uri)).collect()}
+    ids = [g[0] for g in got.values()]
+    assert len(set(ids)) == len(ids) == 6 and mark(uri) == max(ids)
+    first, winner, loser = ([got[v][0] for v in vs] for vs in (("a", "b"), ("w1", "w2"), ("c", "d")))
+    assert max(first) < min(winner) and max(winner) < min(loser)  # the loser moved past the winner's mark
+    assert sorted(loser) == [max(winner) + 1, max(winner) + 2]  # by the same amount: still dense (one task)
+    assert (got["c"][1], got["d"][1]) == ("p", "q")  # its files rewritten in their partition folders
+    stats = [json.loads(s) for s in Snapshot.load(uri).files.column("stats").to_pylist()]
+    assert max(s["maxValues"]["id"] for s in stats) == max(loser)
