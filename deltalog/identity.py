@@ -283,3 +283,23 @@ def numberings(schema_json: dict[str, Any], given: Iterable[str], table: str) ->
         else:
             out.append(Numbering(column))
     return out
+
+
+def kept_marks(new_schema: dict[str, Any], current_schema: dict[str, Any]) -> dict[str, Any]:
+    """`new_schema` with no identity mark behind the table's current one: within a table's life a mark only
+    moves forward (a schema handed in without marks, or with older ones, would hand out values again).
+    Only a write that replaces every row may restart them (as Delta's CREATE OR REPLACE)."""
+    current = {f["name"].lower(): f for f in current_schema.get("fields", []) if is_identity(f)}
+    fields, changed = [], False
+    for f in new_schema.get("fields", []):
+        old = current.get(f["name"].lower())
+        md = f.get("metadata") or {}
+        old_md = (old or {}).get("metadata") or {}
+        if is_identity(f) and old is not None and old_md.get(HIGH_WATER_MARK) is not None \
+                and (md.get(START), md.get(STEP)) == (old_md.get(START), old_md.get(STEP)):
+            step = int(md[STEP])
+            theirs, ours = md.get(HIGH_WATER_MARK), int(old_md[HIGH_WATER_MARK])
+            if theirs is None or (int(theirs) < ours if step > 0 else int(theirs) > ours):
+                f, changed = {**f, "metadata": {**md, HIGH_WATER_MARK: ours}}, True
+        fields.append(f)
+    return {**new_schema, "fields": fields} if changed else new_schema

@@ -302,6 +302,11 @@ class Transaction:
             # The table id never changes after creation; a replaced schema keeps it.
             metadata = replace(metadata, id=self.snapshot.metadata.id)
         current = self.snapshot.metadata if self.snapshot is not None else None
+        if current is not None and not replaces_table:
+            wanted = metadata.schema_json
+            kept = identity.kept_marks(wanted, current.schema_json)
+            if kept is not wanted:
+                metadata = replace(metadata, schema_string=schema_string(kept))
         metadata = self._mapped_for_names(metadata)
         try:
             schema, configuration = column_mapping.mapped_metadata(
@@ -362,7 +367,9 @@ class Transaction:
             self.identity_values[g.column.name] = g
             if g.last is not None:
                 new_marks[g.column.name] = g.column.farther(g.column.high_water_mark, g.last)
-        if new_marks:
+        if new_marks and self._new_metadata is not None:  # checked already: only the marks change
+            self._new_metadata = identity.metadata_with_marks(self._new_metadata, new_marks)
+        elif new_marks:
             self.update_metadata(identity.metadata_with_marks(self.metadata, new_marks))
 
     def add_actions(self, actions: Iterable[Action]) -> None:

@@ -12,6 +12,7 @@ from typing import Any, Sequence
 from .column_mapping import MODE as MAPPING_MODE, is_mapped
 from .errors import InvalidTableError, SchemaMismatchError
 from .schema import find_field, partition_column_types
+from .identity import declares_identity
 from .schema_evolution import SCHEMA_MODES, WRITE_MODES, check_append_schema, checked_table_schema, evolved_schema
 
 log = logging.getLogger(__name__)
@@ -75,6 +76,8 @@ class WritePlan:
         current = snapshot.schema_json
         conf = {**snapshot.configuration, **{str(k): str(v) for k, v in (configuration or {}).items()}}
         if self.replaces_schema:
+            if table_schema is not None and declares_identity(table_schema):
+                data_schema = table_schema  # the replaced table declares columns the data leaves out
             if self.partition_by is not None:
                 parts = partition_names(data_schema, self.partition_by, name)
             else:  # the table's partitioning, when the new data still has its columns

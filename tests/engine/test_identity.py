@@ -151,3 +151,15 @@ def test_four_processes_append_at_once_and_every_row_lands_with_a_unique_id(tmp_
     assert len(set(values)) == len(values) == workers * appends * 3
     assert mark(t) == max(values)
     assert snap.version == workers * appends
+
+
+def test_a_mark_never_moves_back_within_the_tables_life(tmp_path):
+    t = create(tmp_path / "t", identity_field())
+    write_deltalake(t, pa.table({"v": ["a", "b"]}), mode="append")
+    txn = DeltaTable(t).transaction()
+    stale = identity.with_marks(txn.metadata.schema_json, {"id": 1})
+    txn.update_metadata(Metadata(schema_string=json.dumps(stale)))
+    assert identity.marks(txn.metadata.schema_json)["id"] == 2
+    txn = DeltaTable(t).transaction()
+    txn.update_metadata(Metadata(schema_string=json.dumps(stale)), replaces_table=True)
+    assert identity.marks(txn.metadata.schema_json)["id"] == 1  # a replace may restart

@@ -141,3 +141,16 @@ def test_a_spark_write_that_loses_the_race_moves_its_values_past_the_winners(spa
     assert (got["c"][1], got["d"][1]) == ("p", "q")  # its files rewritten in their partition folders
     stats = [json.loads(s) for s in Snapshot.load(uri).files.column("stats").to_pylist()]
     assert max(s["maxValues"]["id"] for s in stats) == max(loser)
+
+
+def test_overwrite_keeps_the_mark_and_a_replaced_schema_restarts_it(spark, tmp_path):
+    uri = str(tmp_path / "t")
+    write_dataframe(values(spark, "a", "b"), uri, mode="error", table_schema=schema())
+    write_dataframe(values(spark, "c", "d"), uri, mode="overwrite")
+    assert [r[0] for r in rows(spark, uri)] == [3, 4] and mark(uri) == 4
+    # a schema handed in without the mark (or with an older one) never moves it back
+    write_dataframe(values(spark, "e"), uri, mode="append", table_schema=schema())
+    assert [r[0] for r in rows(spark, uri)] == [3, 4, 5] and mark(uri) == 5
+    # replacing the table and its schema (a full refresh) restarts at start, as CREATE OR REPLACE does
+    write_dataframe(values(spark, "f"), uri, mode="overwrite", schema_mode="overwrite", table_schema=schema())
+    assert rows(spark, uri) == [(1, "f")] and mark(uri) == 1
