@@ -150,6 +150,8 @@ def test_four_processes_append_at_once_and_every_row_lands_with_a_unique_id(tmp_
     values = [r["id"] for r in rows]
     assert len(set(values)) == len(values) == workers * appends * 3
     assert mark(t) == max(values)
+    # each loser moved exactly past its winner's mark: no value skipped either
+    assert sorted(values) == list(range(1, workers * appends * 3 + 1))
     assert snap.version == workers * appends
 
 
