@@ -132,6 +132,25 @@ def test_a_loser_moves_its_values_past_the_winners_mark(tmp_path):
     assert sorted((s["minValues"]["id"], s["maxValues"]["id"]) for s in stats) == [(1, 4), (7, 13)]
 
 
+def test_a_loser_that_cannot_move_its_values_conflicts_and_others_land(tmp_path):
+    """A commit whose generated values share files with kept rows (a MERGE) cannot be moved: it conflicts,
+    nothing committed. A commit that numbered nothing (a removal) lands after a winner that moved the mark."""
+    from deltalog.errors import MetadataChangedException
+
+    t = create(tmp_path / "t", identity_field())
+    write_deltalake(t, pa.table({"v": ["a"]}), mode="append")
+    table = DeltaTable(t)
+    mixed, removal = table.transaction(), table.transaction()
+    column = identity.identity_columns(mixed.metadata.schema_json, t)[0]
+    mixed.record_identity([identity.GeneratedValues(column, 2, 2, frozenset(), rebasable=False)])
+    removal.add_actions([f.remove() for f in removal.snapshot.add_files()])
+    write_deltalake(t, pa.table({"v": ["winner"]}), mode="append")
+    with pytest.raises(MetadataChangedException, match="identity column 'id' values were generated concurrently"):
+        mixed.commit()
+    assert removal.commit() == 3
+    assert (ids(t), mark(t)) == ([2], 2)
+
+
 def _appender(args):
     path, worker, appends = args
     for i in range(appends):
