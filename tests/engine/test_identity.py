@@ -75,6 +75,8 @@ def test_arrow_writes_number_rows_past_the_mark_and_commit_it(tmp_path):
     assert (ids(t), mark(t)) == ([10, 15, 20], 20)
     write_deltalake(t, pa.table({"v": ["d"]}), mode="append")
     assert (ids(t), mark(t)) == ([10, 15, 20, 25], 25)
+    deltalake = pytest.importorskip("deltalake")  # delta-rs reads the table (it writes no identity columns)
+    assert sorted(deltalake.DeltaTable(t).to_pyarrow_table().column("id").to_pylist()) == [10, 15, 20, 25]
     # the mark is committed with the rows, in the same version's metaData
     version = Snapshot.load(t).version
     lines = [json.loads(x) for x in open(f"{t}/_delta_log/{version:020d}.json")]
