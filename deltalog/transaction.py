@@ -111,6 +111,13 @@ def rearranged_only(conflict: ConcurrentModificationError) -> bool:
     return conflict.row_level and not conflict.winner_changed_data
 
 
+def renumbered(conflict: ConcurrentModificationError) -> bool:
+    """A MERGE's rerun rule, besides `rearranged_only`: a concurrent writer moved an identity mark past the
+    values its inserts took, which it cannot move in place (its files also hold kept rows); run again, it
+    numbers them past the new mark."""
+    return rearranged_only(conflict) or getattr(conflict, "identity_marks_moved", False)
+
+
 def row_level(conflict: ConcurrentModificationError) -> bool:
     """OPTIMIZE's rerun rule: any winner, on a table with row-level concurrency."""
     return conflict.row_level
@@ -714,10 +721,12 @@ class Transaction:
         for name, generated in list(self.identity_values.items()):
             shift = generated.shift_past(theirs.get(name))
             if shift and not generated.rebasable:
-                raise conflicts.conflict(
+                error = conflicts.conflict(
                     MetadataChangedException, self._attempt(), winner,
                     f"identity column '{name}' values were generated concurrently (high-water mark now "
                     f"{theirs.get(name)})", "Retry the operation: it will then number its rows past it.")
+                error.identity_marks_moved = True  # `renumbered`: the operation may run again as it is
+                raise error
             if shift:
                 physical = column_mapping.physical_names(self.metadata.schema_json,
                                                          self.metadata.configuration).get(name, name)

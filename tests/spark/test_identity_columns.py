@@ -154,3 +154,28 @@ def test_overwrite_keeps_the_mark_and_a_replaced_schema_restarts_it(spark, tmp_p
     # replacing the table and its schema (a full refresh) restarts at start, as CREATE OR REPLACE does
     write_dataframe(values(spark, "f"), uri, mode="overwrite", schema_mode="overwrite", table_schema=schema())
     assert rows(spark, uri) == [(1, "f")] and mark(uri) == 1
+
+
+def test_a_merge_that_loses_to_a_numbering_writer_runs_again_past_its_mark(spark, tmp_path, monkeypatch):
+    """A MERGE's inserts share files with the rows it keeps, so they cannot be moved in place: the merge
+    runs again on the table as it now is, numbering its inserts past the winner's mark."""
+    import pyarrow as pa
+
+    from deltalog.transaction import Transaction
+    from deltalog.write import write_deltalake
+
+    uri = str(tmp_path / "t")
+    write_dataframe(values(spark, "a", "b"), uri, mode="error", table_schema=schema())
+    original, raced = Transaction.commit, []
+
+    def commit_after_a_winner(self, *args, **kwargs):
+        if not raced:
+            raced.append(True)
+            write_deltalake(uri, pa.table({"v": ["w"]}), mode="append")
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Transaction, "commit", commit_after_a_winner)
+    source = spark.createDataFrame([("b", "B"), ("c", "C")], "v string, w string")
+    merge(spark, uri, source, "DBT_INTERNAL_SOURCE.v = DBT_INTERNAL_DEST.v",
+          when_matched_update={"v": "DBT_INTERNAL_SOURCE.w"}, when_not_matched_insert={"v": "DBT_INTERNAL_SOURCE.w"})
+    assert rows(spark, uri) == [(1, "a"), (2, "B"), (3, "w"), (4, "C")] and mark(uri) == 4

@@ -20,7 +20,7 @@ from ....errors import NotATableError  # noqa: E402
 from ....schema import schema_string  # noqa: E402
 from ....schema_evolution import checked_table_schema  # noqa: E402
 from ....table import DeltaTable, as_table  # noqa: E402
-from ....transaction import rearranged_only, reruns_after_conflict  # noqa: E402
+from ....transaction import renumbered, reruns_after_conflict  # noqa: E402
 from ....write_plan import mapped_if_dropping  # noqa: E402
 from ...cluster import is_local_master  # noqa: E402
 from ...connect import default_parallelism  # noqa: E402
@@ -35,7 +35,7 @@ from .run import MergeRun  # noqa: E402
 __all__ = ["MergeDuplicateSourceError", "MergePlan", "merge"]
 
 
-@reruns_after_conflict(rearranged_only)
+@reruns_after_conflict(renumbered)
 def merge(spark: SparkSession, table: DeltaTable | str, source_df: DataFrame, on: str,
           when_matched_update: Any = None, when_matched_condition: str | None = None,
           when_matched_delete_condition: str | None = None, when_not_matched_insert: Any = None,
