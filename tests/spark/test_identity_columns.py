@@ -179,3 +179,27 @@ def test_a_merge_that_loses_to_a_numbering_writer_runs_again_past_its_mark(spark
     merge(spark, uri, source, "DBT_INTERNAL_SOURCE.v = DBT_INTERNAL_DEST.v",
           when_matched_update={"v": "DBT_INTERNAL_SOURCE.w"}, when_not_matched_insert={"v": "DBT_INTERNAL_SOURCE.w"})
     assert rows(spark, uri) == [(1, "a"), (2, "B"), (3, "w"), (4, "C")] and mark(uri) == 4
+
+
+def test_a_rebase_under_column_mapping_moves_the_physical_column(spark, tmp_path, monkeypatch):
+    from deltalog.transaction import Transaction
+
+    uri = str(tmp_path / "t")
+    write_dataframe(values(spark, "a"), uri, mode="error", table_schema=schema(),
+                    configuration={"delta.columnMapping.mode": "name"})
+    original, raced = Transaction.commit, []
+
+    def commit_after_a_winner(self, *args, **kwargs):
+        if not raced:
+            raced.append(True)
+            write_dataframe(values(spark, "w"), uri, mode="append")
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Transaction, "commit", commit_after_a_winner)
+    write_dataframe(values(spark, "b"), uri, mode="append")
+    assert rows(spark, uri) == [(1, "a"), (2, "w"), (3, "b")] and mark(uri) == 3
+    snap = Snapshot.load(uri)
+    physical = snap.schema_json["fields"][0]["metadata"]["delta.columnMapping.physicalName"]
+    assert physical != "id"  # the files name the column by its physical name: the rebase moved that one
+    stats = [json.loads(s) for s in snap.files.column("stats").to_pylist()]
+    assert sorted(s["maxValues"][physical] for s in stats) == [1, 2, 3]
