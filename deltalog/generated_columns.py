@@ -235,13 +235,16 @@ def partition_expressions(schema_json: dict[str, Any], partition_columns: Sequen
 def _inverse(tree: Any, exp: Any) -> tuple[str, Callable[[Any], Any] | None, bool] | None:
     """(source column, function on its value, keeps order) for the expression forms understood."""
     def column(node: Any) -> str | None:
+        # sqlglot reads year(x), month(x), ... as year(to_date(x)): the same value for dates and timestamps
+        if isinstance(node, (exp.TsOrDsToDate, exp.TimeStrToTime)) and not node.args.get("format"):
+            node = node.this
         return node.name if isinstance(node, exp.Column) and len(node.parts) == 1 else None
 
     def unit_of(node: Any) -> str | None:
         text = node.name if isinstance(node, (exp.Literal, exp.Var)) else None
         return _TRUNC_UNITS.get((text or "").lower())
 
-    if column(tree):
+    if isinstance(tree, exp.Column) and column(tree):
         return column(tree), None, True
     if isinstance(tree, (exp.Cast, exp.TryCast)) and tree.to.is_type("date") and column(tree.this):
         return column(tree.this), _as_date, True
@@ -263,7 +266,8 @@ def _inverse(tree: Any, exp: Any) -> tuple[str, Callable[[Any], Any] | None, boo
         return column(tree.this), lambda v, u=unit: _truncate(u, v).date(), True
     if isinstance(tree, exp.TimeToStr) and column(tree.this):
         fmt = tree.args.get("format")
-        text = fmt.name if isinstance(fmt, exp.Literal) else None
+        # (sqlglot writes Spark's pattern in strftime's, with a marker of its own)
+        text = fmt.name.removesuffix("strict") if isinstance(fmt, exp.Literal) else None
         python = {"%Y-%m": "%Y-%m", "yyyy-MM": "%Y-%m", "%Y-%m-%d": "%Y-%m-%d", "yyyy-MM-dd": "%Y-%m-%d"}.get(text or "")
         if python:
             return column(tree.this), lambda v, f=python: v.strftime(f), True
