@@ -23,7 +23,7 @@ from ...definition import TableDefinition
 from ...table import DeltaTable, as_table, new_metadata
 from ...transaction import rearranged_only, reruns_after_conflict
 from .. import auto_compact
-from ..writer import filled_by_writer, write_files
+from ..writer import filled_by_writer, with_column_defaults, with_generated_columns, write_files
 from .files import byte_count, removes_of, set_transactions, sum_records, target_files_read
 from .alter import check_existing_rows, metadata_differs
 from .delete import DeletePlan, delete_plan, deleted_rows_changes, write_kept_rows
@@ -175,6 +175,8 @@ def write_dataframe(df: DataFrame, table: DeltaTable | str, mode: str = "append"
 
         df = _fill_missing(df, schema_json)
         if plan.replace_where and snapshot is not None:
+            # the predicate may name a column the writer fills in (a generated partition column)
+            df = with_generated_columns(with_column_defaults(df, schema_json, name), schema_json, name)
             df = _refuse_rows_outside(df, plan.replace_where, name)
         materialize = bool(txn.protocol and txn.protocol.stores_partition_columns)
         adds = txn.stage(write_files(df, name, parts, schema_json, conf, method=method,
