@@ -23,7 +23,8 @@ SCHEMA = {"type": "struct", "fields": [
 
 def _check_dates(rows):
     for r in rows:
-        assert r[3] == (r[1].date() if r[1] is not None else None), r
+        ts = dt.datetime.fromisoformat(r[1]) if isinstance(r[1], str) else r[1]
+        assert r[3] == (ts.date() if ts is not None else None), r
 
 
 def test_delta_spark_writes_on_our_generated_table_and_we_after_it(spark, tmp_path):
