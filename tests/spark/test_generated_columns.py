@@ -109,6 +109,24 @@ def test_a_filter_on_the_source_timestamp_reads_only_the_matching_partitions(spa
     read = files_for(table.transaction(), "event_ts = '2024-01-02 10:00:00'")
     assert sorted(dict(pv)["event_date"] for pv in read.column("partition_values").to_pylist()) == [
         "2024-01-01", "2024-01-02", "2024-01-03"]
+    # a Spark read with the filter opens only those partitions' files
+    from deltalog.spark.reader import matching_dataframe
+
+    df = matching_dataframe(spark, snap, "event_ts >= '2024-01-04 12:00:00'")
+    assert sorted(r.id for r in df.collect()) == [5]
+    assert sorted(f.split("event_date=")[1][:10] for f in df.inputFiles()) == ["2024-01-03", "2024-01-04", "2024-01-05"]
+    ntz = str(tmp_path / "ntz")
+    ntz_schema = {"type": "struct", "fields": [
+        {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+        {"name": "ts", "type": "timestamp_ntz", "nullable": True, "metadata": {}},
+        {"name": "month", "type": "timestamp_ntz", "nullable": True,
+         "metadata": {"delta.generationExpression": "date_trunc('MONTH', ts)"}}]}
+    write_dataframe(spark.createDataFrame([(m, dt.datetime(2024, m, 15)) for m in range(1, 7)], "id long, ts timestamp_ntz"),
+                    ntz, partition_by=["month"], table_schema=ntz_schema,
+                    configuration={"delta.dataSkippingNumIndexedCols": "0"})
+    df = matching_dataframe(spark, DeltaTable(ntz).snapshot(), "ts >= '2024-04-20' and ts < '2024-06-01'")
+    assert sorted(r.id for r in df.collect()) == [5]
+    assert len(df.inputFiles()) == 2  # April's and May's partitions, exactly: no time zone to allow for
     # a DELETE by the source column rewrites nothing outside those partitions
     delete(spark, events, "event_ts < '2024-01-02 00:00:00'")
     commit = DeltaTable(events).history(1)[0]
