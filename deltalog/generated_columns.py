@@ -73,6 +73,7 @@ def parse_expression(sql: str, what: str) -> Any:
 def nondeterministic_parts(tree: Any) -> list[str]:
     """The parts of an expression whose value does not follow from the row: random or time functions,
     aggregates, window functions, subqueries (as SQL text, for the error)."""
+    load("sqlglot")
     from sqlglot import exp
 
     kinds = (exp.Rand, exp.Randn, exp.Uuid, exp.CurrentTimestamp, exp.CurrentDate, exp.CurrentTime,
@@ -90,6 +91,7 @@ def nondeterministic_parts(tree: Any) -> list[str]:
 
 def referenced_columns(tree: Any) -> list[str]:
     """The top-level column names an expression reads (`a.b` reads column `a`), in order, once each."""
+    load("sqlglot")
     from sqlglot import exp
 
     seen: dict[str, str] = {}
@@ -206,6 +208,7 @@ def partition_expressions(schema_json: dict[str, Any], partition_columns: Sequen
     identity, `cast(x as date)` / `to_date(x)`, `year(x)`, `month(x)`, `day(x)`, `hour(x)`,
     `date_trunc(unit, x)`, `trunc(x, unit)`, `date_format(x, 'yyyy-MM[-dd]')` of a date or timestamp
     column (the forms delta-spark optimizes, but for substring)."""
+    load("sqlglot")
     from sqlglot import exp
 
     types = {f["name"].lower(): f["type"] for f in schema_json.get("fields") or []}
@@ -337,6 +340,7 @@ def substituted(expression: str, values: dict[str, str]) -> str:
     """The generation `expression` with each column it reads replaced by that column's value as SQL
     (`values`: lower-case column name -> SQL, e.g. a MERGE clause's assignments): the generated
     column's value for a row built from those values."""
+    load("sqlglot")
     from sqlglot import exp
 
     tree = parse_expression(expression, "generation expression")
