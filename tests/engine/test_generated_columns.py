@@ -126,3 +126,17 @@ def test_order_keeping_expressions_carry_ranges(expression, ptype, sql, want):
         assert d is ALWAYS
     else:
         assert _text(d).replace(" 00:00:00", "T00:00:00") == want
+
+
+def test_a_writer_that_cannot_evaluate_sql_may_not_add_rows(tmp_path):
+    from deltalog.actions import AddFile
+    from deltalog.errors import UnsupportedFeatureError
+    from deltalog.table import DeltaTable
+
+    table = DeltaTable(str(tmp_path / "t"))
+    txn = table.transaction()
+    txn.update_metadata(Metadata(schema_string=json.dumps(EVENTS)))
+    txn.add_actions([AddFile(path="part-0.parquet", partition_values={}, size=1, modification_time=0)])
+    with pytest.raises(UnsupportedFeatureError, match="generated column event_date = CAST"):
+        txn.commit(operation="WRITE")
+    assert not table.exists()
