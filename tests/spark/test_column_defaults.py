@@ -29,6 +29,9 @@ def test_left_out_columns_take_their_defaults(spark, tmp_path):
     merge(spark, uri, spark.createDataFrame([(4, 9)], "id long, q int"), on="s.id = t.id", source_alias="s",
           target_alias="t", when_not_matched_insert={"id": "s.id", "qty": "s.q"})
     assert _rows(spark, uri) == [(1, "new", 2), (2, "old", 2), (3, "new", 2), (4, "new", 9)]
+    deltalake = pytest.importorskip("deltalake")  # delta-rs reads the table as we do
+    assert sorted(tuple(r.values()) for r in deltalake.DeltaTable(uri).to_pyarrow_table().to_pylist()) == \
+        _rows(spark, uri)
 
 
 def test_a_default_that_reads_a_column_is_refused_by_name(spark, tmp_path):

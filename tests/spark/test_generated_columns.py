@@ -157,3 +157,12 @@ def test_streaming_batches_compute_them(spark, events, tmp_path):
               .option("checkpointLocation", str(tmp_path / "chk")).trigger(availableNow=True).start())
     stream.awaitTermination()
     assert (11, _ts(11), _ts(11).date(), 2024) in _rows(spark, events)
+
+
+def test_delta_rs_reads_our_generated_and_default_columns(spark, events):
+    deltalake = pytest.importorskip("deltalake")
+    merge(spark, events, spark.createDataFrame([(7, _ts(7))], "id long, event_ts timestamp"), on="s.id = t.id",
+          source_alias="s", target_alias="t", when_not_matched_insert="*")
+    theirs = deltalake.DeltaTable(events).to_pyarrow_table().to_pylist()
+    got = sorted((r["id"], r["event_ts"].replace(tzinfo=None), r["event_date"], r["event_year"]) for r in theirs)
+    assert got == _rows(spark, events)
