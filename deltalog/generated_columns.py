@@ -294,7 +294,12 @@ def derived_partition_filter(expr: Any, schema_json: dict[str, Any], partition_c
 
     def bounds(p: PartitionExpression, value: Any) -> tuple[Any, Any]:
         if p.source_type == "timestamp" and isinstance(value, dt.datetime):
-            return p.apply(value - _ZONE_SLACK), p.apply(value + _ZONE_SLACK)
+            low, high = p.apply(value - _ZONE_SLACK), p.apply(value + _ZONE_SLACK)
+            if isinstance(low, dt.datetime):
+                # an instant cut in the writer's zone (date_trunc('DAY', ts): its local midnight) lies
+                # up to a zone's offset from the instant cut in UTC
+                low, high = low - _ZONE_SLACK, high + _ZONE_SLACK
+            return low, high
         v = p.apply(value)
         return v, v
 

@@ -9,7 +9,7 @@ import pytest
 from deltalog import column_defaults, generated_columns
 from deltalog.actions import Metadata, Protocol
 from deltalog.errors import InvalidTableError
-from deltalog.expressions import ALWAYS, parse_sql_predicate
+from deltalog.expressions import ALWAYS, Compare, parse_sql_predicate
 from deltalog.table_configuration import TableConfiguration
 
 
@@ -140,3 +140,16 @@ def test_a_writer_that_cannot_evaluate_sql_may_not_add_rows(tmp_path):
     with pytest.raises(UnsupportedFeatureError, match="generated column event_date = CAST"):
         txn.commit(operation="WRITE")
     assert not table.exists()
+
+
+def test_an_instant_cut_in_the_writers_zone_is_bounded_for_every_zone():
+    """date_trunc('DAY', ts) on a zoned timestamp is the writer's local midnight: in UTC+5 the row at
+    2024-01-05 15:00 UTC has the partition value 2024-01-04 19:00 UTC, which the derived bound keeps."""
+    schema = _schema(("ts", "timestamp", {}), ("day", "timestamp", _generated("date_trunc('DAY', ts)")))
+    d = _derived(schema, ["day"], "ts >= '2024-01-05 15:00:00'")
+    assert isinstance(d, Compare) and d.op == ">="
+    assert d.value <= dt.datetime(2024, 1, 4, 19, tzinfo=dt.timezone.utc)
+    d = _derived(schema, ["day"], "ts <= '2024-01-05 02:00:00'")
+    # in UTC-12 that row is 2024-01-04 14:00 local, its partition 2024-01-04 12:00 UTC; in UTC+14 its
+    # partition is 2024-01-05 10:00 UTC: both within the bound
+    assert d.value >= dt.datetime(2024, 1, 5, 10, tzinfo=dt.timezone.utc)
