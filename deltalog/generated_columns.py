@@ -271,7 +271,8 @@ def _inverse(tree: Any, exp: Any) -> tuple[str, Callable[[Any], Any] | None, boo
         fmt = tree.args.get("format")
         # (sqlglot writes Spark's pattern in strftime's, with a marker of its own)
         text = fmt.name.removesuffix("strict") if isinstance(fmt, exp.Literal) else None
-        python = {"%Y-%m": "%Y-%m", "yyyy-MM": "%Y-%m", "%Y-%m-%d": "%Y-%m-%d", "yyyy-MM-dd": "%Y-%m-%d"}.get(text or "")
+        python = {"%Y-%m": "%Y-%m", "yyyy-MM": "%Y-%m",
+                  "%Y-%m-%d": "%Y-%m-%d", "yyyy-MM-dd": "%Y-%m-%d"}.get(text or "")
         if python:
             return column(tree.this), lambda v, f=python: v.strftime(f), True
     return None

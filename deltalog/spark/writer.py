@@ -224,8 +224,9 @@ def with_column_defaults(df: DataFrame, schema_json: dict[str, Any], table: str)
             df = df.withColumn(d.name, value)
             df.schema  # analysis only: a bad default fails here, named
         except Exception as e:
-            raise InvalidTableError(f"{table}: the {d.describe()} cannot be evaluated as "
-                                    f"{wanted.simpleString()}: {str(e).splitlines()[0]}. Nothing was committed.") from None
+            raise InvalidTableError(
+                f"{table}: the {d.describe()} cannot be evaluated as {wanted.simpleString()}: "
+                f"{str(e).splitlines()[0]}. Nothing was committed.") from None
     return df
 
 
@@ -265,7 +266,8 @@ def with_generated_columns(df: DataFrame, schema_json: dict[str, Any], table: st
         except Exception as e:
             raise InvalidTableError(
                 f"{table}: {g.describe()} cannot be evaluated on the table's columns "
-                f"({', '.join(f.name for f in target.fields)}): {str(e).splitlines()[0]}. Nothing was committed.") from None
+                f"({', '.join(f.name for f in target.fields)}): {str(e).splitlines()[0]}. "
+                f"Nothing was committed.") from None
         if g.name.lower() not in by_lower:
             values[g.name.lower()] = value.alias(g.name)
             continue
