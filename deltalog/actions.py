@@ -34,6 +34,8 @@ SUPPORTED_WRITER_FEATURES = frozenset({
     "v2Checkpoint",
     # no write here changes a column's type; files keep the table's current types (schema.py)
     "typeWidening", "typeWidening-preview",
+    # computed or checked on every write that adds rows (generated_columns.py, column_defaults.py)
+    "generatedColumns", "allowColumnDefaults",
 })
 
 
@@ -96,9 +98,7 @@ class Protocol:
         if self.min_writer_version < 4:
             return []
         if metadata is None:
-            legacy = {4: "changeDataFeed/generatedColumns", 5: "changeDataFeed/generatedColumns",
-                      6: "changeDataFeed/generatedColumns/identityColumns"}
-            return [legacy[self.min_writer_version]]
+            return ["identityColumns"] if self.min_writer_version == 6 else []
         return legacy_features_in_use(metadata, self.min_writer_version)
 
     def has_writer_feature(self, name: str) -> bool:
@@ -116,11 +116,9 @@ class Protocol:
 
 def legacy_features_in_use(metadata: "Metadata", writer_version: int) -> list[str]:
     """Of the features writer versions 4-6 allow, those the table uses that are not written here
-    (change data feed is)."""
+    (change data feed and generated columns are)."""
     used = []
     fields = metadata.schema_json.get("fields", []) if metadata.schema_string else []
-    if any("delta.generationExpression" in (f.get("metadata") or {}) for f in fields):
-        used.append("generatedColumns")
     if writer_version >= 6 and any(any(k.startswith("delta.identity.") for k in (f.get("metadata") or {}))
                                    for f in fields):
         used.append("identityColumns")

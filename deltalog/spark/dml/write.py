@@ -15,6 +15,7 @@ from pyspark.sql.types import StructType
 
 from ...actions import AddFile, Metadata, RemoveFile
 from ...errors import DeltaError, InvalidTableError, SchemaMismatchError
+from ...column_defaults import DEFAULT_KEY
 from ...column_mapping import physical_names
 from ...schema import check_column_names, nullable_type, quote_identifier, schema_string, to_arrow_schema
 from ...write_plan import WritePlan, partition_names
@@ -22,7 +23,7 @@ from ...definition import TableDefinition
 from ...table import DeltaTable, as_table, new_metadata
 from ...transaction import rearranged_only, reruns_after_conflict
 from .. import auto_compact
-from ..writer import write_files
+from ..writer import filled_by_writer, with_column_defaults, with_generated_columns, write_files
 from .files import byte_count, removes_of, set_transactions, sum_records, target_files_read
 from .alter import check_existing_rows, metadata_differs
 from .delete import DeletePlan, delete_plan, deleted_rows_changes, write_kept_rows
@@ -43,7 +44,7 @@ def _plain_fields(t: Any) -> Any:
             return {**t, "fields": [
                 {**f, "type": _plain_fields(f["type"]),
                  "metadata": {k: v for k, v in (f.get("metadata") or {}).items()
-                              if k != "comment" and not k.startswith("delta.")}}
+                              if k not in ("comment", DEFAULT_KEY, "EXISTS_DEFAULT") and not k.startswith("delta.")}}
                 for f in t["fields"]]}
         if kind == "array":
             return {**t, "elementType": _plain_fields(t["elementType"])}
@@ -84,8 +85,9 @@ def _refuse_rows_outside(df: DataFrame, predicate: str, table: str) -> DataFrame
 
 
 def _fill_missing(df: DataFrame, schema_json: dict[str, Any]) -> DataFrame:
-    """Add the table's columns that the DataFrame lacks, as nulls (then writer.conform orders/casts)."""
-    have = {c.lower() for c in df.columns}
+    """Add the table's columns that the DataFrame lacks, as nulls (then writer.conform orders/casts);
+    generated columns and columns with a default are left to the writer, which computes them."""
+    have = {c.lower() for c in df.columns} | filled_by_writer(schema_json)
     target = StructType.fromJson(schema_json)
     for f in target.fields:
         if f.name.lower() not in have:
@@ -123,7 +125,9 @@ def write_dataframe(df: DataFrame, table: DeltaTable | str, mode: str = "append"
     schema_mode: 'merge' adds the data's new columns; 'overwrite' (with mode='overwrite') replaces the
     schema and partitioning.
     table_schema: the existing table's schema after this write (columns added or dropped, e.g. by dbt's
-    on_schema_change), committed in the same commit as the data: a failed write changes nothing.
+    on_schema_change), committed in the same commit as the data: a failed write changes nothing. For a
+    new table, its schema (field metadata included: generated columns, defaults), which may name
+    columns the data leaves out for the writer to fill in.
     definition: properties, description, comments, NOT NULL columns and CHECK constraints the table
     gets in this same commit (version 0 included); rows the write keeps must satisfy new constraints.
     app_transactions: {appId: version} recorded in the same commit (`txn` actions): what this write
@@ -171,6 +175,8 @@ def write_dataframe(df: DataFrame, table: DeltaTable | str, mode: str = "append"
 
         df = _fill_missing(df, schema_json)
         if plan.replace_where and snapshot is not None:
+            # the predicate may name a column the writer fills in (a generated partition column)
+            df = with_generated_columns(with_column_defaults(df, schema_json, name), schema_json, name)
             df = _refuse_rows_outside(df, plan.replace_where, name)
         materialize = bool(txn.protocol and txn.protocol.stores_partition_columns)
         adds = txn.stage(write_files(df, name, parts, schema_json, conf, method=method,
@@ -235,8 +241,10 @@ def _table_metadata(txn: Any, plan: WritePlan, df: DataFrame, data_schema: dict[
     snapshot = txn.snapshot
     remove = None
     if snapshot is None:
-        parts = partition_names(data_schema, plan.partition_by or [], txn.table_uri)
-        metadata = new_metadata(data_schema, parts, configuration, table=txn.table_uri)
+        # a new table's schema may declare more than the data holds (generated columns, defaults)
+        schema = table_schema if table_schema is not None else data_schema
+        parts = partition_names(schema, plan.partition_by or [], txn.table_uri)
+        metadata = new_metadata(schema, parts, configuration, table=txn.table_uri)
         if definition is not None:
             metadata = definition.apply(metadata, txn.table_uri)
         txn.update_metadata(metadata)
