@@ -57,6 +57,9 @@ def key(class_path: str) -> Optional[str]:
     java = _java_binary()
     if java is None:
         return None
+    from deltalog.lazy_imports import load
+
+    load("spark")  # pyspark whole before any import from it (lazy_imports.py says why)
     import pyspark
 
     runtime = os.path.dirname(os.path.dirname(java))
