@@ -34,6 +34,8 @@ SUPPORTED_WRITER_FEATURES = frozenset({
     "v2Checkpoint",
     # no write here changes a column's type; files keep the table's current types (schema.py)
     "typeWidening", "typeWidening-preview",
+    # computed or checked on every write that adds rows (generated_columns.py, column_defaults.py)
+    "generatedColumns", "allowColumnDefaults",
     # identity values generated past the high-water mark, which the same commit moves (identity.py)
     "identityColumns",
 })
@@ -89,19 +91,13 @@ class Protocol:
 
     def unsupported_writer_features(self, metadata: "Metadata | None" = None) -> list[str]:
         """Writer features (or a writer version) this engine would have to implement to write the table.
-        Legacy writer versions 4 to 6 only allow change data feed, generated and identity columns: with
-        the table's `metadata`, only those it uses and this engine does not write count."""
+        Legacy writer versions 4 to 6 only allow change data feed, generated and identity columns, all
+        written here (`metadata` is no longer needed to tell)."""
         if self.min_writer_version > 7:
             return [f"minWriterVersion={self.min_writer_version}"]
         if self.min_writer_version == 7:
             return sorted(set(self.writer_features or []) - SUPPORTED_WRITER_FEATURES)
-        if self.min_writer_version < 4:
-            return []
-        if metadata is None:
-            legacy = {4: "changeDataFeed/generatedColumns", 5: "changeDataFeed/generatedColumns",
-                      6: "changeDataFeed/generatedColumns"}
-            return [legacy[self.min_writer_version]]
-        return legacy_features_in_use(metadata, self.min_writer_version)
+        return []
 
     def has_writer_feature(self, name: str) -> bool:
         if self.min_writer_version == 7:
@@ -114,16 +110,6 @@ class Protocol:
         whose readers may read a file without the table's partition values)."""
         return any(self.has_writer_feature(f) for f in ("materializePartitionColumns", "icebergCompatV1",
                                                         "icebergCompatV2", "icebergCompatV3"))
-
-
-def legacy_features_in_use(metadata: "Metadata", writer_version: int) -> list[str]:
-    """Of the features writer versions 4-6 allow, those the table uses that are not written here
-    (change data feed and identity columns are)."""
-    used = []
-    fields = metadata.schema_json.get("fields", []) if metadata.schema_string else []
-    if any("delta.generationExpression" in (f.get("metadata") or {}) for f in fields):
-        used.append("generatedColumns")
-    return used
 
 
 @dataclass

@@ -69,6 +69,15 @@ def type_label(t: Any) -> str:
     return str(t)
 
 
+def filled_columns(schema_json: dict[str, Any]) -> set[str]:
+    """Columns (lower case) a write fills in when its data leaves them out."""
+    from .column_defaults import column_defaults
+    from .generated_columns import generated_columns
+
+    return ({g.name.lower() for g in generated_columns(schema_json)}
+            | {d.name.lower() for d in column_defaults(schema_json)})
+
+
 def check_append_schema(table: str, current: dict[str, Any], incoming: dict[str, Any]) -> None:
     """Data written to the table as it is (no schema evolution): raises SchemaMismatchError naming every
     column that does not fit, and nothing is written."""
@@ -81,7 +90,8 @@ def check_append_schema(table: str, current: dict[str, Any], incoming: dict[str,
         elif not fits(old["type"], f["type"]):
             problems.append(f"column '{f['name']}' is {type_label(f['type'])} in the data but "
                             f"{type_label(old['type'])} in the table")
-    names = {f["name"].lower() for f in incoming["fields"]}
+    # a generated column or one with a default is filled in by the writer
+    names = {f["name"].lower() for f in incoming["fields"]} | filled_columns(current)
     problems += [f"NOT NULL column '{f['name']}' is missing from the data" for f in current["fields"]
                  if f["name"].lower() not in names and not f.get("nullable", True)]
     if problems:

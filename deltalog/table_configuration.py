@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable
 
-from . import column_mapping
+from . import column_defaults, column_mapping, generated_columns
 from .actions import SUPPORTED_WRITER_FEATURES, Metadata, Protocol
 from .constraints import CONSTRAINT_PREFIX
 from .errors import InvalidTableError, UnsupportedFeatureError
@@ -223,6 +223,8 @@ class TableConfiguration:
             "v2Checkpoint": self.checkpoint_policy == "v2",
             "icebergCompatV2": self.iceberg_compat_v2,
             "icebergCompatV3": self.iceberg_compat_v3,
+            generated_columns.FEATURE: generated_columns.has_generated_columns(schema),
+            column_defaults.FEATURE: column_defaults.has_column_defaults(schema),
             IDENTITY_FEATURE: declares_identity(schema),
         }
         needed |= {feature for feature, on in wanted.items() if on}
@@ -248,6 +250,8 @@ class TableConfiguration:
     def validate_properties(self, table: str) -> None:
         """Refuse table properties this engine cannot honour, naming the property and what is allowed."""
         conf = self.properties
+        generated_columns.validate(self.metadata.schema_json, table, self.metadata.partition_columns)
+        column_defaults.validate(self.metadata.schema_json, table)
         formats = [f.strip().lower() for f in str(conf.get(UNIVERSAL_FORMATS_KEY) or "").split(",") if f.strip()]
         if any(f != "iceberg" for f in formats):
             raise InvalidTableError(f"{table}: {UNIVERSAL_FORMATS_KEY}={conf[UNIVERSAL_FORMATS_KEY]!r} is not "

@@ -26,6 +26,7 @@ from .actions import (
 )
 from . import column_mapping
 from .constraints import table_constraints
+from .generated_columns import generated_columns
 from .errors import (
     CommitFailedError, CommitsRefusedError, ConcurrentAppendException, ConcurrentModificationError, DeltaError,
     InvalidTableError, MetadataChangedException, UnsafePathError, UnsupportedFeatureError, one_line,
@@ -481,6 +482,12 @@ class Transaction:
                     f"{table}: the table declares {', '.join(c.describe() for c in declared)}; this writer "
                     f"cannot evaluate SQL constraints, so it refuses to add rows. Write through the Spark "
                     f"writer (deltalog.spark), which enforces them.")
+            computed = [g.describe() for g in generated_columns(md.schema_json)]
+            if computed:
+                raise UnsupportedFeatureError(
+                    f"{table}: the table declares {', '.join(computed)}; this writer cannot evaluate SQL, so "
+                    f"it refuses to add rows. Write through the Spark writer (deltalog.spark), which computes "
+                    f"and checks them.")
         if self.snapshot is not None and self.snapshot.table_configuration.append_only:
             bad = [a.path for a in self._actions if isinstance(a, RemoveFile) and a.data_change]
             if bad:

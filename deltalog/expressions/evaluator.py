@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..column_mapping import is_mapped, physical_names, physical_path
+from ..generated_columns import derived_partition_filter, has_generated_columns
 from ..sql_text import sql_literal
 from .literals import arrow_value_type, base_type, coerce_literal, parse_time_strings
 from .model import ALWAYS, Always, And, Compare, Expr, In, IsNull, Never, Or
@@ -270,6 +271,11 @@ def prune(files: pa.Table, expr: "Expr | str | None", schema_json: dict,
     e = as_expr(expr)
     if e is ALWAYS or files.num_rows == 0:
         return pa.array([True] * files.num_rows, pa.bool_())
+    if partition_columns and has_generated_columns(schema_json):
+        # a filter on the source of a generated partition column narrows its partitions too
+        derived = derived_partition_filter(e, schema_json, partition_columns)
+        if derived is not ALWAYS:
+            e = And(e, derived)
     ev = _Evaluator(files, schema_json, partition_columns, configuration, e)
     out = ev.eval(e)
     if isinstance(out, pa.ChunkedArray):

@@ -52,6 +52,20 @@ def snapshot_dataframe(spark: SparkSession, snapshot: Any) -> DataFrame:
         raise snapshot.missing_file_error(missing) from None
 
 
+def matching_dataframe(spark: SparkSession, snapshot: Any, where: str) -> DataFrame:
+    """The snapshot's rows matching the SQL predicate `where`, reading only the files whose partition
+    values or statistics may hold such a row: a filter on the source of a generated partition column
+    (`event_ts` for `event_date = cast(event_ts as date)`) narrows the partitions too
+    (`generated_columns.derived_partition_filter`)."""
+    from ..expressions import files_matching
+
+    files = files_matching(snapshot, where)
+    if files.num_rows == 0:
+        return empty_dataframe(spark, spark_schema(snapshot.schema_json))
+    columns = [quote_identifier(f["name"]) for f in snapshot.schema_json["fields"]]
+    return files_dataframe(spark, snapshot, files).select(*columns).where(where)
+
+
 def _snapshot_dataframe(spark: SparkSession, snapshot: Any) -> DataFrame:
     schema_json = snapshot.schema_json
     schema = spark_schema(schema_json)

@@ -42,7 +42,9 @@ from .. import identity
 from ..actions import AddFile
 from ..column_mapping import (is_mapped, mode_of, physical_names, physical_schema, physical_stats_configuration,
                               with_arrow_field_ids)
+from ..column_defaults import column_defaults
 from ..constraints import table_constraints
+from ..generated_columns import generated_columns
 from ..errors import DeltaError, IncompleteWriteError, InvalidTableError, SchemaMismatchError
 from ..storage.files import (arrow_filesystem, delete_file, is_object_store_uri, join, parquet_metadata, table_path_from_uri,
                           task_storage_options)
@@ -202,6 +204,87 @@ def enforce_constraints(df: DataFrame, schema_json: dict[str, Any], configuratio
                      *[quote_identifier(c) for c in df.columns[1:]])
 
 
+def filled_by_writer(schema_json: dict[str, Any]) -> set[str]:
+    """The columns (lower case) `write_files` fills in when the data leaves them out: generated columns
+    and columns with a default."""
+    return ({g.name.lower() for g in generated_columns(schema_json)}
+            | {d.name.lower() for d in column_defaults(schema_json)})
+
+
+def with_column_defaults(df: DataFrame, schema_json: dict[str, Any], table: str) -> DataFrame:
+    """`df` with each column that has a default (CURRENT_DEFAULT) and that the data leaves out set to its
+    default, as the table's type."""
+    have = {c.lower() for c in df.columns}
+    for d in column_defaults(schema_json):
+        if d.name.lower() in have:
+            continue
+        wanted = spark_schema({"type": "struct", "fields": [
+            {"name": d.name, "type": d.type, "nullable": True, "metadata": {}}]}).fields[0].dataType
+        try:
+            value = F.expr(d.expression).cast(wanted)
+            df = df.withColumn(d.name, value)
+            df.schema  # analysis only: a bad default fails here, named
+        except Exception as e:
+            raise InvalidTableError(
+                f"{table}: the {d.describe()} cannot be evaluated as {wanted.simpleString()}: "
+                f"{str(e).splitlines()[0]}. Nothing was committed.") from None
+    return df
+
+
+def with_generated_columns(df: DataFrame, schema_json: dict[str, Any], table: str) -> DataFrame:
+    """`df` with the table's generated columns: one the data leaves out is computed from the row; one it
+    gives is checked on every row as it is written (NULL-safe equality, Delta's rule): the first row
+    that disagrees fails the write naming the table, the column, the expression and the row, so nothing
+    is committed. No extra pass: the check is the written column's own value."""
+    declared = generated_columns(schema_json)
+    if not declared:
+        return df
+    target = spark_schema(schema_json)
+    by_lower = {f.name.lower(): f for f in df.schema.fields}
+    generated = {g.name.lower() for g in declared}
+    if any(f.name.lower() not in by_lower for f in target.fields if f.name.lower() not in generated):
+        return df  # conform_dataframe names the missing columns
+    # every column as the table stores it, so the expressions read the values that will be written
+    stored = []
+    for f in target.fields:
+        src = by_lower.get(f.name.lower())
+        if src is None:
+            continue
+        c = F.col(quote_identifier(src.name))
+        stored.append((cast_by_name(c, src.dataType, f.dataType) if src.dataType != f.dataType else c).alias(f.name))
+    wanted = {f.name.lower() for f in target.fields}
+    extra = [F.col(quote_identifier(f.name)) for f in df.schema.fields if f.name.lower() not in wanted]
+    df = df.select(*stored, *extra)
+    row_json = F.to_json(F.struct(*[F.col(quote_identifier(f.name)) for f in target.fields
+                                    if f.name.lower() not in generated or f.name.lower() in by_lower]),
+                         {"ignoreNullFields": "false"})
+    values = {}
+    for g in declared:
+        column_type = target[g.name].dataType
+        try:
+            value = F.expr(g.expression).cast(column_type)
+            df.select(value).schema  # analysis only: an expression Spark cannot resolve fails here, named
+        except Exception as e:
+            raise InvalidTableError(
+                f"{table}: {g.describe()} cannot be evaluated on the table's columns "
+                f"({', '.join(f.name for f in target.fields)}): {str(e).splitlines()[0]}. "
+                f"Nothing was committed.") from None
+        if g.name.lower() not in by_lower:
+            values[g.name.lower()] = value.alias(g.name)
+            continue
+        given = F.col(quote_identifier(g.name))
+        message = F.concat(
+            F.lit(f"{table}: column {g.name} is generated as {g.expression}, and row "), row_json,
+            F.lit(" gives "), F.coalesce(given.cast("string"), F.lit("NULL")), F.lit(" where the expression gives "),
+            F.coalesce(value.cast("string"), F.lit("NULL")),
+            F.lit(". Leave the column out to have it computed, or give the expression's value. Nothing was committed."))
+        values[g.name.lower()] = F.when(~given.eqNullSafe(value), F.raise_error(message)).otherwise(given).alias(g.name)
+    out = [values.get(f.name.lower(), F.col(quote_identifier(f.name))) for f in target.fields
+           if f.name.lower() in by_lower or f.name.lower() in values]
+    return df.select(*out, *[F.col(quote_identifier(f.name)) for f in df.schema.fields
+                             if f.name.lower() not in wanted])
+
+
 def write_files(df: DataFrame, table_uri: str, partition_columns: Sequence[str], schema_json: dict[str, Any],
                 configuration: dict[str, str] | None = None, *, method: str = "native",
                 conform: bool = True, store_partition_columns: bool = False,
@@ -220,6 +303,8 @@ def write_files(df: DataFrame, table_uri: str, partition_columns: Sequence[str],
     task_options = store.task_options() if store is not None else task_storage_options(root)
     partition_columns = list(partition_columns)
     if conform:
+        df = with_column_defaults(df, schema_json, root)
+        df = with_generated_columns(df, schema_json, root)
         df = conform_dataframe(df, schema_json, root)
         df = enforce_constraints(df, schema_json, configuration or {}, root)
     if method not in ("native", "arrow"):

@@ -11,7 +11,6 @@ import os
 import pytest
 
 from deltalog import Snapshot
-from deltalog.errors import UnsupportedFeatureError
 from deltalog.spark import operations as ops
 from deltalog.spark.change_data import changes_dataframe
 from tests.delta_spark.test_reads_what_we_write import delta_spark_rows, our_rows, rows_of
@@ -190,20 +189,5 @@ def test_checkpoints_at_several_intervals(spark, tmp_path, interval):
     _we_write_then_delta_spark_reads(spark, uri, "select id from range(100, 110)")
 
 
-@pytest.mark.parametrize("ddl,feature", [
-    ("id bigint, s string default 'x'", "allowColumnDefaults"),
-], ids=["defaults"])  # identity columns are written: tests/delta_spark/test_identity_interop.py  # collations: delta-spark 4.4 refuses collated strings on Spark 4.2
-def test_features_we_cannot_write_are_read_and_refused_by_name(spark, tmp_path, ddl, feature):
-    uri = str(tmp_path / "f")
-    t = f"delta.`{uri}`"
-    extra = " tblproperties ('delta.feature.allowColumnDefaults' = 'supported')" if feature == "allowColumnDefaults" else ""
-    _sql(spark, f"create table {t} ({ddl}) using delta{extra}")
-    columns = [c.strip().split(" ")[0] for c in ddl.split(",")]
-    values = "(1)" if feature == "identityColumns" else "(1, 'a'), (2, 'B')"
-    spark.sql(f"insert into {t} ({', '.join(columns[:1] if feature == 'identityColumns' else columns)}) "
-              f"values {values}")
-    assert our_rows(uri) == delta_spark_rows(spark, uri)
-    before = Snapshot.load(uri).version
-    with pytest.raises(UnsupportedFeatureError, match=feature):
-        ops.write_dataframe(spark.sql(f"select * from delta.`{uri}`"), uri, mode="append")
-    assert Snapshot.load(uri).version == before
+# Every table feature delta-spark writes here (identity and generated columns, defaults included) is
+# written by us too: tests/delta_spark/test_identity_interop.py and test_generated_interop.py.

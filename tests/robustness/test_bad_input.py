@@ -199,7 +199,6 @@ def test_table_needing_an_unsupported_reader_feature(tmp_path):
 
 @pytest.mark.parametrize("protocol, feature", [
     (Protocol(1, 7, None, ["appendOnly", "invariants", "icebergCompatV1"]), "icebergCompatV1"),
-    (Protocol(1, 7, None, ["appendOnly", "invariants", "allowColumnDefaults"]), "allowColumnDefaults"),
     (Protocol(1, 7, None, ["appendOnly", "invariants", "collations-preview"]), "collations-preview"),
 ])
 def test_table_needing_an_unsupported_writer_feature_reads_but_refuses_writes(tmp_path, protocol, feature):

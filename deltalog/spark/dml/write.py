@@ -15,15 +15,15 @@ from pyspark.sql.types import StructType
 
 from ...actions import AddFile, Metadata, RemoveFile
 from ...errors import DeltaError, InvalidTableError, SchemaMismatchError
+from ...column_defaults import DEFAULT_KEY
 from ...column_mapping import physical_names
 from ...schema import check_column_names, nullable_type, quote_identifier, schema_string, to_arrow_schema
 from ...write_plan import WritePlan, partition_names
 from ...definition import TableDefinition
-from ...identity import declares_identity
 from ...table import DeltaTable, as_table, new_metadata
 from ...transaction import rearranged_only, reruns_after_conflict
 from .. import auto_compact
-from ..writer import number_identity_columns, write_files
+from ..writer import filled_by_writer, number_identity_columns, with_column_defaults, with_generated_columns, write_files
 from .files import byte_count, removes_of, set_transactions, sum_records, target_files_read
 from .alter import check_existing_rows, metadata_differs
 from .delete import DeletePlan, delete_plan, deleted_rows_changes, write_kept_rows
@@ -44,7 +44,7 @@ def _plain_fields(t: Any) -> Any:
             return {**t, "fields": [
                 {**f, "type": _plain_fields(f["type"]),
                  "metadata": {k: v for k, v in (f.get("metadata") or {}).items()
-                              if k != "comment" and not k.startswith("delta.")}}
+                              if k not in ("comment", DEFAULT_KEY, "EXISTS_DEFAULT") and not k.startswith("delta.")}}
                 for f in t["fields"]]}
         if kind == "array":
             return {**t, "elementType": _plain_fields(t["elementType"])}
@@ -85,8 +85,9 @@ def _refuse_rows_outside(df: DataFrame, predicate: str, table: str) -> DataFrame
 
 
 def _fill_missing(df: DataFrame, schema_json: dict[str, Any]) -> DataFrame:
-    """Add the table's columns that the DataFrame lacks, as nulls (then writer.conform orders/casts)."""
-    have = {c.lower() for c in df.columns}
+    """Add the table's columns that the DataFrame lacks, as nulls (then writer.conform orders/casts);
+    generated columns and columns with a default are left to the writer, which computes them."""
+    have = {c.lower() for c in df.columns} | filled_by_writer(schema_json)
     target = StructType.fromJson(schema_json)
     for f in target.fields:
         if f.name.lower() not in have:
@@ -124,7 +125,9 @@ def write_dataframe(df: DataFrame, table: DeltaTable | str, mode: str = "append"
     schema_mode: 'merge' adds the data's new columns; 'overwrite' (with mode='overwrite') replaces the
     schema and partitioning.
     table_schema: the existing table's schema after this write (columns added or dropped, e.g. by dbt's
-    on_schema_change), committed in the same commit as the data: a failed write changes nothing.
+    on_schema_change), committed in the same commit as the data: a failed write changes nothing. For a
+    new table, its schema (field metadata included: generated columns, defaults), which may name
+    columns the data leaves out for the writer to fill in.
     definition: properties, description, comments, NOT NULL columns and CHECK constraints the table
     gets in this same commit (version 0 included); rows the write keeps must satisfy new constraints.
     app_transactions: {appId: version} recorded in the same commit (`txn` actions): what this write
@@ -173,6 +176,8 @@ def write_dataframe(df: DataFrame, table: DeltaTable | str, mode: str = "append"
         df, numbering = number_identity_columns(df, schema_json, name)
         df = _fill_missing(df, schema_json)
         if plan.replace_where and snapshot is not None:
+            # the predicate may name a column the writer fills in (a generated partition column)
+            df = with_generated_columns(with_column_defaults(df, schema_json, name), schema_json, name)
             df = _refuse_rows_outside(df, plan.replace_where, name)
         materialize = bool(txn.protocol and txn.protocol.stores_partition_columns)
         adds = txn.stage(write_files(df, name, parts, schema_json, conf, method=method,
@@ -231,14 +236,6 @@ def write_dataframe(df: DataFrame, table: DeltaTable | str, mode: str = "append"
         return version
 
 
-def _new_table_schema(data_schema: dict[str, Any], table_schema: dict[str, Any] | None) -> dict[str, Any]:
-    """A new table's schema: the data's, or `table_schema` when that declares identity columns (which
-    the data leaves out: the write fills them in)."""
-    if table_schema is not None and declares_identity(table_schema):
-        return table_schema
-    return data_schema
-
-
 def _table_metadata(txn: Any, plan: WritePlan, df: DataFrame, data_schema: dict[str, Any],
                     configuration: dict[str, str] | None, table_schema: dict[str, Any] | None,
                     definition: TableDefinition | None, params: dict[str, Any]) -> tuple[list[str], DeletePlan | None]:
@@ -247,7 +244,8 @@ def _table_metadata(txn: Any, plan: WritePlan, df: DataFrame, data_schema: dict[
     snapshot = txn.snapshot
     remove = None
     if snapshot is None:
-        schema = _new_table_schema(data_schema, table_schema)
+        # a new table's schema may declare more than the data holds (generated columns, defaults)
+        schema = table_schema if table_schema is not None else data_schema
         parts = partition_names(schema, plan.partition_by or [], txn.table_uri)
         metadata = new_metadata(schema, parts, configuration, table=txn.table_uri)
         if definition is not None:

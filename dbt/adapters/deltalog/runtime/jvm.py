@@ -246,14 +246,42 @@ def _launch_jvm(master: str, conf: Dict[str, str]) -> None:
     from pyspark.errors import PySparkRuntimeError
     from pyspark.java_gateway import launch_gateway
 
-    jvm_conf = SparkConf(loadDefaults=False).setMaster(master).setAppName("dbt-deltalog").setAll(list(conf.items()))
+    from deltalog.spark import class_archive
+
+    archive_options, recording = "", None
+    if master.startswith("local"):  # the JVM's start from a class-data-sharing archive (class_archive.py)
+        archive_options, recording = class_archive.driver_options(conf, conf.get("spark.driver.extraClassPath", ""))
+
+    def launch(extra_options: str):
+        settings = dict(conf)
+        if extra_options:
+            settings["spark.driver.extraJavaOptions"] = _joined_options(settings, extra_options)
+        jvm_conf = SparkConf(loadDefaults=False).setMaster(master).setAppName("dbt-deltalog").setAll(
+            list(settings.items()))
+        with open(log_file, "ab") as log:
+            return launch_gateway(jvm_conf, popen_kwargs={"stdout": log, "stderr": log})
+
     log_file = conf[LOG_FILE_SETTING]
-    with open(log_file, "ab") as log:
+    try:
         try:
-            gateway = launch_gateway(jvm_conf, popen_kwargs={"stdout": log, "stderr": log})
-        except PySparkRuntimeError as exc:
-            raise RuntimeError(f"{exc}; the JVM wrote: {tail(log_file)} (log: {log_file})") from None
+            gateway = launch(archive_options)
+        except PySparkRuntimeError:
+            archive = class_archive.archive_in(archive_options)
+            if archive is None:
+                raise
+            class_archive.discard(archive)  # a JVM that cannot start over it: started again without it
+            gateway = launch("")
+    except PySparkRuntimeError as exc:
+        raise RuntimeError(f"{exc}; the JVM wrote: {tail(log_file)} (log: {log_file})") from None
+    if recording and getattr(gateway, "proc", None) is not None:
+        atexit.register(class_archive.finish_recording, gateway.proc, recording)
     SparkContext._gateway, SparkContext._jvm = gateway, gateway.jvm
+
+
+def _joined_options(conf: Dict[str, str], extra: str) -> str:
+    """The driver's JVM options with `extra` first: the JVM takes the last of a repeated option."""
+    given = conf.get("spark.driver.extraJavaOptions", "")
+    return f"{extra} {given}".strip()
 
 
 def tail(path: str, lines: int = 5) -> str:

@@ -15,7 +15,9 @@ from pyspark.sql import Column, DataFrame, functions as F  # noqa: E402
 from pyspark.sql.types import StructType  # noqa: E402
 
 from .... import change_data  # noqa: E402
+from ....column_defaults import column_defaults  # noqa: E402
 from ....errors import InvalidTableError, SchemaMismatchError  # noqa: E402
+from ....generated_columns import generated_columns, substituted  # noqa: E402
 from ....schema import quote_identifier  # noqa: E402
 from ...writer import cast_by_name  # noqa: E402
 from ..rows import marks_enabled  # noqa: E402
@@ -52,6 +54,35 @@ def assignments(spec: Any, target_columns: list[str], source_columns: list[str],
                 f"{table}: merge {what} sets column '{k}', which the table does not have; columns are "
                 f"{', '.join(target_columns)}.")
         out[c] = str(v)
+    return out
+
+
+def with_declared_columns(values: dict[str, str] | None, spec: Any, source_columns: list[str],
+                          target_columns: list[str], target_alias: str, schema_json: dict[str, Any],
+                          what: str) -> dict[str, str] | None:
+    """A clause's assignments with the columns the table fills in itself: an insert that leaves out a
+    column with a default stores the default; a generated column the clause does not set is computed
+    from the row's new values (an update recomputes it from the inputs it changes). A generated column
+    the clause does set is checked by the writer."""
+    if values is None:
+        return None
+    generated, defaults = generated_columns(schema_json), column_defaults(schema_json)
+    if not generated and not defaults:
+        return values
+    given = ({c.lower() for c in source_columns} if spec == "*" else {str(k).strip("`").lower() for k in spec})
+    names = {c.lower(): c for c in target_columns}
+    out = dict(values)
+    if what == "insert":
+        for d in defaults:
+            if d.name.lower() not in given and d.name.lower() in names:
+                out[names[d.name.lower()]] = d.expression
+    # every column's new value: an insert's unset column is NULL, an update's keeps the row's value
+    row = {c.lower(): ("null" if what == "insert" else f"{quote_identifier(target_alias)}.{quote_identifier(c)}")
+           for c in target_columns}
+    row.update({c.lower(): v for c, v in out.items()})
+    for g in generated:
+        if g.name.lower() not in given and g.name.lower() in names:
+            out[names[g.name.lower()]] = substituted(g.expression, row)
     return out
 
 
@@ -104,10 +135,19 @@ class MergePlan:
             return None if spec is None else assignments(spec, target_columns, columns, source_alias, target_alias,
                                                            name, kind)
 
-        return cls(on=on, update=assigned(update, source_columns, "update"), update_condition=update_condition,
-                   delete_condition=delete_condition, insert=assigned(insert, source_columns, "insert"),
+        schema_json = txn.metadata.schema_json
+
+        def declared(spec: Any, kind: str) -> dict[str, str] | None:
+            return with_declared_columns(assigned(spec, source_columns, kind), spec, source_columns, target_columns,
+                                         target_alias, schema_json, kind)
+
+        return cls(on=on, update=declared(update, "update"),
+                   update_condition=update_condition, delete_condition=delete_condition,
+                   insert=declared(insert, "insert"),
                    insert_condition=insert_condition, by_source_delete=bool(by_source_delete),
-                   by_source_update=assigned(by_source_update, [], "update"), by_source_condition=by_source_condition,
+                   by_source_update=with_declared_columns(
+                       assigned(by_source_update, [], "update"), by_source_update, [], target_columns, target_alias,
+                       schema_json, "update"), by_source_condition=by_source_condition,
                    marking=marks_enabled(txn), feed=change_data.is_enabled(txn.metadata.configuration))
 
     @property

@@ -1,0 +1,166 @@
+"""A class-data-sharing archive of the local Spark driver: the JVM's start made once, reused after.
+
+A new Spark JVM spends most of its first seconds loading and verifying the ~20,000 classes Spark, Scala
+and Hadoop need before a first query answers. Java's dynamic class-data sharing (AppCDS, JDK 13 and
+newer) writes the classes a JVM loaded into an archive when it exits; a later JVM with the same Java and
+class path maps that archive instead of loading them again. On the 2-core machine this halves a local
+session's start and first queries (bench/dev_loop.py measures it in a dbt build).
+
+How it is kept, per Java runtime and Spark installation (`key`), in `folder()`:
+- no archive yet: the JVM records the classes it loaded into `<key>.<uuid>.part` when it exits
+  (`-XX:ArchiveClassesAtExit`). When this process ends it lets its JVM exit and waits for it
+  (`finish_recording`); only a JVM that exited normally has written its part whole, and only then is the
+  part renamed to `<key>.jsa`, atomically (several processes recording at once each rename a whole one).
+  That costs the first command the seconds of writing the archive, once.
+- later starts map it (`-XX:SharedArchiveFile`). The JVM checks that the archive fits its runtime and
+  class path and runs without it otherwise; a JVM that cannot start over it (a damaged file) is
+  started again without it, and the archive is removed (`discard`).
+- parts left by a process that was killed are removed after a day, archives no start used for 30 days
+  (another Spark or Java) too.
+
+Left alone when the user's JVM options already name an archive or turn sharing off, and off with the
+Spark setting `spark.deltalog.classArchive=false`. Only for a driver JVM this process starts on a local
+master (a cluster's executors and Connect servers start elsewhere).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import uuid
+from typing import Optional
+
+SETTING = "spark.deltalog.classArchive"
+SUFFIX = ".jsa"
+# JVM options that already decide about class-data sharing: the user's choice stands
+_USERS_CHOICE = ("-XX:SharedArchiveFile", "-XX:ArchiveClassesAtExit", "-Xshare:off", "-XX:+AutoCreateSharedArchive")
+# the archive's own log lines (classes it skips, e.g. from signed jars) stay out of the JVM's log
+_QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+
+
+def folder() -> str:
+    """Where archives are kept: `$XDG_CACHE_HOME/deltalog/class-archives` (default `~/.cache/...`)."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "deltalog", "class-archives")
+
+
+def _java_binary() -> Optional[str]:
+    home = os.environ.get("JAVA_HOME")
+    java = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    return os.path.realpath(java) if java and os.path.exists(java) else None
+
+
+def key(class_path: str) -> Optional[str]:
+    """What an archive is valid for: the Java runtime (its binary and its JVM library, by path, size
+    and time) and the class path (pyspark's jars folder, by listing, and the extra class path). None when
+    no Java is found."""
+    java = _java_binary()
+    if java is None:
+        return None
+    from deltalog.lazy_imports import load
+
+    load("spark")  # pyspark whole before any import from it (lazy_imports.py says why)
+    import pyspark
+
+    runtime = os.path.dirname(os.path.dirname(java))
+    parts = [java, pyspark.__version__]
+    for entry in filter(None, class_path.split(os.pathsep)):  # a rebuilt jar at the same path: a new key
+        try:
+            st = os.stat(entry)
+            parts.append(f"{os.path.realpath(entry)}:{st.st_size}:{int(st.st_mtime)}")
+        except OSError:
+            parts.append(entry)
+    for lib in ("lib/server/libjvm.so", "lib/server/libjvm.dylib", "bin/server/jvm.dll", "lib/modules"):
+        path = os.path.join(runtime, lib)
+        if os.path.exists(path):
+            st = os.stat(path)
+            parts.append(f"{lib}:{st.st_size}:{int(st.st_mtime)}")
+    jars = os.path.join(os.path.dirname(pyspark.__file__), "jars")
+    if os.path.isdir(jars):
+        parts.append(hashlib.sha1("\n".join(sorted(os.listdir(jars))).encode()).hexdigest())
+    spark_home = os.environ.get("SPARK_HOME")
+    if spark_home:
+        parts.append(os.path.realpath(spark_home))
+    return f"spark-{pyspark.__version__}-" + hashlib.sha1("\n".join(parts).encode()).hexdigest()[:16]
+
+
+PART_MAX_AGE_S = 86400            # a part this old was left by a killed process
+ARCHIVE_MAX_AGE_S = 30 * 86400    # an archive no start used for this long (an old Spark or Java) goes
+
+
+def _remove_stale(where: str) -> None:
+    import time
+
+    now = time.time()
+    for entry in os.listdir(where):
+        path = os.path.join(where, entry)
+        try:
+            age = now - os.path.getmtime(path)
+            if (entry.endswith(".part") and age > PART_MAX_AGE_S) or (entry.endswith(SUFFIX) and age > ARCHIVE_MAX_AGE_S):
+                os.remove(path)
+        except OSError:
+            pass
+
+
+def driver_options(conf: dict[str, str], class_path: str) -> tuple[str, Optional[str]]:
+    """The JVM options for this start (to add to the driver's), and the part the JVM records a new
+    archive into (None when it maps one, or when left alone: then the options are "")."""
+    if str(conf.get(SETTING, "true")).strip().lower() == "false":
+        return "", None
+    given = conf.get("spark.driver.extraJavaOptions", "")
+    if any(option in given for option in _USERS_CHOICE):
+        return "", None
+    name = key(class_path)
+    if name is None:
+        return "", None
+    where = folder()
+    try:
+        os.makedirs(where, exist_ok=True)
+        _remove_stale(where)
+    except OSError:
+        return "", None
+    archive = os.path.join(where, name + SUFFIX)
+    if os.path.exists(archive):
+        try:
+            os.utime(archive)  # in use: kept
+        except OSError:
+            pass
+        # (a JVM that crashes over a damaged archive leaves its report here, not in the project folder)
+        crash_report = os.path.join(where, "hs_err_pid%p.log")
+        return f"-XX:SharedArchiveFile={archive} -XX:ErrorFile={crash_report} {_QUIET}", None
+    part = os.path.join(where, f"{name}.{uuid.uuid4().hex[:12]}.part")
+    return f"-XX:ArchiveClassesAtExit={part} {_QUIET}", part
+
+
+def archive_in(options: str) -> Optional[str]:
+    """The archive `options` map, if any."""
+    for option in options.split():
+        if option.startswith("-XX:SharedArchiveFile="):
+            return option.split("=", 1)[1]
+    return None
+
+
+def discard(archive: str) -> None:
+    """An archive the JVM could not start over: gone, so the next start records a new one."""
+    try:
+        os.remove(archive)
+    except OSError:
+        pass
+
+
+def finish_recording(process, part: str, timeout_s: float = 300) -> None:
+    """At this process's end: let the JVM exit (pyspark's gateway exits when its input closes), wait for
+    it to write its part, and keep the part as the archive only when the JVM exited normally."""
+    try:
+        if process.stdin is not None:
+            process.stdin.close()
+        code = process.wait(timeout=timeout_s)
+    except Exception:  # a JVM that does not end in time is left alone; its part is removed later
+        return
+    try:
+        if code == 0 and os.path.getsize(part) > 0:
+            os.replace(part, part.rsplit(".", 2)[0] + SUFFIX)
+        else:
+            os.remove(part)
+    except OSError:
+        pass

@@ -1,0 +1,81 @@
+"""The local driver's class-data-sharing archive (deltalog/spark/class_archive.py): recorded by a first
+JVM, mapped by the next, a damaged one discarded without failing the start; each JVM in a process of its
+own, as `dbt` commands start them, with the archives in a folder of the test's own."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from deltalog.spark import class_archive
+
+pytestmark = pytest.mark.spark
+
+START = """
+import json, sys
+from dbt.adapters.deltalog.runtime.session import get_spark
+spark = get_spark("local[1]", json.loads(sys.argv[1]))
+rows = spark.range(100).selectExpr("id % 3 as k").groupBy("k").count().orderBy("k").collect()
+jvm = spark.sparkContext._jvm
+options = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+print(json.dumps({"rows": [list(r) for r in rows], "options": [str(o) for o in options]}))
+"""
+
+
+def _start(cache: Path, cwd: Path, conf: dict | None = None) -> dict:
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+    done = subprocess.run([sys.executable, "-c", START, json.dumps(conf or {})], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _archives(cache: Path) -> list[Path]:
+    folder = cache / "deltalog" / "class-archives"
+    return sorted(folder.glob("*.jsa")) if folder.exists() else []
+
+
+def test_a_first_jvm_records_the_archive_the_next_maps_and_a_damaged_one_is_dropped(tmp_path):
+    cache, project = tmp_path / "cache", tmp_path / "project"
+    project.mkdir()
+    first = _start(cache, project)
+    assert first["rows"] == [[0, 34], [1, 33], [2, 33]]
+    assert any(o.startswith("-XX:ArchiveClassesAtExit=") for o in first["options"])
+    [archive] = _archives(cache)  # renamed whole once the JVM had exited
+    assert archive.stat().st_size > 10_000_000
+    assert not list(archive.parent.glob("*.part"))
+
+    second = _start(cache, project)
+    assert second["rows"] == first["rows"]
+    assert f"-XX:SharedArchiveFile={archive}" in second["options"]
+
+    data = archive.read_bytes()
+    archive.chmod(0o644)
+    archive.write_bytes(data[: len(data) // 3])  # as a disk that filled up would leave it
+    third = _start(cache, project)
+    assert third["rows"] == first["rows"]
+    assert not any("SharedArchiveFile" in o for o in third["options"])
+    assert _archives(cache) == []  # gone: the next start records a new one
+    assert not list(project.glob("hs_err_pid*.log"))  # the crashed JVM's report is not in the project
+
+
+def test_the_setting_and_the_users_own_choice_leave_the_jvm_alone(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert class_archive.driver_options({class_archive.SETTING: "false"}, "") == ("", None)
+    users = {"spark.driver.extraJavaOptions": "-Xmx2g -Xshare:off"}
+    assert class_archive.driver_options(users, "") == ("", None)
+    options, part = class_archive.driver_options({}, "")
+    assert options.startswith("-XX:ArchiveClassesAtExit=") and part and part.endswith(".part")
+
+
+def test_a_rebuilt_jar_on_the_class_path_makes_a_new_key(tmp_path):
+    jar = tmp_path / "x.jar"
+    jar.write_bytes(b"one")
+    before = class_archive.key(str(jar))
+    jar.write_bytes(b"other")
+    os.utime(jar, (1, 1))
+    assert class_archive.key(str(jar)) != before
