@@ -204,11 +204,14 @@ def enforce_constraints(df: DataFrame, schema_json: dict[str, Any], configuratio
                      *[quote_identifier(c) for c in df.columns[1:]])
 
 
-def filled_by_writer(schema_json: dict[str, Any]) -> set[str]:
+def filled_by_writer(schema_json: dict[str, Any], table: str = "", *, identity_too: bool = False) -> set[str]:
     """The columns (lower case) `write_files` fills in when the data leaves them out: generated columns
-    and columns with a default."""
-    return ({g.name.lower() for g in generated_columns(schema_json)}
-            | {d.name.lower() for d in column_defaults(schema_json)})
+    and columns with a default; with `identity_too`, also identity columns (`write_dataframe` numbers them)."""
+    out = ({g.name.lower() for g in generated_columns(schema_json)}
+           | {d.name.lower() for d in column_defaults(schema_json)})
+    if identity_too:
+        out |= {c.name.lower() for c in identity.identity_columns(schema_json, table)}
+    return out
 
 
 def with_column_defaults(df: DataFrame, schema_json: dict[str, Any], table: str) -> DataFrame:
@@ -738,9 +741,11 @@ def _estimated_bytes(df: DataFrame) -> float:
 
 
 def number_identity_columns(df: DataFrame, schema_json: dict[str, Any], table: str,
-                            left_out: Iterable[str] | None = None) -> tuple[DataFrame, IdentityNumbering | None]:
+                            left_out: Iterable[str] | None = None, *,
+                            own_rows: bool = False) -> tuple[DataFrame, IdentityNumbering | None]:
     """`df` with a value for each identity column it leaves out (or, given `left_out`, for those columns,
-    whose values in `df` are placeholders); a `generated always` column it gives is refused by name.
+    whose values in `df` are placeholders); a `generated always` column it gives is refused by name,
+    unless `own_rows`: the rows are the table's own, rewritten (an UPDATE), and keep their values.
 
     Values are `first + step * monotonically_increasing_id()`, `first` the first value past the mark:
     dense within each Spark task, tasks 2^33 steps apart; data Spark estimates at most
@@ -760,7 +765,8 @@ def number_identity_columns(df: DataFrame, schema_json: dict[str, Any], table: s
     for column in columns:
         leaves_out = column.name.lower() not in have if wanted is None else column.name.lower() in wanted
         if not leaves_out:
-            column.refuse_given_values(table)
+            if not own_rows:
+                column.refuse_given_values(table)
             continue
         first = column.first_value
         df = df.withColumn(column.name, (F.lit(first).cast("long")

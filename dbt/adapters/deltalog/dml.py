@@ -74,30 +74,49 @@ def parse_dml(sql: str) -> Optional[Dml]:
     return Dml("update", schema, name, assignments=assignments, where=where_sql)
 
 
-def _inserted_rows(df, cols: Optional[Tuple[str, ...]], columns: List[str], types: Dict[str, str], view: str):
-    """An INSERT's rows in the table's columns and types (columns it does not name are NULL)."""
-    cols = list(cols) if cols else columns[: len(df.columns)]
+def _inserted_rows(df, cols: Optional[Tuple[str, ...]], columns: List[str], types: Dict[str, str], view: str,
+                   filled: frozenset = frozenset()):
+    """An INSERT's rows in the table's columns and types: columns it does not name are NULL, except
+    those the writer fills in (`filled`: generated, default and identity columns), left out for it."""
+    if not cols:
+        positional = [c for c in columns if c.lower() not in filled]
+        cols = (columns if len(df.columns) == len(columns) else positional)[: len(df.columns)]
+    cols = list(cols)
     if len(cols) != len(df.columns):
         raise ValueError(f"INSERT into {view}: {len(df.columns)} values for {len(cols)} columns {cols}")
     df = df.toDF(*cols)
     exprs = []
     for name in columns:
         match = [c for c in cols if c.lower() == name.lower()]
+        if not match and name.lower() in filled:
+            continue
         src = f"`{match[0]}`" if match else "null"
         exprs.append(f"cast({src} as {types[name.lower()]}) as `{name}`")
     return df.selectExpr(*exprs)
 
 
 def _updated_columns(assignments: Dict[str, str], where: str, columns: List[str], types: Dict[str, str],
-                     view: str) -> List[str]:
-    """An UPDATE's select list: each assigned column takes its new value where `where` holds."""
+                     view: str, generated: frozenset = frozenset()) -> List[str]:
+    """An UPDATE's select list: each assigned column takes its new value where `where` holds; a generated
+    column it does not assign is left out, for the writer to compute from the new values."""
     assignments = {col.lower(): expr for col, expr in assignments.items()}
     unknown = set(assignments) - set(types)
     if unknown:
         raise ValueError(f"UPDATE {view}: no column(s) {sorted(unknown)}; columns are {columns}")
     return [f"`{n}`" if n.lower() not in assignments else
             f"cast(case when ({where}) then ({assignments[n.lower()]}) else `{n}` end as {types[n.lower()]}) as `{n}`"
-            for n in columns]
+            for n in columns if n.lower() in assignments or n.lower() not in generated]
+
+
+def _declared(table) -> Tuple[frozenset, frozenset]:
+    """The table's columns the writer fills in when a write leaves them out (generated, default, identity),
+    and its generated columns (lower case)."""
+    from deltalog.generated_columns import generated_columns
+    from deltalog.spark.writer import filled_by_writer
+
+    schema = table.snapshot().schema_json
+    return (frozenset(filled_by_writer(schema, table.uri, identity_too=True)),
+            frozenset(g.name.lower() for g in generated_columns(schema)))
 
 
 def try_execute_dml(spark, warehouse: Warehouse, sql: str, commit_info: Optional[Dict] = None):
@@ -111,25 +130,27 @@ def try_execute_dml(spark, warehouse: Warehouse, sql: str, commit_info: Optional
     holder, schema, name = warehouse.resolve(dml.schema, dml.name)
     if not holder.is_table(schema, name):
         return "not-dml"
-    uri = holder.table_path(schema, name)
+    table = holder.table(schema, name)
     target = spark.table(dml.view)
     types = {f.name.lower(): f.dataType.simpleString() for f in target.schema.fields}
 
     if dml.kind == "delete":
-        return operations.delete(spark, uri, dml.where or "true", extra_commit_info=commit_info)
+        return operations.delete(spark, table, dml.where or "true", extra_commit_info=commit_info)
 
+    filled, generated = _declared(table)
     if dml.kind == "insert":
-        df = _inserted_rows(spark.sql(dml.query), dml.columns, target.columns, types, dml.view)
-        return operations.write_dataframe(df, uri, mode="overwrite" if dml.overwrite else "append",
+        df = _inserted_rows(spark.sql(dml.query), dml.columns, target.columns, types, dml.view, filled)
+        return operations.write_dataframe(df, table, mode="overwrite" if dml.overwrite else "append",
                                           operation="WRITE", extra_commit_info=commit_info)
 
-    # UPDATE: rewrite the table with the assignments applied where the predicate holds
+    # UPDATE: rewrite the table with the assignments applied where the predicate holds (its rows keep
+    # their identity values; generated columns are computed again from the new values)
     where = dml.where or "true"
-    exprs = _updated_columns(dict(dml.assignments), where, target.columns, types, dml.view)
+    exprs = _updated_columns(dict(dml.assignments), where, target.columns, types, dml.view, generated)
     df = spark.sql(f"select {', '.join(exprs)} from {dml.view}")
     return operations.write_dataframe(
-        df, uri, mode="overwrite", operation="UPDATE",
-        operation_parameters={"predicate": where}, extra_commit_info=commit_info,
+        df, table, mode="overwrite", operation="UPDATE",
+        operation_parameters={"predicate": where}, extra_commit_info=commit_info, own_rows=True,
     )
 
 
@@ -139,11 +160,19 @@ class TargetRows:
     statement did more than insert (`rewrites`). The caller commits the outcome at once: every
     statement lands in one commit, or none does."""
 
-    def __init__(self, spark, table_view: str, target_df):
+    def __init__(self, spark, table_view: str, target_df, schema_json: Optional[Dict] = None):
+        from deltalog.column_defaults import column_defaults
+        from deltalog.generated_columns import generated_columns
+        from deltalog.identity import identity_columns
+
         self.spark = spark
         self.view = table_view
         self.columns = list(target_df.columns)
         self.types = {f.name.lower(): f.dataType.simpleString() for f in target_df.schema.fields}
+        # what the writer would fill in, computed here: every statement sees whole rows
+        self.generated = {g.name.lower(): g.expression for g in generated_columns(schema_json)}
+        self.defaults = {d.name.lower(): d.expression for d in column_defaults(schema_json)}
+        self.identity = {c.name.lower(): c for c in identity_columns(schema_json, table_view)}
         self.rows = target_df
         self.inserted = None  # rows of INSERT INTO statements before any other statement
         self.rewrites = False
@@ -170,7 +199,9 @@ class TargetRows:
             return value.replace(self.view, current) if value is not None else None
 
         if dml.kind == "insert":
-            df = _inserted_rows(self.spark.sql(text(dml.query)), dml.columns, self.columns, self.types, self.view)
+            df = self._whole(_inserted_rows(self.spark.sql(text(dml.query)), dml.columns, self.columns, self.types,
+                                            self.view, frozenset(self.generated) | frozenset(self.defaults)),
+                             inserting=True)
             if dml.overwrite:
                 self.rows, self.rewrites = df, True
                 return
@@ -184,5 +215,30 @@ class TargetRows:
             self.rows = self.spark.sql(f"select * from {current} {dml.alias or ''} where not coalesce(({where}), false)")
             return
         assignments = {col: text(expr) for col, expr in dml.assignments}
-        exprs = _updated_columns(assignments, where, self.columns, self.types, self.view)
-        self.rows = self.spark.sql(f"select {', '.join(exprs)} from {current}")
+        exprs = _updated_columns(assignments, where, self.columns, self.types, self.view, frozenset(self.generated))
+        self.rows = self._whole(self.spark.sql(f"select {', '.join(exprs)} from {current}"))
+
+    def _whole(self, df, inserting: bool = False):
+        """`df` with the columns it leaves out that the writer would fill in: defaults and generated
+        columns computed here. An identity column a script's INSERT leaves out, or gives when it is
+        `generated always`, is refused: a script's rows are committed as given."""
+        have = {c.lower() for c in df.columns}
+        for name, column in self.identity.items() if inserting else ():
+            if name not in have or not column.allow_explicit_insert:
+                raise ValueError(
+                    f"{self.view}: column '{column.name}' is an identity column; a script of several statements "
+                    f"commits its rows as given, so it cannot number new rows. Run that INSERT as a statement "
+                    f"of its own (each new row then gets the next value)")
+        exprs = []
+        for name in self.columns:
+            low = name.lower()
+            if low in have:
+                exprs.append(f"`{name}`")
+            elif low in self.defaults:
+                exprs.append(f"cast(({self.defaults[low]}) as {self.types[low]}) as `{name}`")
+        df = df.selectExpr(*exprs)
+        if any(low not in have for low in self.generated):
+            df = df.selectExpr(*[f"cast(({self.generated[n.lower()]}) as {self.types[n.lower()]}) as `{n}`"
+                                 if n.lower() in self.generated and n.lower() not in have else f"`{n}`"
+                                 for n in self.columns])
+        return df

@@ -115,7 +115,7 @@ def write_dataframe(df: DataFrame, table: DeltaTable | str, mode: str = "append"
                     definition: TableDefinition | None = None,
                     app_transactions: dict[str, int] | None = None,
                     read_version: int | None = None, txn_app_id: str | None = None,
-                    txn_version: int | None = None) -> int | None:
+                    txn_version: int | None = None, own_rows: bool = False) -> int | None:
     """Write a DataFrame to a Delta table in one commit (creating the table as version 0 when absent).
 
     mode: 'append' (a blind append), 'overwrite' (remove all live files, add the new ones; history is
@@ -132,6 +132,8 @@ def write_dataframe(df: DataFrame, table: DeltaTable | str, mode: str = "append"
     gets in this same commit (version 0 included); rows the write keeps must satisfy new constraints.
     app_transactions: {appId: version} recorded in the same commit (`txn` actions): what this write
     consumed, so that a rerun after a crash neither skips nor repeats it.
+    own_rows: `df` is the table's own rows, rewritten (an UPDATE): they keep their identity values, even
+    in a `generated always` column.
     read_version: the version of this table `df` was computed from (it reads the table it writes): the
     commit is made against that version (an overwrite removes exactly its files) and is checked, as a
     read of the whole table, against every commit landed since: none is overwritten unseen.
@@ -173,7 +175,7 @@ def write_dataframe(df: DataFrame, table: DeltaTable | str, mode: str = "append"
         schema_json, conf = txn.metadata.schema_json, dict(txn.metadata.configuration)
         params["partitionBy"] = json.dumps(parts)
 
-        df, numbering = number_identity_columns(df, schema_json, name)
+        df, numbering = number_identity_columns(df, schema_json, name, own_rows=own_rows)
         df = _fill_missing(df, schema_json)
         if plan.replace_where and snapshot is not None:
             # the predicate may name a column the writer fills in (a generated partition column)

@@ -24,7 +24,8 @@ def run_custom_strategy(adapter: Any, relation: Any, script: str, strategy: str,
     table = adapter.table(relation)
     snap = adapter._snapshot(relation)
     view = f"`{relation.schema}.{relation.identifier}`"
-    rows = TargetRows(spark, view, snapshot_dataframe(spark, snap))  # exactly the version committed against
+    # exactly the version committed against
+    rows = TargetRows(spark, view, snapshot_dataframe(spark, snap), snap.schema_json)
     touched = False
     try:
         for statement in statements(script):
@@ -42,7 +43,8 @@ def run_custom_strategy(adapter: Any, relation: Any, script: str, strategy: str,
                      extra_commit_info=adapter._commit_info(model), read_version=snap.version,
                      app_transactions=adapter.take_app_transactions(relation))
         if rows.rewrites:
-            return operations.write_dataframe(rows.rows, table, mode="overwrite", **write)
+            # (the table's rows keep their identity values; a script's inserts were refused any)
+            return operations.write_dataframe(rows.rows, table, mode="overwrite", own_rows=True, **write)
         return operations.write_dataframe(rows.inserted, table, mode="append", **write)
     except (ValueError, DeltaError) as exc:
         raise DbtRuntimeError(f"Model {config_value(model, 'unique_id')}: incremental strategy {strategy!r}: "
