@@ -729,6 +729,9 @@ class IdentityNumbering:
 
 # Data up to this size (Spark's estimate) is numbered in one task: dense values, one file's worth of rows.
 IDENTITY_ONE_TASK_BYTES = 64 << 20
+# Without an estimate (rows made in Python, Spark Connect), data of at most this many rows (counted with a
+# LIMIT, which stops there) is numbered in one task too.
+IDENTITY_ONE_TASK_ROWS = 100_000
 
 
 def _estimated_bytes(df: DataFrame) -> float:
@@ -740,6 +743,15 @@ def _estimated_bytes(df: DataFrame) -> float:
         return float("inf")
 
 
+def _small(df: DataFrame) -> bool:
+    """Whether `df` is small enough to be numbered in one task: by Spark's estimate, or, without one, by
+    counting at most IDENTITY_ONE_TASK_ROWS + 1 of its rows."""
+    estimate = _estimated_bytes(df)
+    if estimate != float("inf") and estimate < (1 << 62):
+        return estimate <= IDENTITY_ONE_TASK_BYTES
+    return df.limit(IDENTITY_ONE_TASK_ROWS + 1).count() <= IDENTITY_ONE_TASK_ROWS
+
+
 def number_identity_columns(df: DataFrame, schema_json: dict[str, Any], table: str,
                             left_out: Iterable[str] | None = None, *,
                             own_rows: bool = False) -> tuple[DataFrame, IdentityNumbering | None]:
@@ -748,8 +760,8 @@ def number_identity_columns(df: DataFrame, schema_json: dict[str, Any], table: s
     unless `own_rows`: the rows are the table's own, rewritten (an UPDATE), and keep their values.
 
     Values are `first + step * monotonically_increasing_id()`, `first` the first value past the mark:
-    dense within each Spark task, tasks 2^33 steps apart; data Spark estimates at most
-    IDENTITY_ONE_TASK_BYTES is numbered in one task, so densely (1, 2, 3, ...). delta-spark interleaves
+    dense within each Spark task, tasks 2^33 steps apart; small data (`_small`) is numbered in one task,
+    so densely (1, 2, 3, ...). delta-spark interleaves
     the tasks instead (value = first + step * (task + tasks * row)), which needs the number of tasks
     inside each one; a plain column expression works the same on Spark Connect, costs no extra pass, and
     still gives unique values, monotone in step's direction, past the mark."""
@@ -759,7 +771,7 @@ def number_identity_columns(df: DataFrame, schema_json: dict[str, Any], table: s
     have = {c.lower() for c in df.columns}
     wanted = None if left_out is None else {c.lower() for c in left_out}
     if any(c.name.lower() not in have if wanted is None else c.name.lower() in wanted for c in columns) \
-            and _estimated_bytes(df) <= IDENTITY_ONE_TASK_BYTES:
+            and _small(df):
         df = df.coalesce(1)  # before numbering: values come from the task that computes the rows
     numbered = []
     for column in columns:
