@@ -3,15 +3,15 @@
 A new Spark JVM spends most of its first seconds loading and verifying the ~20,000 classes Spark, Scala
 and Hadoop need before a first query answers. Java's dynamic class-data sharing (AppCDS, JDK 13 and
 newer) writes the classes a JVM loaded into an archive when it exits; a later JVM with the same Java and
-class path maps that archive instead of loading them again. On the 2-core machine this halves a local
-session's start and first queries (bench/dev_loop.py measures it in a dbt build).
+class path maps that archive instead of loading them again. On the 2-core machine a local
+session's start and first queries take a third less time (bench/dev_loop.py measures it in a dbt build).
 
 How it is kept, per Java runtime and Spark installation (`key`), in `folder()`:
 - no archive yet: the JVM records the classes it loaded into `<key>.<uuid>.part` when it exits
-  (`-XX:ArchiveClassesAtExit`). When this process ends it lets its JVM exit and waits for it
-  (`finish_recording`); only a JVM that exited normally has written its part whole, and only then is the
-  part renamed to `<key>.jsa`, atomically (several processes recording at once each rename a whole one).
-  That costs the first command the seconds of writing the archive, once.
+  (`-XX:ArchiveClassesAtExit`), logging to `<part>.log`. When this process ends it lets its JVM exit and
+  hands the wait to a detached watcher (`hand_over`), so the command does not wait the ~10 s the JVM
+  takes to write it; once the JVM is gone and its log says the archive was written whole, the part is
+  renamed to `<key>.jsa`, atomically (several processes recording at once each rename a whole one).
 - later starts map it (`-XX:SharedArchiveFile`). The JVM checks that the archive fits its runtime and
   class path and runs without it otherwise; a JVM that cannot start over it (a damaged file) is
   started again without it, and the archive is removed (`discard`).
@@ -96,7 +96,7 @@ def _remove_stale(where: str) -> None:
         path = os.path.join(where, entry)
         try:
             age = now - os.path.getmtime(path)
-            if (entry.endswith(".part") and age > PART_MAX_AGE_S) or (entry.endswith(SUFFIX) and age > ARCHIVE_MAX_AGE_S):
+            if (entry.endswith((".part", ".part.log")) and age > PART_MAX_AGE_S) or (entry.endswith(SUFFIX) and age > ARCHIVE_MAX_AGE_S):
                 os.remove(path)
         except OSError:
             pass
@@ -129,7 +129,7 @@ def driver_options(conf: dict[str, str], class_path: str) -> tuple[str, Optional
         crash_report = os.path.join(where, "hs_err_pid%p.log")
         return f"-XX:SharedArchiveFile={archive} -XX:ErrorFile={crash_report} {_QUIET}", None
     part = os.path.join(where, f"{name}.{uuid.uuid4().hex[:12]}.part")
-    return f"-XX:ArchiveClassesAtExit={part} {_QUIET}", part
+    return record_options(part), part
 
 
 def archive_in(options: str) -> Optional[str]:
@@ -148,19 +148,78 @@ def discard(archive: str) -> None:
         pass
 
 
-def finish_recording(process, part: str, timeout_s: float = 300) -> None:
-    """At this process's end: let the JVM exit (pyspark's gateway exits when its input closes), wait for
-    it to write its part, and keep the part as the archive only when the JVM exited normally."""
+WRITTEN = "Written dynamic archive"  # the JVM's last log line of a whole archive (-Xlog:cds+dynamic)
+
+
+def record_options(part: str) -> str:
+    return f"-XX:ArchiveClassesAtExit={part} {_QUIET} -Xlog:cds+dynamic=info:file={part}.log"
+
+
+def hand_over(process, part: str) -> None:
+    """At this process's end: let the JVM exit (pyspark's gateway exits when its input closes) and leave
+    the wait for its archive to a detached watcher (`adopt_when_written`), so that no command waits the
+    seconds the JVM takes to write it."""
+    import subprocess
+    import sys
+
+    try:
+        subprocess.Popen([sys.executable, "-m", "deltalog.spark.class_archive", str(process.pid), part],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True, close_fds=True)
+    except OSError:
+        pass
     try:
         if process.stdin is not None:
             process.stdin.close()
-        code = process.wait(timeout=timeout_s)
-    except Exception:  # a JVM that does not end in time is left alone; its part is removed later
-        return
+    except OSError:
+        pass
+
+
+def _alive(pid: int) -> bool:
     try:
-        if code == 0 and os.path.getsize(part) > 0:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie (its parent has not reaped it yet) has exited
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def adopt_when_written(pid: int, part: str, timeout_s: float = 600) -> bool:
+    """Wait for the JVM `pid` to end, then keep its part as the archive when its log says the archive was
+    written whole; otherwise remove it. True when adopted."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    log = part + ".log"
+    try:
+        with open(log, errors="replace") as f:
+            written = WRITTEN in f.read()
+    except OSError:
+        written = False
+    adopted = False
+    try:
+        if not _alive(pid) and written and os.path.getsize(part) > 0:
             os.replace(part, part.rsplit(".", 2)[0] + SUFFIX)
-        else:
+            adopted = True
+        elif not _alive(pid):
             os.remove(part)
     except OSError:
         pass
+    try:
+        os.remove(log)
+    except OSError:
+        pass
+    return adopted
+
+
+if __name__ == "__main__":  # the watcher `hand_over` starts: <JVM pid> <part>
+    import sys
+
+    adopt_when_written(int(sys.argv[1]), sys.argv[2])

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -45,9 +46,12 @@ def test_a_first_jvm_records_the_archive_the_next_maps_and_a_damaged_one_is_drop
     first = _start(cache, project)
     assert first["rows"] == [[0, 34], [1, 33], [2, 33]]
     assert any(o.startswith("-XX:ArchiveClassesAtExit=") for o in first["options"])
-    [archive] = _archives(cache)  # renamed whole once the JVM had exited
+    deadline = time.monotonic() + 300  # the command did not wait: a watcher adopts it once written whole
+    while not _archives(cache) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    [archive] = _archives(cache)
     assert archive.stat().st_size > 10_000_000
-    assert not list(archive.parent.glob("*.part"))
+    assert not list(archive.parent.glob("*.part*"))
 
     second = _start(cache, project)
     assert second["rows"] == first["rows"]
@@ -79,3 +83,17 @@ def test_a_rebuilt_jar_on_the_class_path_makes_a_new_key(tmp_path):
     jar.write_bytes(b"other")
     os.utime(jar, (1, 1))
     assert class_archive.key(str(jar)) != before
+
+
+def test_a_part_whose_log_does_not_say_written_is_never_adopted(tmp_path):
+    part = tmp_path / "spark-x-0123.abc.part"
+    part.write_bytes(b"half an archive")
+    (tmp_path / "spark-x-0123.abc.part.log").write_text("[1.0s][info][cds,dynamic] Copying 15452 klasses\n")
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    assert not class_archive.adopt_when_written(gone.pid, str(part), timeout_s=5)
+    assert list(tmp_path.iterdir()) == []
+    part.write_bytes(b"a whole archive")
+    (tmp_path / "spark-x-0123.abc.part.log").write_text(f"[2.0s][info][cds,dynamic] {class_archive.WRITTEN} 0x0\n")
+    assert class_archive.adopt_when_written(gone.pid, str(part), timeout_s=5)
+    assert [p.name for p in tmp_path.iterdir()] == ["spark-x-0123.jsa"]

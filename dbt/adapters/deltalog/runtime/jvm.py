@@ -274,7 +274,7 @@ def _launch_jvm(master: str, conf: Dict[str, str]) -> None:
     except PySparkRuntimeError as exc:
         raise RuntimeError(f"{exc}; the JVM wrote: {tail(log_file)} (log: {log_file})") from None
     if recording and getattr(gateway, "proc", None) is not None:
-        atexit.register(class_archive.finish_recording, gateway.proc, recording)
+        atexit.register(class_archive.hand_over, gateway.proc, recording)
     SparkContext._gateway, SparkContext._jvm = gateway, gateway.jvm
 
 
