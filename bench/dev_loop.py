@@ -366,8 +366,9 @@ def build(project: Path, way: Way, env: dict, nodes: int) -> tuple[float, str | 
     elapsed = time.perf_counter() - started
     if done.returncode == 0 and f"PASS={nodes} " in done.stdout:
         return elapsed, None
-    summary = re.findall(r"PASS=\d+ WARN=\d+ ERROR=\d+ SKIP=\d+", done.stdout)
-    failed = re.findall(r"(?:Failure|Error) in (?:test|model|seed) (\S+)", done.stdout)
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", done.stdout)  # dbt colours its summary
+    summary = re.findall(r"PASS=\d+ WARN=\d+ ERROR=\d+ SKIP=\d+", plain)
+    failed = re.findall(r"(?:\]: in|Failure in|Error in) (?:test|model|seed|snapshot) (\S+)", plain)
     problem = (summary[-1] if summary else f"exit code {done.returncode}") + (f" ({', '.join(failed[:4])}"
                                                                               f"{', ...' if len(failed) > 4 else ''})"
                                                                               if failed else "")
