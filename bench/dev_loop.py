@@ -441,27 +441,30 @@ def ratio(a: float | None, b: float | None) -> str:
     return f"{a / b:.2f}x" if a and b else "-"
 
 
-def seconds(t: float | None) -> str:
-    return f"{t:.1f} s" if t else "-"
+def seconds(b: dict, run: str) -> str:
+    if b.get(run):
+        return f"{b[run]:.1f} s"
+    return f"{b[f'{run}_failed']:.1f} s (failed)" if b.get(f"{run}_failed") else "-"
 
 
 def report(kind: str, saved: dict) -> None:
     best, rounds, later = saved["best"][kind], saved["rounds"], saved["later"]
     duck = best.get("duckdb", {})
-    sail_first = best.get("sail-parquet", {}).get("first")
+    sail = best.get("sail-parquet", {})
+    sail_first = sail.get("first")
     print(f"\n{kind}: {PROJECTS[kind]}-node project; first-ever: round 1's first build (for a deltalog way, its "
           f"JVM records the class archive then); first: the best of later rounds' first builds; second / later: "
           f"best of {rounds} rounds (wall seconds of `dbt build`)\n")
     head = ["way", "first-ever", "first", "second"] + (["later"] if later else []) + [
-        "first / sail first", "second / sail first", "first / duckdb", "second / duckdb"] + (
+        "first-ever / sail's", "first / sail first", "second / sail first", "first / duckdb", "second / duckdb"] + (
         ["later / duckdb"] if later else []) + ["result"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for name, b in best.items():
-        row = [name, seconds(b.get("first_ever")), seconds(b.get("first")), seconds(b.get("second"))]
+        row = [name, seconds(b, "first_ever"), seconds(b, "first"), seconds(b, "second")]
         if later:
-            row.append(seconds(b.get("later")))
-        row += [ratio(b.get("first"), sail_first), ratio(b.get("second"), sail_first),
+            row.append(seconds(b, "later"))
+        row += [ratio(b.get("first_ever"), sail.get("first_ever")), ratio(b.get("first"), sail_first), ratio(b.get("second"), sail_first),
                 ratio(b.get("first"), duck.get("first")), ratio(b.get("second"), duck.get("second"))]
         if later:
             row.append(ratio(b.get("later"), duck.get("later")))
@@ -524,13 +527,16 @@ def main() -> None:
 
 def best_of(times: dict) -> dict:
     """The best of the builds that passed: the first-ever build (round 1's first) on its own, `first` the best
-    of later rounds' first builds (round 1's when there is one round)."""
-    ok = {run: [t for t, problem in zip(times[run], times[f"{run}_problem"]) if problem is None]
-          for run in ("first", "second", "later")}
-    firsts = [t for t, problem in list(zip(times["first"], times["first_problem"]))[1:] if problem is None]
-    best = {run: min(v) if v else None for run, v in ok.items()}
-    best["first_ever"] = times["first"][0] if times["first"] and times["first_problem"][0] is None else None
-    best["first"] = min(firsts) if firsts else best["first_ever"]
+    of later rounds' first builds (round 1's when there is one round). Where no build of a kind passed, the
+    best failed one's time under `<kind>_failed` (shown, never taken into a ratio)."""
+    slots = {run: list(zip(times[run], times[f"{run}_problem"])) for run in ("first", "second", "later")}
+    slots["first_ever"], slots["first"] = slots["first"][:1], slots["first"][1:] or slots["first"][:1]
+    best = {}
+    for run, builds in slots.items():
+        passed = [t for t, problem in builds if problem is None]
+        best[run] = min(passed) if passed else None
+        if builds and not passed:
+            best[f"{run}_failed"] = min(t for t, _ in builds)
     return best
 
 
