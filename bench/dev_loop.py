@@ -295,8 +295,8 @@ class Way:
 
 
 SAIL_VENV = ROOT / ".bench-cache" / "sail-venv"
-# dbt-sail pulls dbt-spark[session] (its own pyspark); pysail 0.7 answers Spark Connect clients up to 4.2
-SAIL_PACKAGES = ["dbt-sail", "pysail", "pyspark[connect]>=4.0,<4.3"]
+# dbt-sail pulls dbt-spark[session] (its own pyspark); pysail 0.7 refuses a 4.3 client (checked with 4.2.0)
+SAIL_PACKAGES = ["dbt-sail", "pysail", "pyspark[connect]==4.2.0"]
 
 
 def sail_dbt() -> Path:
