@@ -1,33 +1,58 @@
-"""The dev loop: `dbt build` of generated projects on dbt-deltalog and on dbt-duckdb, in one run.
+"""The dev loop and CI: `dbt build` on dbt-deltalog, dbt-duckdb and dbt-sail, in one run.
 
     pip install -e '.[bench,connect]'      # the peer, dbt-duckdb; Spark's Connect client
-    python bench/dev_loop.py               # 3 rounds of both projects
+    python bench/dev_loop.py               # 3 rounds of the generated projects, dbt-duckdb and deltalog ways
 
-Two generated projects (SQL that both engines run):
+Three projects (SQL that every engine runs):
 
-  jaffle  3 seeds, 3 staging views, 2 mart tables, 20 data tests: 28 nodes, the size of dbt's jaffle shop
-  tests   8 seeds, 8 staging views, 8 tables, 144 data tests: 168 nodes, mostly tests on small tables, as
-          a package's integration project is
+  jaffle       generated: 3 seeds, 3 staging views, 2 mart tables, 20 data tests: 28 nodes
+  jaffle_shop  dbt's jaffle_shop project's exact shape, written here (bench/jaffle_shop_project.py): its
+               seeds (100 customers, 99 orders, 113 payments), staging views in CTEs, the customers and
+               orders marts (payment methods pivoted), two schema files with docs and its 20 tests: 28 nodes
+  tests        generated: 8 seeds, 8 staging views, 8 tables, 144 data tests: 168 nodes, mostly tests on
+               small tables, as a package's integration project is
 
-and four ways to build each, each a fresh `dbt build` process, wall time measured around it:
+and the ways to build each, each build a fresh `dbt build` process, wall time measured around it:
 
-  duckdb             dbt-duckdb on a DuckDB file
+  duckdb             dbt-duckdb on a DuckDB file (always run: rows and ratios are taken against it)
   deltalog-server    dbt-deltalog with `spark_server: true`: the first build of a round starts the local
                      Spark server (no server running before it), later builds attach to it
   deltalog-connect   dbt-deltalog with `method: connect` on a local Spark Connect server (pyspark's own,
                      local[*], started by this script before the rounds: its start is not in any build)
   deltalog-inprocess dbt-deltalog with `spark_server: false`: a JVM per command (the old behaviour)
   deltalog-spark-tests  as deltalog-server, with `small_tests_here: false`: every data test a Spark job
-                     (not run unless named in --ways)
+  deltalog-ci        dbt-deltalog with CI=true in the environment, the default profile: a JVM per command,
+                     no server, as analytics-engineering CI runs it
+  deltalog-ci-noarchive  as deltalog-ci, with `spark.deltalog.classArchive: false`: the JVM starts
+                     without the class-data-sharing archive (deltalog/spark/class_archive.py), for the
+                     archive's gain before/after in one run
+  sail-parquet       dbt-sail (Sail, a Spark Connect server in Rust, embedded in the dbt process, no JVM),
+                     its default file format (Parquet tables in the project's spark-warehouse)
+  sail-delta         dbt-sail with `file_format: delta` and an absolute `location_root`, for models and seeds
 
-A round is: first build, then a second build of the unchanged project (dbt's partial parse, the
-server warm), per way; with `--later N`, N more builds after those (a dev loop's later builds, on a
-server whose JVM has compiled more of Spark). Reported: the best of the rounds for each (for later
-builds, the median of each round's, then the best), and the ratios to dbt-duckdb.
-Every deltalog table is read back with `deltalake` and compared with DuckDB's rows.
+dbt-sail runs from its own virtual environment, `.bench-cache/sail-venv` (made when missing: dbt-sail
+needs dbt-spark[session]'s pyspark, and pysail 0.7 answers Spark Connect clients up to 4.2).
 
-`--json PATH` writes every build's time and the best of each; `--plot PATH.svg` draws the best first
-and second builds per way as bars, a panel per project (bench/plots.py, matplotlib).
+Every deltalog way runs with XDG_CACHE_HOME in a folder of its own under the bench's work folder: its
+first build of the first round records the class archive, as a user's first command on a machine would,
+and is reported on its own (`first-ever`); `first` is the best of later rounds' first builds.
+
+A round is: first build (no server, no `target/`), then a second build of the unchanged project (dbt's
+partial parse, the server warm), per way; with `--later N`, N more builds after those (a dev loop's later
+builds). Reported as a markdown table per project: the best of the rounds for each (for later builds, the
+median of each round's, then the best), the ratios to dbt-duckdb's builds and to dbt-sail's (Parquet)
+first build. A build that fails or does not pass every node is reported (the way's row says which build
+and which nodes) instead of stopping the bench, and left out of the best times. After the rounds, every
+table the project stores (jaffle_shop: the seeds too) is read back, Delta tables with `deltalake`, Sail's
+Parquet with pyarrow, and compared with dbt-duckdb's rows; a difference marks the way incorrect.
+
+The whole comparison (issue 57), on an idle machine:
+
+    python bench/dev_loop.py --rounds 3 --later 3 --projects jaffle_shop tests \
+        --ways duckdb deltalog-server deltalog-ci deltalog-ci-noarchive sail-parquet sail-delta --json dev-loop.json
+
+`--json PATH` writes every build's time and problem, the best of each, and the rows' verdicts; `--plot
+PATH.svg` draws the best first and second builds per way as bars, a panel per project (bench/plots.py).
 """
 
 from __future__ import annotations
@@ -38,18 +63,22 @@ import csv
 import json
 import os
 import random
+import re
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 
 DBT = Path(sys.executable).with_name("dbt")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tests/support/spark_connect.py starts the Connect server
+
+import jaffle_shop_project  # noqa: E402  (bench/, this script's folder)
 
 MODELS = {
     "staging/stg_customers.sql": """\
@@ -228,33 +257,123 @@ def write_test_heavy(root: Path, seed: int = 11) -> None:
         "select * from {{ model }} where not ({{ expression }})\n{% endtest %}\n")
 
 
-PROJECTS = {"jaffle": 28, "tests": 168}  # nodes that must pass
+PROJECTS = {"jaffle": 28, "tests": 168, "jaffle_shop": jaffle_shop_project.NODES}  # nodes that must pass
 
 
-def make_project(root: Path, profile: dict, kind: str = "jaffle") -> Path:
+def make_project(root: Path, profile: dict, kind: str = "jaffle", configs: dict | None = None) -> Path:
+    """The project `kind` in `root`, built with `profile`; `configs` (e.g. a file format) set for all models and
+    seeds in dbt_project.yml."""
     (root / "models" / "staging").mkdir(parents=True, exist_ok=True)
     if kind == "jaffle":
         for rel, sql in MODELS.items():
             (root / "models" / rel).write_text(sql)
         (root / "models" / "schema.yml").write_text(SCHEMA_YML)
         write_seeds(root / "seeds")
+    elif kind == "jaffle_shop":
+        jaffle_shop_project.write_project(root)
     else:
         write_test_heavy(root)
-    (root / "dbt_project.yml").write_text(PROJECT_YML)
+    project_yml = PROJECT_YML
+    if configs:
+        settings = "".join(f"    +{key}: {json.dumps(value)}\n" for key, value in configs.items())
+        project_yml = project_yml.replace("  dev_loop:\n", "  dev_loop:\n" + settings, 1)
+        project_yml += "seeds:\n  dev_loop:\n" + settings
+    (root / "dbt_project.yml").write_text(project_yml)
     (root / "profiles.yml").write_text(json.dumps({"dev_loop": {"target": "dev", "outputs": {"dev": profile}}}))
     return root
 
 
-def build(project: Path, env: dict, nodes: int = 28) -> float:
+@dataclass
+class Way:
+    """How one way builds: its profile, the `dbt` it runs, the environment it adds (None: removed), the
+    configs its project sets for every model and seed."""
+    profile: dict
+    dbt: Path = DBT
+    env: dict = field(default_factory=dict)
+    configs: dict = field(default_factory=dict)
+    deltalog: bool = True
+
+
+SAIL_VENV = ROOT / ".bench-cache" / "sail-venv"
+# dbt-sail pulls dbt-spark[session] (its own pyspark); pysail 0.7 refuses a 4.3 client (checked with 4.2.0)
+SAIL_PACKAGES = ["dbt-sail", "pysail", "pyspark[connect]==4.2.0"]
+
+
+def sail_dbt() -> Path:
+    """dbt with dbt-sail, from a virtual environment of its own (its pyspark is not ours), made when missing."""
+    dbt = SAIL_VENV / "bin" / "dbt"
+    if not dbt.exists():
+        print(f"installing {' '.join(SAIL_PACKAGES)} into {SAIL_VENV}", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(SAIL_VENV)], check=True)
+        subprocess.run([str(SAIL_VENV / "bin" / "python"), "-m", "pip", "install", "-q", "-c",
+                        str(ROOT / "constraints.txt"), *SAIL_PACKAGES], check=True)
+    return dbt
+
+
+def sail_versions() -> str:
+    done = subprocess.run([str(SAIL_VENV / "bin" / "python"), "-c",
+                           "import importlib.metadata as m; print(', '.join(p + ' ' + m.version(p) for p in "
+                           "('dbt-sail', 'pysail', 'pyspark', 'dbt-core')))"], capture_output=True, text=True)
+    return done.stdout.strip()
+
+
+# a process outside our venv: none of our paths, nor the Spark our pyspark would start
+SAIL_ENV = {"PYTHONPATH": None, "VIRTUAL_ENV": None, "SPARK_HOME": None, "PYSPARK_PYTHON": None}
+
+WAY_NAMES = ["duckdb", "deltalog-server", "deltalog-connect", "deltalog-inprocess", "deltalog-spark-tests",
+             "deltalog-ci", "deltalog-ci-noarchive", "sail-parquet", "sail-delta"]
+
+
+def make_ways(base: Path, names: list[str], connect_url: str | None) -> dict[str, Way]:
+    def deltalog(**profile) -> dict:
+        return {"type": "deltalog", "schema": "main", "threads": 4, **profile}
+
+    ci = {"CI": "true"}  # spark_server's `auto` is off in CI: a JVM per command
+    made = {
+        "duckdb": lambda: Way({"type": "duckdb", "path": str(base / "duckdb" / "dev.duckdb"), "schema": "main",
+                               "threads": 4}, deltalog=False),
+        "deltalog-server": lambda: Way(deltalog(spark_server=True)),
+        "deltalog-connect": lambda: Way(deltalog(method="connect", host=connect_url)),
+        "deltalog-inprocess": lambda: Way(deltalog(spark_server=False)),
+        "deltalog-spark-tests": lambda: Way(deltalog(spark_server=True, small_tests_here=False)),
+        "deltalog-ci": lambda: Way(deltalog(), env=ci),
+        "deltalog-ci-noarchive": lambda: Way(deltalog(spark_conf={"spark.deltalog.classArchive": "false"}), env=ci),
+        "sail-parquet": lambda: Way({"type": "sail", "schema": "main", "threads": 4}, dbt=sail_dbt(),
+                                    env=SAIL_ENV, deltalog=False),
+        "sail-delta": lambda: Way({"type": "sail", "schema": "main", "threads": 4}, dbt=sail_dbt(), env=SAIL_ENV,
+                                  configs={"file_format": "delta", "location_root": str(base / "warehouse-sail-delta")},
+                                  deltalog=False),
+    }
+    ways = {}
+    for name in names:
+        way = made[name]()
+        if way.deltalog:
+            way.profile["warehouse"] = str(base / f"warehouse-{name}")
+            # the class archive the local JVM records and maps: this way's own, so its first build records it
+            way.env = {**way.env, "XDG_CACHE_HOME": str(base / f"cache-{name}")}
+        ways[name] = way
+    return ways
+
+
+def build(project: Path, way: Way, env: dict, nodes: int) -> tuple[float, str | None]:
+    """Seconds of one `dbt build` and what was wrong with it (None: every node passed)."""
+    env = {k: v for k, v in {**env, **way.env}.items() if v is not None}
+    if way.dbt != DBT:
+        env["PATH"] = f"{way.dbt.parent}{os.pathsep}{env.get('PATH', '')}"
     started = time.perf_counter()
-    done = subprocess.run([str(DBT), "build", "--profiles-dir", str(project), "--project-dir", str(project)],
+    done = subprocess.run([str(way.dbt), "build", "--profiles-dir", str(project), "--project-dir", str(project)],
                           cwd=project, env=env, capture_output=True, text=True)
     elapsed = time.perf_counter() - started
-    if done.returncode != 0:
-        sys.exit(f"dbt build failed in {project}:\n{done.stdout[-3000:]}{done.stderr[-2000:]}")
-    if f"PASS={nodes} " not in done.stdout:
-        sys.exit(f"expected {nodes} passing nodes in {project}:\n{done.stdout[-2000:]}")
-    return elapsed
+    if done.returncode == 0 and f"PASS={nodes} " in done.stdout:
+        return elapsed, None
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", done.stdout)  # dbt colours its summary
+    summary = re.findall(r"PASS=\d+ WARN=\d+ ERROR=\d+ SKIP=\d+", plain)
+    failed = re.findall(r"(?:\]: in|Failure in|Error in) (?:test|model|seed|snapshot) (\S+)", plain)
+    problem = (summary[-1] if summary else f"exit code {done.returncode}") + (f" ({', '.join(failed[:4])}"
+                                                                              f"{', ...' if len(failed) > 4 else ''})"
+                                                                              if failed else "")
+    (project / "last-failed-build.log").write_text(done.stdout + done.stderr)
+    return elapsed, problem
 
 
 def stop_servers(env: dict) -> None:
@@ -262,46 +381,127 @@ def stop_servers(env: dict) -> None:
                    capture_output=True, check=True)
 
 
-def compare_rows(work: Path, kind: str, ways: list[str]) -> None:
-    """Every deltalog table of the project equals DuckDB's (rows as sorted tuples, amounts rounded)."""
+def stored_tables(kind: str) -> tuple[str, ...]:
+    if kind == "jaffle":
+        return ("customers", "orders")
+    if kind == "jaffle_shop":
+        return jaffle_shop_project.STORED_TABLES  # the seeds too: a seed appended to is caught
+    return tuple(ENTITIES)
+
+
+def read_table(base: Path, way: str, table: str) -> list[dict]:
+    if way.startswith("deltalog") or way == "sail-delta":
+        from deltalake import DeltaTable
+
+        folder = base / f"warehouse-{way}" / "main" / table
+        if way == "sail-delta":  # location_root/<table>
+            folder = base / f"warehouse-{way}" / table
+        return DeltaTable(str(folder)).to_pyarrow_table().to_pylist()
+    if way == "sail-parquet":
+        import pyarrow.parquet as pq
+
+        # Sail's embedded catalog lives as long as its process: each build writes every table into a new
+        # folder <table>-<uuid> of the project's spark-warehouse; the newest is the last build's
+        folders = sorted((base / way / "spark-warehouse").glob(f"{table}-*"), key=lambda p: p.stat().st_mtime)
+        if not folders:
+            raise FileNotFoundError(f"no folder {table}-* in {base / way / 'spark-warehouse'}")
+        return pq.read_table(str(folders[-1])).to_pylist()
+    raise ValueError(f"no reader for way {way}")
+
+
+def compare_rows(work: Path, kind: str, ways: list[str]) -> dict[str, str | None]:
+    """Per way: None when every stored table of the project equals DuckDB's (rows as sorted tuples, amounts
+    rounded), else what differs."""
     import duckdb
-    from deltalake import DeltaTable
 
     con = duckdb.connect(str(work / kind / "duckdb" / "dev.duckdb"), read_only=True)
-    tables = ("customers", "orders") if kind == "jaffle" else ENTITIES
 
     def norm(rows):
         return sorted(tuple(round(float(v), 2) if isinstance(v, (float, int, Decimal)) and not isinstance(v, bool)
                             else (None if v is None else str(v)) for v in row) for row in rows)
 
-    for table in tables:
+    verdicts: dict[str, str | None] = {way: None for way in ways}
+    for table in stored_tables(kind):
         theirs = norm(con.execute(f"select * from main.{table}").fetchall())
         for way in ways:
-            ours = DeltaTable(str(work / kind / f"warehouse-{way}" / "main" / table)).to_pyarrow_table().to_pylist()
-            if norm([tuple(r.values()) for r in ours]) != theirs:
-                sys.exit(f"{kind}: {table}: {way}'s rows differ from dbt-duckdb's")
+            if verdicts[way]:
+                continue
+            try:
+                ours = norm([tuple(r.values()) for r in read_table(work / kind, way, table)])
+            except Exception as e:  # a table the way did not write
+                verdicts[way] = f"{table}: not readable ({type(e).__name__}: {str(e)[:200]})"
+                continue
+            if ours != theirs:
+                verdicts[way] = f"{table}: {len(ours)} rows, dbt-duckdb's {len(theirs)}, not the same"
     con.close()
+    return verdicts
+
+
+def ratio(a: float | None, b: float | None) -> str:
+    return f"{a / b:.2f}x" if a and b else "-"
+
+
+def seconds(b: dict, run: str) -> str:
+    if b.get(run):
+        return f"{b[run]:.1f} s"
+    return f"{b[f'{run}_failed']:.1f} s (failed)" if b.get(f"{run}_failed") else "-"
+
+
+def report(kind: str, saved: dict) -> None:
+    best, rounds, later = saved["best"][kind], saved["rounds"], saved["later"]
+    duck = best.get("duckdb", {})
+    sail = best.get("sail-parquet", {})
+    sail_first = sail.get("first")
+    print(f"\n{kind}: {PROJECTS[kind]}-node project; first-ever: round 1's first build (for a deltalog way, its "
+          f"JVM records the class archive then); first: the best of later rounds' first builds; second / later: "
+          f"best of {rounds} rounds (wall seconds of `dbt build`)\n")
+    head = ["way", "first-ever", "first", "second"] + (["later"] if later else []) + [
+        "first-ever / sail's", "first / sail first", "second / sail first", "first / duckdb", "second / duckdb"] + (
+        ["later / duckdb"] if later else []) + ["result"]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for name, b in best.items():
+        row = [name, seconds(b, "first_ever"), seconds(b, "first"), seconds(b, "second")]
+        if later:
+            row.append(seconds(b, "later"))
+        row += [ratio(b.get("first_ever"), sail.get("first_ever")), ratio(b.get("first"), sail_first), ratio(b.get("second"), sail_first),
+                ratio(b.get("first"), duck.get("first")), ratio(b.get("second"), duck.get("second"))]
+        if later:
+            row.append(ratio(b.get("later"), duck.get("later")))
+        problems = saved["problems"][kind].get(name, [])
+        rows = saved["rows"][kind].get(name)
+        verdict = "; ".join(problems[:3] + ([f"rows differ from dbt-duckdb's: {rows}"] if rows else []))
+        row.append(f"**FAILED / INCORRECT**: {verdict}" if verdict else
+                   ("ok" if name == "duckdb" else "ok, rows = dbt-duckdb's"))
+        print("| " + " | ".join(row) + " |")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--projects", nargs="+", choices=sorted(PROJECTS), default=sorted(PROJECTS))
-    parser.add_argument("--ways", nargs="+", default=["duckdb", "deltalog-server", "deltalog-connect",
-                                                      "deltalog-inprocess"])
+    parser.add_argument("--projects", nargs="+", choices=sorted(PROJECTS), default=["jaffle", "tests"])
+    parser.add_argument("--ways", nargs="+", choices=WAY_NAMES, default=["duckdb", "deltalog-server",
+                                                                          "deltalog-connect", "deltalog-inprocess"])
     parser.add_argument("--later", type=int, default=0, help="builds after the second, per round")
     parser.add_argument("--json", help="write every build's time and the best of each here")
     parser.add_argument("--plot", help="draw first and second builds per way into this SVG")
     args = parser.parse_args()
+    if "duckdb" not in args.ways:
+        parser.error("--ways needs duckdb: every way's rows and ratios are taken against it")
     try:
         import dbt.adapters.duckdb  # noqa: F401
     except ImportError:
         sys.exit("dbt-duckdb is the peer of this benchmark: pip install 'dbt-duckdb>=1.10,<1.12'")
+    if any(w.startswith("sail") for w in args.ways):
+        sail_dbt()
+        print(f"dbt-sail from {SAIL_VENV}: {sail_versions()}", flush=True)
 
     work = Path(tempfile.mkdtemp(prefix="dev-loop-"))
     env = dict(os.environ, DBT_DELTALOG_SERVER_DIR=str(work / "servers"), DO_NOT_TRACK="1",
                DBT_SEND_ANONYMOUS_USAGE_STATS="false")
     env.pop("CI", None)
+    saved = {"rounds": args.rounds, "later": args.later, "nodes": {kind: PROJECTS[kind] for kind in args.projects},
+             "measured": time.strftime("%Y-%m-%d"), "best": {}, "runs": {}, "problems": {}, "rows": {}}
     with contextlib.ExitStack() as stack:
         connect_url = None
         if "deltalog-connect" in args.ways:
@@ -310,24 +510,12 @@ def main() -> None:
             started = time.perf_counter()
             connect_url = stack.enter_context(spark_connect_server("local[*]"))
             print(f"local Spark Connect server started in {time.perf_counter() - started:.1f} s", flush=True)
-        results, runs = {}, {}
         for kind in args.projects:
-            runs[kind] = run_project(work, env, kind, args.rounds, args.ways, connect_url, args.later)
-            results[kind] = {name: {run: min(v) for run, v in times.items() if v} for name, times in runs[kind].items()}
-    for kind, best in results.items():
-        duck = best["duckdb"]
-        print(f"\n{kind}: {PROJECTS[kind]}-node project, best of {args.rounds} rounds (wall seconds of `dbt build`)\n")
-        later = " later builds | later / duckdb |" if args.later else ""
-        print("| way | first build | second build | first / duckdb | second / duckdb |" + later)
-        print("|---|---|---|---|---|" + ("---|---|" if args.later else ""))
-        for name, b in best.items():
-            row = (f"| {name} | {b['first']:.1f} s | {b['second']:.1f} s | {b['first'] / duck['first']:.2f}x "
-                   f"| {b['second'] / duck['second']:.2f}x |")
-            if args.later:
-                row += f" {b['later']:.1f} s | {b['later'] / duck['later']:.2f}x |"
-            print(row)
-    saved = {"rounds": args.rounds, "later": args.later, "nodes": {kind: PROJECTS[kind] for kind in results},
-             "measured": time.strftime("%Y-%m-%d"), "best": results, "runs": runs}
+            runs, problems, rows = run_project(work, env, kind, args.rounds, args.ways, connect_url, args.later)
+            saved["runs"][kind], saved["problems"][kind], saved["rows"][kind] = runs, problems, rows
+            saved["best"][kind] = {name: best_of(times) for name, times in runs.items()}
+    for kind in args.projects:
+        report(kind, saved)
     if args.json:
         Path(args.json).write_text(json.dumps(saved, indent=1))
     if args.plot:
@@ -337,41 +525,55 @@ def main() -> None:
     shutil.rmtree(work, ignore_errors=True)
 
 
+def best_of(times: dict) -> dict:
+    """The best of the builds that passed: the first-ever build (round 1's first) on its own, `first` the best
+    of later rounds' first builds (round 1's when there is one round). Where no build of a kind passed, the
+    best failed one's time under `<kind>_failed` (shown, never taken into a ratio)."""
+    slots = {run: list(zip(times[run], times[f"{run}_problem"])) for run in ("first", "second", "later")}
+    slots["first_ever"], slots["first"] = slots["first"][:1], slots["first"][1:] or slots["first"][:1]
+    best = {}
+    for run, builds in slots.items():
+        passed = [t for t, problem in builds if problem is None]
+        best[run] = min(passed) if passed else None
+        if builds and not passed:
+            best[f"{run}_failed"] = min(t for t, _ in builds)
+    return best
+
+
 def run_project(work: Path, env: dict, kind: str, rounds: int, way_names: list[str],
-                connect_url: str | None, later: int = 0) -> dict:
+                connect_url: str | None, later: int = 0) -> tuple[dict, dict, dict]:
     base = work / kind
-    profiles = {
-        "duckdb": {"type": "duckdb", "path": str(base / "duckdb" / "dev.duckdb"), "schema": "main", "threads": 4},
-        "deltalog-server": {"type": "deltalog", "schema": "main", "threads": 4, "spark_server": True},
-        "deltalog-connect": {"type": "deltalog", "schema": "main", "threads": 4, "method": "connect",
-                             "host": connect_url},
-        "deltalog-inprocess": {"type": "deltalog", "schema": "main", "threads": 4, "spark_server": False},
-        "deltalog-spark-tests": {"type": "deltalog", "schema": "main", "threads": 4, "spark_server": True,
-                                 "small_tests_here": False},
-    }
-    ways = {name: profiles[name] for name in way_names}
-    for name, profile in ways.items():
-        if name != "duckdb":
-            profile["warehouse"] = str(base / f"warehouse-{name}")
-    projects = {name: make_project(base / name, profile, kind) for name, profile in ways.items()}
-    times = {name: {"first": [], "second": [], "later": []} for name in ways}
+    ways = make_ways(base, way_names, connect_url)
+    projects = {name: make_project(base / name, way.profile, kind, way.configs) for name, way in ways.items()}
+    times = {name: {slot: [] for slot in ("first", "second", "later", "first_problem", "second_problem",
+                                          "later_problem")} for name in ways}
+    problems: dict[str, list[str]] = {name: [] for name in ways}
     try:
         for r in range(rounds):
             for name, project in projects.items():
                 stop_servers(env)  # a first build starts from nothing: no server, no partial parse
                 shutil.rmtree(project / "target", ignore_errors=True)
-                for run in ("first", "second"):
-                    times[name][run].append(build(project, env, PROJECTS[kind]))
-                laters = [build(project, env, PROJECTS[kind]) for _ in range(later)]
+                laters = []
+                for run in ["first", "second"] + ["later"] * later:
+                    elapsed, problem = build(project, ways[name], env, PROJECTS[kind])
+                    if problem:
+                        problems[name].append(f"round {r + 1} {run} build: {problem}")
+                    if run == "later":
+                        laters.append((elapsed, problem))
+                    else:
+                        times[name][run].append(elapsed)
+                        times[name][f"{run}_problem"].append(problem)
                 if laters:
-                    times[name]["later"].append(statistics.median(laters))
+                    times[name]["later"].append(statistics.median(t for t, _ in laters))
+                    times[name]["later_problem"].append(next((p for _, p in laters if p), None))
                 print(f"{kind} round {r + 1} {name}: first {times[name]['first'][-1]:.1f} s, "
                       f"second {times[name]['second'][-1]:.1f} s"
-                      + (f", later {' '.join(f'{t:.1f}' for t in laters)} s" if laters else ""), flush=True)
-        compare_rows(work, kind, [w for w in ways if w != "duckdb"])
+                      + (f", later {' '.join(f'{t:.1f}' for t, _ in laters)} s" if laters else "")
+                      + "".join(f"; {p}" for p in problems[name] if p.startswith(f"round {r + 1} ")), flush=True)
+        rows = compare_rows(work, kind, [w for w in ways if w != "duckdb"])
     finally:
         stop_servers(env)
-    return times  # every build's seconds, per way and build (first, second, later)
+    return times, problems, rows  # every build's seconds and problem, per way and build; rows' verdicts
 
 
 if __name__ == "__main__":

@@ -105,7 +105,7 @@ def dev_loop_builds(results: dict, path: str) -> None:
         width = 0.38
         for j, run in enumerate(("first", "second")):
             xs = [k + (j - 0.5) * width for k in range(len(ways))]
-            bars = ax.bar(xs, [best[w][run] for w in ways], width, color=COLORS[run], label=f"{run} build")
+            bars = ax.bar(xs, [best[w][run] or 0 for w in ways], width, color=COLORS[run], label=f"{run} build")
             ax.bar_label(bars, fmt="%.1f s", fontsize=8, padding=2)
         ax.set_xticks(range(len(ways)), ways)
         ax.set_ylabel("wall time of dbt build (s)")
