@@ -228,7 +228,7 @@ def _parsed_expression(model: str, sql: str, where: str, shown: Any, allowed: st
     except Exception as e:
         fail(model, where, shown, f"it does not parse as a Spark SQL expression ({str(e).splitlines()[0]})",
              allowed)
-    if not isinstance(parsed, exp.Expression) or isinstance(parsed, (exp.Query, exp.Command, exp.Create)):
+    if not isinstance(parsed, exp.Expression) or isinstance(parsed, (exp.Command, exp.Create)):
         fail(model, where, shown, "it is not an expression", allowed)
     return parsed
 
