@@ -277,3 +277,49 @@ class TestDeclarationErrors:
         _, out = run_dbt_and_capture(["run", "--select", name], expect_pass=False)
         assert f"Model '{name}'" in out and says in out and "Allowed:" in out
         assert not os.path.exists(os.path.join(deltalog_warehouse, project.test_schema, name, "_delta_log"))
+
+
+SNAPSHOT_SOURCE = """
+{{ config(materialized='table') }}
+select * from (values (1, 'a'), (2, '{{ var("second", "b") }}')) as t(id, name)
+"""
+
+NUMBERED_SNAPSHOT = """
+{% snapshot numbered_snap %}
+{{ config(strategy='check', check_cols='all', unique_key='id', identity_columns=['version_id'],
+          column_defaults={'origin': "'snapshot'"}) }}
+select * from {{ ref('snap_src') }}
+{% endsnapshot %}
+"""
+
+
+class TestSnapshotDeclarations:
+    @pytest.fixture(scope="class")
+    @classmethod
+    def models(cls):
+        return {"snap_src.sql": SNAPSHOT_SOURCE}
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def snapshots(cls):
+        return {"numbered_snap.sql": NUMBERED_SNAPSHOT}
+
+    def test_1_first_build_declares_and_the_merge_keeps_them(self, project, deltalog_warehouse):
+        run_dbt(["run"])
+        run_dbt(["snapshot"])
+        snapshot, fields = schema(deltalog_warehouse, project, "numbered_snap")
+        assert list(fields)[-2:] == ["version_id", "origin"]
+        assert fields["version_id"]["metadata"]["delta.identity.allowExplicitInsert"] is False
+        assert fields["origin"]["metadata"] == {"CURRENT_DEFAULT": "'snapshot'"}
+        run_dbt(["run", "--vars", json.dumps({"second": "c"})])
+        run_dbt(["snapshot"])  # a changed row: closed, and a new version inserted by the merge
+        later, fields = schema(deltalog_warehouse, project, "numbered_snap")
+        assert later.version > snapshot.version
+        assert fields["origin"]["metadata"] == {"CURRENT_DEFAULT": "'snapshot'"}
+        assert "version_id" in fields
+
+    @ENGINE_PART
+    def test_2_every_version_gets_an_id(self, project, deltalog_warehouse, spark):
+        got = rows(spark, deltalog_warehouse, project, "numbered_snap")
+        assert sorted(r["version_id"] for r in got) == [1, 2, 3]
+        assert {r["origin"] for r in got} == {"snapshot"}
