@@ -321,5 +321,53 @@ class TestSnapshotDeclarations:
     @ENGINE_PART
     def test_2_every_version_gets_an_id(self, project, deltalog_warehouse, spark):
         got = rows(spark, deltalog_warehouse, project, "numbered_snap")
-        assert sorted(r["version_id"] for r in got) == [1, 2, 3]
+        assert sorted((r["version_id"] for r in got), key=str) == [1, 2, 3]
         assert {r["origin"] for r in got} == {"snapshot"}
+
+
+STREAMED = """
+{{ config(materialized='streaming_table', identity_columns=['row_id'],
+          generated_columns={'doubled': 'amount * 2'}) }}
+select order_id, amount
+from {{ stream_files(var('landing'), format='json', schema='order_id bigint, amount bigint') }}
+"""
+
+
+def _land(folder, name, ids):
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{name}.tmp"
+    tmp.write_text("".join(json.dumps({"order_id": i, "amount": i}) + "\n" for i in ids))
+    os.replace(tmp, folder / name)
+
+
+class TestStreamingDeclarations:
+    @pytest.fixture(scope="class")
+    @classmethod
+    def models(cls):
+        return {"streamed.sql": STREAMED}
+
+    def test_1_the_table_is_created_with_the_declarations_before_the_first_batch(
+            self, project, deltalog_warehouse, tmp_path_factory):
+        landing = tmp_path_factory.mktemp("landing")
+        variables = ["--vars", json.dumps({"landing": str(landing)})]
+        _land(landing, "a.json", range(0, 3))
+        run_dbt(["run", *variables])
+        snapshot, fields = schema(deltalog_warehouse, project, "streamed")
+        assert list(fields) == ["order_id", "amount", "row_id", "doubled"]
+        assert fields["row_id"]["metadata"]["delta.identity.allowExplicitInsert"] is False
+        assert fields["doubled"]["metadata"] == {"delta.generationExpression": "amount * 2"}
+        assert fields["doubled"]["type"] == "long"
+        _land(landing, "b.json", range(3, 5))
+        run_dbt(["run", *variables])
+        later, fields = schema(deltalog_warehouse, project, "streamed")
+        assert later.version > snapshot.version and fields["doubled"]["metadata"]
+        run_dbt(["run", "--full-refresh", *variables])
+        _, fields = schema(deltalog_warehouse, project, "streamed")
+        assert fields["row_id"]["metadata"]["delta.identity.start"] == 1
+        assert fields["doubled"]["metadata"] == {"delta.generationExpression": "amount * 2"}
+
+    @ENGINE_PART
+    def test_2_batches_get_ids_and_computed_columns(self, project, deltalog_warehouse, spark):
+        got = rows(spark, deltalog_warehouse, project, "streamed")
+        assert sorted((r["row_id"] for r in got), key=str) == [1, 2, 3, 4, 5]
+        assert all(r["doubled"] == 2 * r["amount"] for r in got)
