@@ -6,7 +6,7 @@ from dbt_common.exceptions import CompilationError
 
 from dbt.adapters.deltalog.declared_columns import (
     CURRENT_DEFAULT, GENERATION_EXPRESSION, IDENTITY_ALLOW_EXPLICIT_INSERT, IDENTITY_START, IDENTITY_STEP,
-    DeclaredColumns, contract_sql, declared_columns, filled_in_columns, parse_data_type, plain_contract_columns)
+    DeclaredColumns, contract_sql, declarations_not_in_table, declared_columns, filled_in_columns, parse_data_type, plain_contract_columns)
 from dbt.adapters.deltalog.model_config_keys import OWN_CONFIGS
 
 
@@ -39,7 +39,8 @@ def test_contract_data_type_declarations(text, plain, metadata):
 
 
 @pytest.mark.parametrize("text", ["bigint", "string", "decimal(10,2)", "array<struct<a:int,b:string>>",
-                                  "map<string,int>", "timestamp_ntz", "varchar(10)"])
+                                  "map<string,int>", "timestamp_ntz", "varchar(10)", "int not null",
+                                  "some_type_sqlglot_does_not_know(3)"])
 def test_ordinary_types_are_kept_as_written(text):
     column = parse_data_type("orders", "c", text)
     assert not column.declared and column.data_type == text and column.metadata() == {}
@@ -51,7 +52,9 @@ def test_ordinary_types_are_kept_as_written(text):
     ("string default status", "a default is a constant"),
     ("date generated always as (c + 1)", "reads column 'c' itself"),
     ("date generated always as ((select max(x) from t))", "reads no subquery"),
-    ("int comment 'x'", "not a declaration Delta columns take"),
+    ("int default 1 comment 'x'", "more than one"),
+    ("int comment 'no default'", "not a declaration Delta columns take"),
+    ("bigint generated always as identity primary key", "more than one"),
     ("bigint generated always as identity default 1", "more than one"),
     ("bigint generated always nonsense", "does not parse"),
 ])
@@ -166,3 +169,16 @@ def test_filled_in_columns_of_a_table_schema():
 def test_config_keys_are_the_adapters_own():
     assert {"identity_columns", "generated_columns", "column_defaults"} <= OWN_CONFIGS
     assert isinstance(DeclaredColumns("m"), DeclaredColumns)
+
+
+def test_declarations_the_table_lacks_are_named():
+    declared = declared_columns(model({"id": "bigint generated always as identity", "status": "string default 'a'",
+                                       "name": "string"}))
+    table = {"fields": [{"name": "id", "type": "long", "metadata": {
+        IDENTITY_START: 1, IDENTITY_STEP: 1, IDENTITY_ALLOW_EXPLICIT_INSERT: False,
+        "delta.identity.highWaterMark": 7}},
+        {"name": "status", "type": "string", "metadata": {CURRENT_DEFAULT: "'b'"}},
+        {"name": "name", "type": "string", "metadata": {}}]}
+    assert declarations_not_in_table(declared, table) == [("status", "default 'a'", "default 'b'")]
+    assert declarations_not_in_table(declared, {"fields": table["fields"][:1]}) == [
+        ("status", "default 'a'", "no such column")]

@@ -144,6 +144,22 @@ class TestContractDeclarations:
         got = rows(spark, deltalog_warehouse, project, "contract_incremental")
         assert [(r["ref_id"], r["amount"], r["status"]) for r in got] == [(1000, 1, "open"), (3000, 3, "open")]
 
+    def test_6_a_changed_declaration_waits_for_full_refresh(self, project, deltalog_warehouse):
+        changed = CONTRACT_YML.replace("""      - name: amount
+        data_type: int
+      - name: status""", """      - name: amount
+        data_type: int default 0
+      - name: status""")
+        assert changed != CONTRACT_YML
+        write_file(changed, project.project_root, "models", "schema.yml")
+        _, out = run_dbt_and_capture(["run", "--select", "contract_incremental", "--vars", json.dumps({"day": 4})])
+        assert "column 'amount' is declared as default 0" in out and "--full-refresh" in out
+        _, fields = schema(deltalog_warehouse, project, "contract_incremental")
+        assert fields["amount"]["metadata"] == {}
+        run_dbt(["run", "--select", "contract_incremental", "--full-refresh"])
+        _, fields = schema(deltalog_warehouse, project, "contract_incremental")
+        assert fields["amount"]["metadata"] == {"CURRENT_DEFAULT": "0"}
+
 
 CONFIG_TABLE = """
 {{ config(materialized='table', partition_by=['event_date'],

@@ -162,8 +162,8 @@ def parse_data_type(model: str, column: str, text: str) -> DeclaredColumn:
     definition = definitions[0]
     kind = definition.args["kind"]
     constraints = [c.args.get("kind") for c in definition.args.get("constraints") or []]
-    if not constraints:
-        return DeclaredColumn(column, text)
+    if not constraints or not declaring:
+        return DeclaredColumn(column, text)  # nothing declared: dbt's contract check and Spark judge the type
     if len(constraints) > 1:
         fail(model, where, text, "it declares more than one thing (" +
              ", ".join(type(c).__name__ for c in constraints) + ")", ALLOWED_DATA_TYPE)
@@ -485,3 +485,31 @@ def filled_in_columns(schema_json: Optional[Dict[str, Any]]) -> List[str]:
     default): a model that leaves them out did not drop them."""
     return [f["name"] for f in (schema_json or {}).get("fields") or []
             if any(k in (f.get("metadata") or {}) for k in DECLARATION_KEYS)]
+
+
+def declarations_not_in_table(declared: DeclaredColumns, schema_json: Dict[str, Any]) -> List[tuple]:
+    """(column, the model's declaration, the table's) for each declared column the existing table does not
+    declare alike: an incremental run keeps the table's declarations, --full-refresh applies the model's."""
+    fields = {f["name"].lower(): f for f in (schema_json or {}).get("fields") or []}
+    out = []
+    for column in declared.columns.values():
+        field = fields.get(column.name.lower())
+        if field is None:
+            out.append((column.name, column.declaration(), "no such column"))
+            continue
+        meta = {k: v for k, v in (field.get("metadata") or {}).items() if k in DECLARATION_KEYS}
+        if meta != column.metadata():
+            out.append((column.name, column.declaration(), _described(meta)))
+    return out
+
+
+def _described(meta: Dict[str, Any]) -> str:
+    if IDENTITY_START in meta:
+        kind = "by default" if meta.get(IDENTITY_ALLOW_EXPLICIT_INSERT) else "always"
+        return (f"generated {kind} as identity (start with {meta.get(IDENTITY_START)} increment by "
+                f"{meta.get(IDENTITY_STEP)})")
+    if GENERATION_EXPRESSION in meta:
+        return f"generated always as ({meta[GENERATION_EXPRESSION]})"
+    if CURRENT_DEFAULT in meta:
+        return f"default {meta[CURRENT_DEFAULT]}"
+    return "no declaration"
