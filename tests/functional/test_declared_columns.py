@@ -273,6 +273,10 @@ models:
   - name: bad_default
     config:
       column_defaults: {status: new}
+  - name: declared_view
+    config:
+      materialized: view
+      generated_columns: {upper_name: upper(name)}
 """
 
 
@@ -281,13 +285,15 @@ class TestDeclarationErrors:
     @classmethod
     def models(cls):
         return {"gives_always_identity.sql": GIVES_ALWAYS_IDENTITY, "int_identity.sql": PLAIN,
-                "declared_twice.sql": PLAIN, "bad_default.sql": PLAIN, "schema.yml": ERRORS_YML}
+                "declared_twice.sql": PLAIN, "bad_default.sql": PLAIN, "declared_view.sql": "select 'a' as name",
+                "schema.yml": ERRORS_YML}
 
     @pytest.mark.parametrize("name, says", [
         ("gives_always_identity", "column 'id'"),
         ("int_identity", "an identity column must be a bigint"),
         ("declared_twice", "the contract declares it as generated always as identity"),
         ("bad_default", "for the text new write \"'new'\""),
+        ("declared_view", "a view has no table whose writes fill in columns"),
     ])
     def test_refused_by_name_nothing_written(self, project, deltalog_warehouse, name, says):
         _, out = run_dbt_and_capture(["run", "--select", name], expect_pass=False)

@@ -377,6 +377,16 @@ def declared_columns(model: Any) -> DeclaredColumns:
 
 # ---- the contract check and the model's SQL (Jinja: deltalog_model_sql) ------------------------------
 
+def refuse_on_a_view(declared: DeclaredColumns, model: Any) -> None:
+    """A view has no table to declare columns on: its query computes every column."""
+    materialized = str(_get(_get(model, "config") or {}, "materialized") or "")
+    if declared and materialized in ("view", "ephemeral"):
+        column = next(iter(declared.columns.values()))
+        fail(declared.model, f"column '{column.name}'", column.declaration(),
+             f"a {materialized} has no table whose writes fill in columns", "declared columns on a table, "
+             "incremental, snapshot, seed or streaming_table model; in a view compute the column in its SQL")
+
+
 def plain_contract_columns(model_name: str, columns: Mapping[str, Any]) -> Dict[str, Dict[str, Any]]:
     """dbt's contract columns with each data_type reduced to its plain Spark type (for dbt's
     get_empty_schema_sql: `cast(null as bigint)`, not `... generated always as identity`)."""

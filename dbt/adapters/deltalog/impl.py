@@ -548,6 +548,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         declared = declared_columns.declared_columns(model)
         if not declared:
             return None
+        declared_columns.refuse_on_a_view(declared, model)
         return declared_columns.contract_sql(declared, sql, list(self._dataframe(sql).columns))
 
     @available

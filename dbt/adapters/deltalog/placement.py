@@ -11,7 +11,7 @@ from dbt.adapters.contracts.relation import RelationType
 from dbt_common.exceptions import CompilationError, DbtRuntimeError
 
 from deltalog.storage import files as fs
-from dbt.adapters.deltalog.declared_columns import declared_columns, first_write_schema
+from dbt.adapters.deltalog.declared_columns import declared_columns, first_write_schema, refuse_on_a_view
 from dbt.adapters.deltalog.docs_catalog import warn_missing_doc_columns
 from dbt.adapters.deltalog.model_config import DeltaConfig, as_list as _as_list, config_value as _get, table_definition
 from dbt.adapters.deltalog.runtime.session import RUNTIME
@@ -121,6 +121,7 @@ def refreshed(adapter: Any, relation: Any, what: str, version: Optional[int]) ->
 def create_view(adapter: Any, relation: Any, sql: str, model: Any) -> None:
     """A dbt view: its SQL is kept in the warehouse, and a session view runs it; persist_docs
     keeps its description and column comments next to it."""
+    refuse_on_a_view(declared_columns(model), model)
     spark = adapter.spark
     sql = quote_warehouse_refs(sql, adapter.warehouse)
     RUNTIME.views(spark).refresh_for_sql(adapter.warehouse, sql)
