@@ -538,6 +538,26 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
         version = run_custom_strategy(self, relation, script, strategy, model)
         return self._refreshed(relation, strategy.upper(), version)
 
+    @available
+    def declared_contract_sql(self, sql: str, model: Any = None) -> Optional[Dict[str, str]]:
+        """For a model with an enforced contract declaring columns filled in for it (identity, generated,
+        default): the SQL dbt's contract check compares and the SQL written (declared_columns.py); None
+        for any other model."""
+        from dbt.adapters.deltalog import declared_columns
+
+        declared = declared_columns.declared_columns(model)
+        if not declared:
+            return None
+        declared_columns.refuse_on_a_view(declared, model)
+        return declared_columns.contract_sql(declared, sql, list(self._dataframe(sql).columns))
+
+    @available
+    def plain_contract_columns(self, columns: Dict[str, Any], model: Any = None) -> Dict[str, Dict[str, Any]]:
+        """Contract columns with each data_type as its plain Spark type (declared_columns.py)."""
+        from dbt.adapters.deltalog.declared_columns import plain_contract_columns
+
+        return plain_contract_columns(str(_get(model, "name") or "?"), columns)
+
     def _apply_schema_change(self, relation, df, on_schema_change: str, model: Any):
         """(the rows aligned with the table, its new schema JSON or None): schema_change.py."""
         return schema_change.apply_schema_change(self, relation, df, on_schema_change, model)

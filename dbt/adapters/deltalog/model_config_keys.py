@@ -60,6 +60,10 @@ class DeltalogConfig(AdapterConfig):
     source_alias: Optional[str] = None
     target_alias: Optional[str] = None
     predicates: Optional[List[str]] = None
+    # columns filled in for the model: identity, generated, defaults (declared_columns.py)
+    identity_columns: Optional[Any] = None
+    generated_columns: Optional[Dict[str, str]] = None
+    column_defaults: Optional[Dict[str, Any]] = None
     # a streaming_table's trigger (streaming.py)
     trigger: Optional[Any] = None
     # a streaming_table whose stream is changes, applied by key (deltalog/spark/apply_changes/)

@@ -11,6 +11,7 @@ from dbt.adapters.contracts.relation import RelationType
 from dbt_common.exceptions import CompilationError, DbtRuntimeError
 
 from deltalog.storage import files as fs
+from dbt.adapters.deltalog.declared_columns import declared_columns, first_write_schema, refuse_on_a_view
 from dbt.adapters.deltalog.docs_catalog import warn_missing_doc_columns
 from dbt.adapters.deltalog.model_config import DeltaConfig, as_list as _as_list, config_value as _get, table_definition
 from dbt.adapters.deltalog.runtime.session import RUNTIME
@@ -33,6 +34,8 @@ def replace_table(adapter: Any, relation: Any, df: Any, model: Any, operation: s
     if warehouse.is_view(relation.schema, relation.identifier):
         adapter.drop_relation(relation.incorporate(type=RelationType.View))
     warehouse.create_schema(relation.schema)
+    # identity, generated and default columns: the first write's (and a rebuild's) schema declares them
+    table_schema = first_write_schema(declared_columns(model), df)
     return operations.write_dataframe(
         df,
         adapter.table(relation),
@@ -43,6 +46,7 @@ def replace_table(adapter: Any, relation: Any, df: Any, model: Any, operation: s
         extra_commit_info={**adapter._commit_info(model), **(commit_info or {})},
         app_transactions=adapter.take_app_transactions(relation, adapter._snapshot(relation) if existed else None),
         definition=definition,
+        table_schema=table_schema,
     )
 
 
@@ -117,6 +121,7 @@ def refreshed(adapter: Any, relation: Any, what: str, version: Optional[int]) ->
 def create_view(adapter: Any, relation: Any, sql: str, model: Any) -> None:
     """A dbt view: its SQL is kept in the warehouse, and a session view runs it; persist_docs
     keeps its description and column comments next to it."""
+    refuse_on_a_view(declared_columns(model), model)
     spark = adapter.spark
     sql = quote_warehouse_refs(sql, adapter.warehouse)
     RUNTIME.views(spark).refresh_for_sql(adapter.warehouse, sql)

@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from dbt_common.exceptions import CompilationError
 
 from deltalog.lazy_imports import load
+from dbt.adapters.deltalog.declared_columns import filled_in_columns
 from dbt.adapters.deltalog.model_config import config_value as _get, quote_name as _q
 from dbt.adapters.deltalog.runtime.session import RUNTIME
 
@@ -27,9 +28,15 @@ def apply_schema_change(adapter: Any, relation: Any, df: Any, on_schema_change: 
     from deltalog.spark.writer import cast_by_name
 
     current = adapter._snapshot(relation).schema_json
+    incoming = df.schema.jsonValue()
+    # columns the writer fills in (identity, generated, default) that the model leaves out: not dropped
+    given = {f.name.lower() for f in df.schema.fields}
+    left_out = {c.lower() for c in filled_in_columns(current)} - given
+    incoming = {**incoming, "fields": incoming["fields"] + [f for f in current["fields"]
+                                                            if f["name"].lower() in left_out]}
     try:
         change = schema_change(f"Model {_get(model, 'unique_id')} (table {relation})", current,
-                               df.schema.jsonValue(), on_schema_change)
+                               incoming, on_schema_change)
     except SchemaMismatchError as exc:
         text = str(exc)
         if "full refresh" in text:
@@ -38,6 +45,8 @@ def apply_schema_change(adapter: Any, relation: Any, df: Any, on_schema_change: 
     source = {f.name.lower(): f for f in df.schema.fields}
     columns = []
     for f in StructType.fromJson(change.schema).fields:
+        if f.name.lower() in left_out:
+            continue  # the writer fills it in
         s = source.get(f.name.lower())
         # struct fields by name: a model that spells a struct's fields in another order keeps its values
         value = cast_by_name(F.col(_q(s.name)), s.dataType, f.dataType) if s is not None else \

@@ -158,11 +158,16 @@ def write_streaming_table(adapter: Any, relation: Any, sql: str, model: Any, ful
             columns, table_schema = changes_schema_change(adapter, relation, df, changes, on_schema_change, model)
     elif exists:
         df, table_schema = adapter._apply_schema_change(relation, df, on_schema_change, model)
+    from dbt.adapters.deltalog.declared_columns import declared_columns, first_write_schema
+
+    # identity, generated and default columns: declared by the schema the table is created with
+    declared_schema = None if exists else first_write_schema(declared_columns(model), df)
     adapter.warehouse_of(relation).create_schema(relation.schema)
     return run_streaming_table(
         adapter.spark, df, adapter.table(relation), full_refresh=full_refresh, trigger=trigger,
         partition_by=as_list(config_value(config, "partition_by")), model=name, report=AdapterLogger("Deltalog").info,
-        definition=definition, table_schema=table_schema, changes=changes, columns=columns)
+        definition=definition, table_schema=table_schema, changes=changes, columns=columns,
+        declared_schema=declared_schema)
 
 
 def changes_schema_change(adapter: Any, relation: Any, df: Any, changes: Any, on_schema_change: str,
@@ -212,10 +217,13 @@ def run_streaming_table(spark: Any, df: Any, table: Any, *, full_refresh: bool, 
                         partition_by: Optional[list], model: str,
                         report: Optional[Callable[[str], None]] = None, definition: Any = None,
                         table_schema: Optional[Dict[str, Any]] = None, changes: Any = None,
-                        columns: Optional[List[str]] = None) -> Dict[str, Any]:
+                        columns: Optional[List[str]] = None,
+                        declared_schema: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """Run the model's streaming DataFrame into the table until everything available is in; what it
     did: batches, rows and the table's (a `DeltaTable`) last version. `changes` (an `ApplyChanges`): the
-    stream's rows are changes, applied by key (deltalog/spark/apply_changes/) instead of appended."""
+    stream's rows are changes, applied by key (deltalog/spark/apply_changes/) instead of appended.
+    `declared_schema`: the schema a new (or fully refreshed) table is created with, declaring identity,
+    generated and default columns (declared_columns.py); the table is created before the first batch."""
     from deltalog.spark.operations import write_dataframe
     from deltalog.spark.connect import is_connect
     from deltalog.spark.streaming import batch_writer
@@ -252,6 +260,11 @@ def run_streaming_table(spark: Any, df: Any, table: Any, *, full_refresh: bool, 
                                  columns=columns, partition_by=partition_by or None, definition=definition,
                                  table_schema=table_schema)
     empty_rows = applier.empty_rows(df) if applier is not None else spark.createDataFrame([], df.schema)
+    if declared_schema is not None and applier is None:
+        # created empty with its declarations, so every batch (the first too) appends under them
+        write_dataframe(empty_rows, table, mode="overwrite", schema_mode="overwrite" if table.exists() else None,
+                        partition_by=partition_by or None, definition=definition, table_schema=declared_schema)
+        replaced["done"] = True
 
     def sink(batch: Any, batch_id: int) -> None:
         if applier is not None:  # (a full refresh: its first batch replaces the table and its state)

@@ -18,6 +18,7 @@ from ...errors import DeltaError, InvalidTableError, SchemaMismatchError
 from ...column_defaults import DEFAULT_KEY
 from ...column_mapping import physical_names
 from ...schema import check_column_names, nullable_type, quote_identifier, schema_string, to_arrow_schema
+from ...schema_evolution import check_append_schema
 from ...write_plan import WritePlan, partition_names
 from ...definition import TableDefinition
 from ...table import DeltaTable, as_table, new_metadata
@@ -126,8 +127,8 @@ def write_dataframe(df: DataFrame, table: DeltaTable | str, mode: str = "append"
     schema and partitioning.
     table_schema: the existing table's schema after this write (columns added or dropped, e.g. by dbt's
     on_schema_change), committed in the same commit as the data: a failed write changes nothing. For a
-    new table, its schema (field metadata included: generated columns, defaults), which may name
-    columns the data leaves out for the writer to fill in.
+    new table, or with schema_mode='overwrite', the table's schema (the data's columns must be among its
+    columns; field metadata such as identity or generated columns is kept).
     definition: properties, description, comments, NOT NULL columns and CHECK constraints the table
     gets in this same commit (version 0 included); rows the write keeps must satisfy new constraints.
     app_transactions: {appId: version} recorded in the same commit (`txn` actions): what this write
@@ -168,6 +169,11 @@ def write_dataframe(df: DataFrame, table: DeltaTable | str, mode: str = "append"
         if snapshot is not None and plan.schema_mode != "overwrite":
             df = _type_void_columns(df, snapshot.schema_json)
         data_schema = dataframe_schema(df, name)
+        if table_schema is not None and (snapshot is None or plan.replaces_schema):
+            # a new (or replaced) table the caller declared: its columns (in its order, with their field
+            # metadata: identity, generated, defaults); those the data leaves out are filled in below
+            check_append_schema(name, table_schema, data_schema)
+            data_schema = table_schema
         params: dict[str, Any] = {"mode": _SPARK_MODE[plan.mode]}
         started = time.time()
 

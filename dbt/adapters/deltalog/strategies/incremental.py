@@ -47,6 +47,7 @@ def write_incremental(adapter: Any, relation: Any, sql: str, strategy: str, mode
     config = config_value(model, "config") or {}
     strategy, on_schema_change = validate(strategy, model, False)
     adapter._alter_to_definition(relation, model)  # (its commit first: the model then reads the table after it)
+    warn_declarations_not_applied(adapter, relation, model)
     df = adapter._model_dataframe(sql, model)
     read_version = version_read(adapter, relation, sql)
     unique_key = as_list(config_value(config, "unique_key"))
@@ -92,3 +93,20 @@ def version_read(adapter: Any, relation: Any, code: str) -> Optional[int]:
         return None
     return RUNTIME.views(adapter.spark).table_version(adapter.warehouse_of(relation), relation.schema,
                                                       relation.identifier)
+
+
+def warn_declarations_not_applied(adapter: Any, relation: Any, model: Any) -> None:
+    """An identity, generated or default column the model declares and the table does not (or otherwise):
+    said once per run; the table's declarations hold until --full-refresh rebuilds it."""
+    from dbt.adapters.events.logging import AdapterLogger
+
+    from dbt.adapters.deltalog.declared_columns import declarations_not_in_table, declared_columns
+
+    declared = declared_columns(model)
+    if not declared:
+        return
+    for column, wanted, has in declarations_not_in_table(declared, adapter._snapshot(relation).schema_json):
+        AdapterLogger("Deltalog").warning(
+            f"Model {config_value(model, 'unique_id')}: column '{column}' is declared as {wanted}, but table "
+            f"{relation} has {has}. An incremental run keeps the table's declarations; `dbt run --full-refresh "
+            f"--select {config_value(model, 'name')}` rebuilds it with the model's (identity values start again).")

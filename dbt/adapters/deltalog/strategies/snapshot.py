@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, List, Optional
 
 from deltalog.lazy_imports import load
+from dbt.adapters.deltalog.declared_columns import filled_in_columns
 from dbt.adapters.deltalog.model_config import config_value, quote_name
 from dbt.adapters.deltalog.runtime.session import RUNTIME
 from dbt.adapters.deltalog.schema_change import new_fields
@@ -40,9 +41,11 @@ def snapshot_merge(adapter: Any, target: Any, staging: Any, columns: Any, model:
     if current:
         is_current = f"({is_current} or DBT_INTERNAL_DEST.{q(valid_to)} = {current})"
     src_cols = {c.lower(): c for c in source.columns}
+    # identity, generated and default columns the snapshot's query leaves out: the merge fills them in
+    filled = {c.lower() for c in filled_in_columns(adapter._snapshot(target).schema_json)}
     insert = {
         c: (f"DBT_INTERNAL_SOURCE.{q(src_cols[c.lower()])}" if c.lower() in src_cols else "null")
-        for c in target_cols
+        for c in target_cols if c.lower() in src_cols or c.lower() not in filled
     }
     return operations.merge(
         spark, adapter.table(target), source,

@@ -103,9 +103,21 @@
   {%- endif -%}
   {%- set contract_config = config.get('contract') -%}
   {%- if contract_config and contract_config.enforced -%}
+    {#- columns filled in for the model (identity, generated, default) may be left out of its SQL -#}
+    {%- set declared = adapter.declared_contract_sql(compiled_code, model) -%}
+    {%- if declared is not none -%}
+      {%- do get_assert_columns_equivalent(declared['check_sql']) -%}
+      {%- do return(declared['select_sql']) -%}
+    {%- endif -%}
     {%- do get_assert_columns_equivalent(compiled_code) -%}
     {%- do return(get_select_subquery(compiled_code)) -%}
   {%- endif -%}
   {%- do return(compiled_code) -%}
 {% endmacro %}
 
+
+{#- dbt's contract check casts NULL to each contract column's type: a declared column's plain type
+    (`bigint`, not `bigint generated always as identity`) -#}
+{% macro deltalog__get_empty_schema_sql(columns) %}
+  {{ return(default__get_empty_schema_sql(adapter.plain_contract_columns(columns, model))) }}
+{% endmacro %}
