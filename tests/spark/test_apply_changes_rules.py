@@ -6,9 +6,6 @@ columns); merge-on-read commits that write only the changed rows; a batch replay
 its two commits applies once; bad batches fail whole, by name. delta-rs reads every table."""
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
-
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable as RsTable, QueryBuilder
@@ -303,16 +300,12 @@ def test_a_warm_up_before_a_stream_reads_and_commits_nothing(spark, tmp_path, ca
     uri = str(tmp_path / "t")
     apply = _applier(spark, uri)
     apply.warm_up(spark.createDataFrame([], SOURCE))  # no table yet: nothing to read
-    _apply(spark, apply, 0, [(1, "a", "Oslo", "c", 1), (2, "b", "Rome", "c", 1)]
-           + [(i, "x", "Pisa", "c", 1) for i in range(3, 9)])
+    _apply(spark, apply, 0, [(1, "a", "Oslo", "c", 1), (2, "b", "Rome", "c", 1)])
     versions = (DeltaTable(uri).version(), state_table(DeltaTable(uri)).version())
     again = _applier(spark, uri)  # a new run of the stream
-    scratch = set(Path(tempfile.gettempdir()).glob("deltalog-warm-up-*"))
     with caplog.at_level("INFO", logger="deltalog.spark.apply_changes.applier"):
         again.warm_up(spark.createDataFrame([], SOURCE))
     assert "warmed up" in caplog.text and "skipped" not in caplog.text
-    assert "two batches rehearsed on 8 of its rows" in caplog.text
     assert (DeltaTable(uri).version(), state_table(DeltaTable(uri)).version()) == versions
-    assert set(Path(tempfile.gettempdir()).glob("deltalog-warm-up-*")) == scratch  # its rehearsal's table is gone
     _apply(spark, again, 1, [(1, "a", "Bern", "u", 2)])
-    assert _cities(uri) == {1: "Bern", 2: "Rome", **{i: "Pisa" for i in range(3, 9)}}
+    assert _cities(uri) == {1: "Bern", 2: "Rome"}

@@ -27,7 +27,6 @@ log = logging.getLogger(__name__)
 
 STATE_DIR = "_apply_changes"
 PURGE_EVERY = 20
-REHEARSAL_ROWS = 40  # the table's rows the warm-up's scratch batches are made of
 TRUNCATED_AT = "deltalog.applyChanges.truncatedAt"  # the state table's property: the last truncate's sequence
 
 
@@ -123,57 +122,10 @@ class Applier:
                     # one real key: an empty or NULL one would let the optimizer skip the scan
                     some_key = rows.select(*[F.col(quote_identifier(k)) for k in self.keys]).limit(1)
                     rows.join(F.broadcast(some_key), self.keys, "left_semi").count()
-            rehearsed = self.rehearse(source)
         except Exception as exc:  # only an optimisation: the first batch will say what is wrong, if anything
             log.info("%s: warm-up skipped: %s", self.table.uri, str(exc).splitlines()[0] if str(exc) else exc)
             return
-        log.info("%s: warmed up for %s in %.2f s%s", self.table.uri, self.app_id, time.time() - started,
-                 f" (two batches rehearsed on {rehearsed} of its rows)" if rehearsed else "")
-
-    def rehearse(self, source: DataFrame) -> int:
-        """Two batches of the table's own first rows (updates, deletes and inserts) into a scratch table of
-        them, with the table's columns and properties, in a local temporary folder removed afterwards:
-        the first run of a batch's MERGEs, deletion vectors, state commits and Parquet writes is there and
-        not in the stream's first batch. The table itself is only read. Returns the rows rehearsed on."""
-        import shutil
-        import tempfile
-
-        from ..operations import write_dataframe
-        from ..reader import snapshot_dataframe
-        from .events import OP, SEQ
-
-        if self.replace or not self.table.exists():
-            return 0
-        spark = source.sparkSession
-        snapshot = self.table.snapshot()
-        rows = snapshot_dataframe(spark, snapshot).limit(REHEARSAL_ROWS).collect()
-        if len(rows) < 4:
-            return 0
-        table_rows = snapshot_dataframe(spark, snapshot).schema
-        seq_type = source.select(F.expr(self.spec.sequence_by).alias("s")).schema["s"].dataType
-        folder = tempfile.mkdtemp(prefix="deltalog-warm-up-")
-        try:
-            scratch = DeltaTable(folder)
-            kept = len(rows) * 3 // 4  # the rest arrive as inserts
-            write_dataframe(spark.createDataFrame(rows[:kept], table_rows), scratch, mode="overwrite",
-                            configuration=dict(snapshot.configuration),
-                            partition_by=list(snapshot.metadata.partition_columns) or None)
-            given = spark.createDataFrame(rows, table_rows).select(*[F.col(quote_identifier(c)) for c in self.output])
-            rehearsal = Applier(scratch, self.spec, f"{self.app_id}-warm-up", self.output,
-                                write_options=self.write_options, purged=True)
-            rehearsal.spark = spark
-            for batch_id in (0, 1):
-                rehearsal.batch_id = batch_id
-                number = F.monotonically_increasing_id()
-                op = F.when(number % 5 == (batch_id + 1), F.lit("d")).otherwise(F.lit("u"))
-                events = given.select("*", F.lit(batch_id + 1).cast(seq_type).alias(SEQ), op.alias(OP))
-                if self.spec.scd_type == 1:
-                    apply_scd1(rehearsal, events, None)
-                else:
-                    apply_scd2(rehearsal, events)
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
-        return len(rows)
+        log.info("%s: warmed up for %s in %.2f s", self.table.uri, self.app_id, time.time() - started)
 
     def purge_tombstones(self) -> None:
         """Forget deletes older than the retention, before the first batch of a run and every PURGE_EVERY."""
