@@ -26,6 +26,8 @@ and the ways to build each, each build a fresh `dbt build` process, wall time me
   deltalog-ci-noarchive  as deltalog-ci, with `spark.deltalog.classArchive: false`: the JVM starts
                      without the class-data-sharing archive (deltalog/spark/class_archive.py), for the
                      archive's gain before/after in one run
+  deltalog-ci-late   as deltalog-ci, with `spark.deltalog.startEarly: false`: Spark starts when the first
+                     connection opens, after dbt's parse, instead of during it (the early start's gain)
   sail-parquet       dbt-sail (Sail, a Spark Connect server in Rust, embedded in the dbt process, no JVM),
                      its default file format (Parquet tables in the project's spark-warehouse)
   sail-delta         dbt-sail with `file_format: delta` and an absolute `location_root`, for models and seeds
@@ -321,7 +323,7 @@ def sail_versions() -> str:
 SAIL_ENV = {"PYTHONPATH": None, "VIRTUAL_ENV": None, "SPARK_HOME": None, "PYSPARK_PYTHON": None}
 
 WAY_NAMES = ["duckdb", "deltalog-server", "deltalog-connect", "deltalog-inprocess", "deltalog-spark-tests",
-             "deltalog-ci", "deltalog-ci-noarchive", "sail-parquet", "sail-delta"]
+             "deltalog-ci", "deltalog-ci-noarchive", "deltalog-ci-late", "sail-parquet", "sail-delta"]
 
 
 def make_ways(base: Path, names: list[str], connect_url: str | None) -> dict[str, Way]:
@@ -338,6 +340,7 @@ def make_ways(base: Path, names: list[str], connect_url: str | None) -> dict[str
         "deltalog-spark-tests": lambda: Way(deltalog(spark_server=True, small_tests_here=False)),
         "deltalog-ci": lambda: Way(deltalog(), env=ci),
         "deltalog-ci-noarchive": lambda: Way(deltalog(spark_conf={"spark.deltalog.classArchive": "false"}), env=ci),
+        "deltalog-ci-late": lambda: Way(deltalog(spark_conf={"spark.deltalog.startEarly": "false"}), env=ci),
         "sail-parquet": lambda: Way({"type": "sail", "schema": "main", "threads": 4}, dbt=sail_dbt(),
                                     env=SAIL_ENV, deltalog=False),
         "sail-delta": lambda: Way({"type": "sail", "schema": "main", "threads": 4}, dbt=sail_dbt(), env=SAIL_ENV,

@@ -211,6 +211,11 @@ class DeltalogCredentials(Credentials):
 
         return connection_url(str(self.host), self.token, bool(self.use_ssl))
 
+    def session_arguments(self) -> Dict[str, Any]:
+        """`RUNTIME.get_spark`'s arguments for this profile."""
+        return {"master": self.master, "spark_conf": self.spark_conf, "server": self.uses_spark_server(),
+                "idle_timeout": self.spark_server_idle_timeout, "remote": self.connect_url()}
+
     def uses_spark_server(self) -> bool:
         if self.method == "connect":
             return False
@@ -422,8 +427,7 @@ class DeltalogConnectionManager(SparkConnectionManager):
 
             warm_up()
         try:
-            spark = RUNTIME.get_spark(creds.master, creds.spark_conf, server=creds.uses_spark_server(),
-                                      idle_timeout=creds.spark_server_idle_timeout, remote=creds.connect_url())
+            spark = RUNTIME.get_spark(**creds.session_arguments())
         except Exception as exc:
             where = f"Spark Connect ({creds.host})" if creds.method == "connect" else f"Spark ({creds.master})"
             raise FailedToConnectError(

@@ -76,6 +76,21 @@ def _reported(method):
     return wrapper
 
 
+# dbt commands that open a connection: their Spark session starts as the adapter is made, before the parse
+START_EARLY = "spark.deltalog.startEarly"  # `false` in spark_conf: when the first connection opens
+_COMMANDS_ON_SPARK = frozenset({"build", "run", "seed", "snapshot", "test", "run-operation", "show", "retry",
+                                "clone", "generate"})
+
+
+def _command_opens_spark() -> bool:
+    try:
+        from dbt.flags import get_flags
+
+        return getattr(get_flags(), "WHICH", None) in _COMMANDS_ON_SPARK
+    except Exception:  # noqa: BLE001 - not under dbt's command line: start when a connection opens
+        return False
+
+
 class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
     Relation = DeltalogRelation  # type: ignore[assignment]
     Column = DeltalogColumn  # type: ignore[assignment]
@@ -114,6 +129,8 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
             RUNTIME.project_root = config.project_root
         RUNTIME.metastores = creds.metastores()
         RUNTIME.catalog_names = frozenset(creds.catalogs)
+        if _command_opens_spark() and str((creds.spark_conf or {}).get(START_EARLY, "true")).lower() != "false":
+            RUNTIME.start_early(**creds.session_arguments())  # while dbt parses the project
 
     @classmethod
     def type(cls) -> str:

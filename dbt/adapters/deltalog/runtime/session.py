@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from typing import Any, Dict, Optional
 
 from dbt.adapters.deltalog.session_views import SessionViews
@@ -40,6 +41,31 @@ class Runtime:
         self.command = Command()  # this dbt command's Spark jobs (their tag, Ctrl-C)
         # set by `python -m dbt.adapters.deltalog.stream` (streaming.Continuous): streams that run until stopped
         self.continuous = None
+        self._early: Optional[threading.Thread] = None  # start_early's thread
+        self._interrupts_unhandled = False  # a server session attached outside the main thread
+
+    def start_early(self, **arguments: Any) -> None:
+        """Start the session (`get_spark`'s arguments) in a background thread, so the JVM starts while
+        dbt parses the project; the first `get_spark` waits for it. A start that fails here is tried
+        again there, where its error reaches the user."""
+        with self._lock:
+            if self._early is not None or (self.spark is not None and _is_alive(self.spark)):
+                return
+            self._early = threading.Thread(target=self._start_quietly, kwargs=arguments,
+                                           name="deltalog-spark-start", daemon=True)
+            self._early.start()
+
+    def _start_quietly(self, **arguments: Any) -> None:
+        from dbt.adapters.events.logging import AdapterLogger
+
+        began = time.monotonic()
+        try:
+            self.get_spark(**arguments)
+        except Exception as exc:  # noqa: BLE001 - started again by the connection, which reports it
+            AdapterLogger("Deltalog").debug(f"Spark did not start early: {exc}")
+        else:
+            AdapterLogger("Deltalog").debug(
+                f"Spark started early, while dbt parsed the project, in {time.monotonic() - began:.1f} s")
 
     def get_spark(self, master: str = "local[*]", spark_conf: Optional[Dict[str, str]] = None, *,
                   server: bool = False, idle_timeout: Optional[float] = None, remote: Optional[str] = None):
@@ -47,8 +73,16 @@ class Runtime:
         `remote` (an sc:// connection string), a session on that Spark Connect server; with `server`, a
         session on the long-lived local Spark server for these settings (spark_server.py); else a JVM of
         this process. The first session of a process serves all its connections."""
+        early = self._early
+        if early is not None and early is not threading.current_thread():
+            early.join()
         with self._lock:
             if self.spark is not None and _is_alive(self.spark):
+                if self._interrupts_unhandled and threading.current_thread() is threading.main_thread():
+                    from dbt.adapters.deltalog.runtime import spark_server
+
+                    spark_server.handle_interrupts(self.spark, self.command.cancel_jobs)
+                    self._interrupts_unhandled = False
                 return self.spark
             if remote:
                 from dbt.adapters.deltalog.runtime.connect import connect_session
@@ -63,6 +97,7 @@ class Runtime:
                 spark = spark_server.attach(master, dict(spark_conf or {}),
                                             idle_timeout or spark_server.DEFAULT_IDLE_TIMEOUT,
                                             on_interrupt=self.command.cancel_jobs)
+                self._interrupts_unhandled = threading.current_thread() is not threading.main_thread()
             else:
                 spark = start_spark(master, spark_conf)
             _follow_cluster_cores(spark, master, spark_conf)

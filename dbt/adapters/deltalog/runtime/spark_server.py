@@ -237,16 +237,21 @@ def _connect(state: dict, on_interrupt: Optional[Callable[[Any], None]] = None):
     sc = SparkContext(gateway=gateway, jsc=jsc, conf=SparkConf(_jconf=jsc.getConf()))
     spark = SparkSession(sc, jsparkSession=base.newSession())
     if threading.current_thread() is threading.main_thread():
-        # pyspark's handler cancels every job of the JVM; other commands share this one
-        def interrupt(signum, frame):
-            try:
-                if on_interrupt is not None:
-                    on_interrupt(spark)  # this command's jobs only
-            finally:
-                raise KeyboardInterrupt()
-
-        signal.signal(signal.SIGINT, interrupt)
+        handle_interrupts(spark, on_interrupt)
     return spark
+
+
+def handle_interrupts(spark, on_interrupt: Optional[Callable[[Any], None]]) -> None:
+    """Ctrl-C cancels this command's jobs only (`on_interrupt`), not pyspark's every job of the JVM:
+    other commands share it. Called from the main thread (signal handlers are set there)."""
+    def interrupt(signum, frame):
+        try:
+            if on_interrupt is not None:
+                on_interrupt(spark)
+        finally:
+            raise KeyboardInterrupt()
+
+    signal.signal(signal.SIGINT, interrupt)
 
 
 def describe(master: str, spark_conf: Dict[str, str]) -> str:

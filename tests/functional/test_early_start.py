@@ -1,0 +1,35 @@
+"""A dbt command that opens a connection starts its Spark session while dbt parses the project
+(DeltalogAdapter.__init__ -> Runtime.start_early); one that needs none starts no JVM; a session that
+cannot start fails the command with the error it would have without the early start."""
+
+from __future__ import annotations
+
+from tests.support import dbt_process as cli
+
+EARLY = "Spark started early, while dbt parsed the project"
+
+
+def test_run_starts_spark_while_dbt_parses_and_parse_starts_none(tmp_path):
+    project = cli.write_project(tmp_path / "p", "early", {"numbers.sql": "select id from range(0, 3)\n"},
+                               dbt_project_extra="models:\n  early:\n    +materialized: table\n")
+
+    parsed = cli.dbt(project, "--debug", "parse")
+    assert parsed.returncode == 0, parsed.stdout + parsed.stderr
+    assert EARLY not in parsed.stdout and "Spark did not start early" not in parsed.stdout
+
+    built = cli.dbt(project, "--debug", "run")
+    assert built.returncode == 0, built.stdout + built.stderr
+    assert EARLY in built.stdout
+    assert cli.rows(project, "numbers") == [0, 1, 2]
+
+
+def test_a_session_that_cannot_start_early_fails_the_command_with_its_error(tmp_path):
+    project = cli.write_project(tmp_path / "p", "early_bad", {"numbers.sql": "select 1 as id\n"})
+    profile = project / "profiles.yml"
+    profile.write_text(profile.read_text().replace("master: local[2]", "master: nonsense[2]"))
+
+    built = cli.dbt(project, "--debug", "run")
+    assert built.returncode != 0
+    assert "Spark did not start early" in built.stdout
+    assert "could not start Spark (nonsense[2])" in built.stdout, built.stdout[-3000:]
+    assert not (project / "warehouse" / "analytics" / "numbers").exists()
