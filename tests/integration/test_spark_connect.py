@@ -117,6 +117,9 @@ MODELS = {
             return dbt.ref("events").groupBy("k").count()
         """),
     "recent.sql": "{{ config(materialized='view') }}\nselect * from {{ ref('events') }} where id >= 19990\n",
+    # identity values numbered over Connect (no RDD API there), on the first build and on an append
+    "numbered.sql": "{{ config(materialized='incremental', incremental_strategy='append', "
+                    "identity_columns=['event_id']) }}\nselect id as v from range(0, 3)\n",
 }
 STREAM = """
 {{ config(materialized='streaming_table') }}
@@ -175,6 +178,9 @@ def _check_features(project: Path, uri, options: dict | None) -> None:
     clustered = deltalake.DeltaTable(uri("clustered"), storage_options=options)
     assert "clustering" in (clustered.protocol().writer_features or [])
     assert len(_rows(uri("clustered"), options)) == 20000
+    numbered = _rows(uri("numbered"), options)
+    assert sorted(r["event_id"] for r in numbered) == list(range(1, 7)), numbered  # two runs, one sequence
+    assert sorted(r["v"] for r in numbered) == [0, 0, 1, 1, 2, 2]
 
     shown = _ok(_dbt(project, "show", "--inline", "select count(*) as c, sum(v) as s from {{ ref('recent') }}"))
     assert str(sum(r["v"] for r in expected if r["id"] >= 19990)) in shown
