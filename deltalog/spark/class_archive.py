@@ -30,6 +30,8 @@ import shutil
 import uuid
 from typing import Optional
 
+from ..processes import alive
+
 SETTING = "spark.deltalog.classArchive"
 SUFFIX = ".jsa"
 # JVM options that already decide about class-data sharing: the user's choice stands
@@ -175,27 +177,13 @@ def hand_over(process, part: str) -> None:
         pass
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie (its parent has not reaped it yet) has exited
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return True
-
-
 def adopt_when_written(pid: int, part: str, timeout_s: float = 600) -> bool:
     """Wait for the JVM `pid` to end, then keep its part as the archive when its log says the archive was
     written whole; otherwise remove it. True when adopted."""
     import time
 
     deadline = time.monotonic() + timeout_s
-    while _alive(pid) and time.monotonic() < deadline:
+    while alive(pid) and time.monotonic() < deadline:
         time.sleep(0.2)
     log = part + ".log"
     try:
@@ -205,10 +193,10 @@ def adopt_when_written(pid: int, part: str, timeout_s: float = 600) -> bool:
         written = False
     adopted = False
     try:
-        if not _alive(pid) and written and os.path.getsize(part) > 0:
+        if not alive(pid) and written and os.path.getsize(part) > 0:
             os.replace(part, part.rsplit(".", 2)[0] + SUFFIX)
             adopted = True
-        elif not _alive(pid):
+        elif not alive(pid):
             os.remove(part)
     except OSError:
         pass

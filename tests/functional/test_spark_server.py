@@ -15,6 +15,7 @@ import pytest
 
 from dbt.adapters.deltalog.runtime import spark_server
 from dbt.adapters.deltalog.connections import DeltalogCredentials
+from deltalog.processes import alive as _alive  # an exited server not yet reaped counts as gone
 from tests.support import dbt_process as cli
 
 
@@ -22,14 +23,6 @@ def _server() -> dict:
     servers = spark_server.list_servers()
     assert len(servers) == 1, servers
     return servers[0]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
 
 
 @pytest.fixture(autouse=True)

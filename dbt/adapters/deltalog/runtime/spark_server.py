@@ -32,6 +32,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from dbt.adapters.deltalog.runtime.jvm import tail
 from deltalog.lazy_imports import load
+from deltalog.processes import alive
 
 DEFAULT_IDLE_TIMEOUT = 900  # seconds without an attached command before the server stops
 START_TIMEOUT = 300  # seconds a command waits for a new server's Spark to come up
@@ -75,16 +76,6 @@ def _path(key: str, suffix: str) -> str:
     return os.path.join(state_dir(), key + suffix)
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def read_state(key: str) -> Optional[dict]:
     """The state of the server for `key` if its process is alive, else None."""
     try:
@@ -92,7 +83,7 @@ def read_state(key: str) -> Optional[dict]:
             state = json.load(f)
     except (OSError, ValueError):
         return None
-    return state if _pid_alive(int(state.get("pid", 0))) else None
+    return state if alive(int(state.get("pid", 0))) else None
 
 
 def _write_state(key: str, state: dict) -> None:
@@ -281,7 +272,7 @@ def stop_servers(wait: float = 30.0) -> int:
         with contextlib.suppress(ProcessLookupError):
             os.kill(int(s["pid"]), signal.SIGTERM)
     deadline = time.monotonic() + wait
-    while time.monotonic() < deadline and any(_pid_alive(int(s["pid"])) for s in servers):
+    while time.monotonic() < deadline and any(alive(int(s["pid"])) for s in servers):
         time.sleep(0.2)
     return len(servers)
 
