@@ -62,6 +62,18 @@ class IdentityColumn:
                 f"allow given values. Nothing was committed.")
 
 
+def refuse_updates(schema_json: dict[str, Any] | None, assigned: Iterable[str], table: str) -> None:
+    """An UPDATE, or a MERGE's update clause, that sets an identity column: Delta refuses it
+    (DELTA_IDENTITY_COLUMNS_UPDATE_NOT_SUPPORTED), as the column would then hold values it did not number."""
+    names = {c.name.lower(): c.name for c in identity_columns(schema_json, table)}
+    hit = [names[a.strip("`").lower()] for a in assigned if a.strip("`").lower() in names]
+    if hit:
+        raise SchemaMismatchError(
+            f"{table}: column '{hit[0]}' is an identity column, and an UPDATE or a MERGE's update clause may not "
+            f"set it (Delta refuses it too); leave it out of the assignments (with SET *, out of the source's "
+            f"columns). Nothing was committed.")
+
+
 def first_value_past(start: int, step: int, mark: int | None) -> int:
     """The first `start + k * step` (k >= 0) strictly past `mark` in step's direction (`start` without one)."""
     if mark is None:

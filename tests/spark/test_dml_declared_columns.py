@@ -7,6 +7,7 @@ import pytest
 from dbt.adapters.deltalog.dml import TargetRows, parse_dml
 from deltalog import identity
 from deltalog.column_defaults import DEFAULT_KEY
+from deltalog.errors import SchemaMismatchError
 from deltalog.generated_columns import GENERATION_EXPRESSION_KEY
 from deltalog.snapshot import Snapshot
 from deltalog.spark.operations import write_dataframe
@@ -70,3 +71,12 @@ def test_by_default_identity_a_script_inserts_given_ids_with_defaults_and_genera
                     table_schema=_schema(always=False))
     _script(spark, uri, f"insert into {VIEW} (id, amount) values (50, 7)")
     assert _rows(spark, uri) == [(1, 10, 20, "new"), (50, 7, 14, "new")]
+
+
+def test_an_update_that_sets_an_identity_column_is_refused_by_name_and_commits_nothing(spark, tmp_path):
+    uri = str(tmp_path / "t")
+    write_dataframe(spark.createDataFrame([(10,)], "amount bigint"), uri, mode="error", table_schema=_schema(False))
+    before = Snapshot.load(uri).version
+    with pytest.raises(SchemaMismatchError, match="column 'id' is an identity column.*may not set it"):
+        _script(spark, uri, f"update {VIEW} set id = 7 where amount = 10")
+    assert Snapshot.load(uri).version == before and _rows(spark, uri) == [(1, 10, 20, "new")]

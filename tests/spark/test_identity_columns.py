@@ -203,3 +203,16 @@ def test_a_rebase_under_column_mapping_moves_the_physical_column(spark, tmp_path
     assert physical != "id"  # the files name the column by its physical name: the rebase moved that one
     stats = [json.loads(s) for s in snap.files.column("stats").to_pylist()]
     assert sorted(s["maxValues"][physical] for s in stats) == [1, 2, 3]
+
+
+@pytest.mark.parametrize("always", [True, False])
+def test_a_merge_that_updates_an_identity_column_is_refused_by_name_and_commits_nothing(spark, tmp_path, always):
+    uri = str(tmp_path / "t")
+    write_dataframe(values(spark, "a", "b"), uri, mode="error", table_schema=schema(always=always))
+    before = Snapshot.load(uri).version
+    on = "DBT_INTERNAL_SOURCE.v = DBT_INTERNAL_DEST.v"
+    with pytest.raises(SchemaMismatchError, match="column 'id' is an identity column.*may not set it"):
+        merge(spark, uri, spark.createDataFrame([(9, "b")], "id long, v string"), on, when_matched_update="*")
+    with pytest.raises(SchemaMismatchError, match="column 'id' is an identity column"):
+        merge(spark, uri, values(spark, "a"), on, when_matched_update={"id": "42"})
+    assert Snapshot.load(uri).version == before and rows(spark, uri) == [(1, "a"), (2, "b")]

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from dbt.adapters.deltalog.warehouse import Warehouse
+from deltalog import identity
 from deltalog.lazy_imports import load
 
 
@@ -146,6 +147,7 @@ def try_execute_dml(spark, warehouse: Warehouse, sql: str, commit_info: Optional
     # UPDATE: rewrite the table with the assignments applied where the predicate holds (its rows keep
     # their identity values; generated columns are computed again from the new values)
     where = dml.where or "true"
+    identity.refuse_updates(table.snapshot().schema_json, (c for c, _ in dml.assignments), dml.view)
     exprs = _updated_columns(dict(dml.assignments), where, target.columns, types, dml.view, generated)
     df = spark.sql(f"select {', '.join(exprs)} from {dml.view}")
     return operations.write_dataframe(
@@ -167,6 +169,7 @@ class TargetRows:
 
         self.spark = spark
         self.view = table_view
+        self.schema_json = schema_json
         self.columns = list(target_df.columns)
         self.types = {f.name.lower(): f.dataType.simpleString() for f in target_df.schema.fields}
         # what the writer would fill in, computed here: every statement sees whole rows
@@ -215,6 +218,8 @@ class TargetRows:
             self.rows = self.spark.sql(f"select * from {current} {dml.alias or ''} where not coalesce(({where}), false)")
             return
         assignments = {col: text(expr) for col, expr in dml.assignments}
+        if any(col.lower() in self.identity for col in assignments):
+            identity.refuse_updates(self.schema_json, assignments, self.view)
         exprs = _updated_columns(assignments, where, self.columns, self.types, self.view, frozenset(self.generated))
         self.rows = self._whole(self.spark.sql(f"select {', '.join(exprs)} from {current}"))
 

@@ -14,7 +14,7 @@ load("spark")  # pyspark whole before any import from it (lazy_imports.py says w
 from pyspark.sql import Column, DataFrame, functions as F  # noqa: E402
 from pyspark.sql.types import StructType  # noqa: E402
 
-from .... import change_data  # noqa: E402
+from .... import change_data, identity  # noqa: E402
 from ....column_defaults import column_defaults  # noqa: E402
 from ....errors import InvalidTableError, SchemaMismatchError  # noqa: E402
 from ....generated_columns import generated_columns, substituted  # noqa: E402
@@ -141,6 +141,8 @@ class MergePlan:
             return with_declared_columns(assigned(spec, source_columns, kind), spec, source_columns, target_columns,
                                          target_alias, schema_json, kind)
 
+        identity.refuse_updates(schema_json, [*(assigned(update, source_columns, "update") or {}),
+                                              *(assigned(by_source_update, [], "update") or {})], name)
         return cls(on=on, update=declared(update, "update"),
                    update_condition=update_condition, delete_condition=delete_condition,
                    insert=declared(insert, "insert"),
