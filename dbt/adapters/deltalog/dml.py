@@ -218,8 +218,7 @@ class TargetRows:
             self.rows = self.spark.sql(f"select * from {current} {dml.alias or ''} where not coalesce(({where}), false)")
             return
         assignments = {col: text(expr) for col, expr in dml.assignments}
-        if any(col.lower() in self.identity for col in assignments):
-            identity.refuse_updates(self.schema_json, assignments, self.view)
+        identity.refuse_updates(self.schema_json, assignments, self.view)
         exprs = _updated_columns(assignments, where, self.columns, self.types, self.view, frozenset(self.generated))
         self.rows = self._whole(self.spark.sql(f"select {', '.join(exprs)} from {current}"))
 
