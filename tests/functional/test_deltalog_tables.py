@@ -476,3 +476,20 @@ class TestSeedsLoadOnlyWhatChanged:
         run_dbt(["seed", "--full-refresh"])
         assert deltalake.DeltaTable(path).version() == 5
         assert len(delta_rows(path, cols)) == 4
+
+
+class TestSeedOfWholeDecimals:
+    """A CSV column of whole numbers written with a fraction (`1.0`) is typed bigint by dbt, as dbt-spark
+    and dbt-duckdb type it; it loads as those numbers (Spark's cast refused the text `1.0`)."""
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def seeds(cls):
+        return {"whole.csv": "id,amount,rate\n1,1.0,2.50\n2,-2.00,0.1\n3,,1e3\n"}
+
+    def test_whole_decimals_load_as_bigint(self, project, deltalog_warehouse):
+        run_dbt(["seed"])
+        dt = deltalake.DeltaTable(table_dir(deltalog_warehouse, project, "whole"))
+        types = {f.name: str(f.type).lower() for f in dt.schema().fields}
+        assert "long" in types["amount"] and "double" in types["rate"], types
+        assert delta_rows(dt.table_uri, ["id", "amount", "rate"]) == [(1, 1, 2.5), (2, -2, 0.1), (3, None, 1000.0)]

@@ -84,6 +84,10 @@ def seed_text(value: Any) -> Optional[str]:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, Decimal):
+        # dbt types a column bigint when every value is whole, `1.0` included: Spark's cast to bigint
+        # refuses the text "1.0", so a whole number is written without its fraction
+        if value.is_finite() and value == value.to_integral_value():
+            return str(int(value))
         return format(value, "f")
     if isinstance(value, dt.datetime):
         return value.isoformat(sep=" ")
