@@ -28,6 +28,7 @@ and the ways to build each, each build a fresh `dbt build` process, wall time me
                      archive's gain before/after in one run
   deltalog-ci-late   as deltalog-ci, with `spark.deltalog.startEarly: false`: Spark starts when the first
                      connection opens, after dbt's parse, instead of during it (the early start's gain)
+  deltalog-ci-sparkseeds  as deltalog-ci, with `spark.deltalog.arrowSeeds: false`: every seed loaded by Spark
   sail-parquet       dbt-sail (Sail, a Spark Connect server in Rust, embedded in the dbt process, no JVM),
                      its default file format (Parquet tables in the project's spark-warehouse)
   sail-delta         dbt-sail with `file_format: delta` and an absolute `location_root`, for models and seeds
@@ -323,7 +324,8 @@ def sail_versions() -> str:
 SAIL_ENV = {"PYTHONPATH": None, "VIRTUAL_ENV": None, "SPARK_HOME": None, "PYSPARK_PYTHON": None}
 
 WAY_NAMES = ["duckdb", "deltalog-server", "deltalog-connect", "deltalog-inprocess", "deltalog-spark-tests",
-             "deltalog-ci", "deltalog-ci-noarchive", "deltalog-ci-late", "sail-parquet", "sail-delta"]
+             "deltalog-ci", "deltalog-ci-noarchive", "deltalog-ci-late", "deltalog-ci-sparkseeds", "sail-parquet",
+             "sail-delta"]
 
 
 def make_ways(base: Path, names: list[str], connect_url: str | None) -> dict[str, Way]:
@@ -341,6 +343,7 @@ def make_ways(base: Path, names: list[str], connect_url: str | None) -> dict[str
         "deltalog-ci": lambda: Way(deltalog(), env=ci),
         "deltalog-ci-noarchive": lambda: Way(deltalog(spark_conf={"spark.deltalog.classArchive": "false"}), env=ci),
         "deltalog-ci-late": lambda: Way(deltalog(spark_conf={"spark.deltalog.startEarly": "false"}), env=ci),
+        "deltalog-ci-sparkseeds": lambda: Way(deltalog(spark_conf={"spark.deltalog.arrowSeeds": "false"}), env=ci),
         "sail-parquet": lambda: Way({"type": "sail", "schema": "main", "threads": 4}, dbt=sail_dbt(),
                                     env=SAIL_ENV, deltalog=False),
         "sail-delta": lambda: Way({"type": "sail", "schema": "main", "threads": 4}, dbt=sail_dbt(), env=SAIL_ENV,

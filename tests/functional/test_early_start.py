@@ -33,3 +33,18 @@ def test_a_session_that_cannot_start_early_fails_the_command_with_its_error(tmp_
     assert "Spark did not start early" in built.stdout
     assert "could not start Spark (nonsense[2])" in built.stdout, built.stdout[-3000:]
     assert not (project / "warehouse" / "analytics" / "numbers").exists()
+
+
+def test_seeds_written_without_spark_never_start_it(tmp_path):
+    project = cli.write_project(tmp_path / "p", "seeds_only", {})
+    (project / "seeds").mkdir()
+    (project / "seeds" / "numbers.csv").write_text("id,label\n1,a\n2,b\n")
+    profile = project / "profiles.yml"
+    profile.write_text(profile.read_text().replace(
+        'spark_conf: {spark.sql.shuffle.partitions: "2"}', 'spark_conf: {spark.deltalog.startEarly: "false"}'))
+
+    seeded = cli.dbt(project, "--debug", "seed")
+    assert seeded.returncode == 0, seeded.stdout + seeded.stderr
+    # dbt opens a connection only when something asks for the session: nothing did, so no JVM started
+    assert "Opening a new connection" not in seeded.stdout, seeded.stdout[-3000:]
+    assert cli.rows(project, "numbers") == [1, 2]

@@ -395,6 +395,13 @@ class DeltalogHandle:
 class DeltalogConnectionManager(SparkConnectionManager):
     TYPE = "deltalog"
 
+    @classmethod
+    def _rollback_handle(cls, connection: Connection) -> None:
+        # a connection never opened (dbt's lazy handle) has nothing to roll back: resolving the handle
+        # would start Spark at the end of a command that never needed it (seeds written without it)
+        if connection.state != ConnectionState.INIT:
+            super()._rollback_handle(connection)
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         RUNTIME.command.new()  # dbt builds the adapter once per command

@@ -246,7 +246,9 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
 
     @available.parse_none
     def create_schema(self, relation: BaseRelation) -> None:
-        self.spark  # the session's checks of the warehouse (shared by a cluster's executors) come first
+        creds = self.config.credentials
+        if creds.method != "session" or not creds.master.startswith("local"):
+            self.spark  # the session's checks of the warehouse (shared by a cluster's executors) come first
         warehouse = self.warehouse_of(relation)
         warehouse.create_schema(relation.schema)
         metastore = self.metastore_of(relation)

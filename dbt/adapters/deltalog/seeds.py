@@ -6,9 +6,12 @@ import json
 from typing import Any, List, Optional
 
 from dbt.adapters.contracts.connection import AdapterResponse
+from dbt.adapters.events.logging import AdapterLogger
 
 from deltalog.lazy_imports import load
 from dbt.adapters.deltalog.model_config import config_value as _get, quote_name as _q
+
+log = AdapterLogger("deltalog")
 
 # commitInfo field of a seed load: what was loaded (see fingerprint)
 SEED_FINGERPRINT = "dbtSeedFingerprint"
@@ -18,9 +21,6 @@ def write_seed(adapter: Any, relation: Any, agate_table: Any, model: Any, full_r
     """A seed whose rows, column types and config are those of the table's last commit (its own last
     load: nothing committed to the table since) is left as it is, without a commit; `--full-refresh`
     loads it anyway."""
-    load("spark")
-    from pyspark.sql.types import StringType, StructField, StructType
-
     config = _get(model, "config") or {}
     column_types = _get(config, "column_types") or {}
     names = [str(n) for n in agate_table.column_names]
@@ -34,14 +34,52 @@ def write_seed(adapter: Any, relation: Any, agate_table: Any, model: Any, full_r
                                             f"types and config of its last load)")
         response.rows_affected = 0
         return response
-    spark = adapter.spark
-    raw = spark.createDataFrame(rows, StructType([StructField(f"c{i}", StringType()) for i in range(len(names))]))
-    df = raw.selectExpr(*[f"cast(`c{i}` as {t}) as {_q(n)}" for i, (n, t) in enumerate(zip(names, types))])
-    version = adapter._replace_table(relation, df, model, "WRITE", {SEED_FINGERPRINT: loaded})
+    version = _arrow_load(adapter, relation, agate_table, model, names, types, column_types, loaded)
+    if version is None:
+        version = _spark_load(adapter, relation, model, names, types, rows, loaded)
     response = adapter._refreshed(relation, "SEED", version)
     response.rows_affected = len(rows)
     response._message = f"INSERT {len(rows)} ({response._message})"
     return response
+
+
+def _spark_load(adapter: Any, relation: Any, model: Any, names: List[str], types: List[str], rows: List[tuple],
+                loaded: str) -> Optional[int]:
+    """Spark casts each column's text to its type, and the table is created or replaced."""
+    load("spark")
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    spark = adapter.spark
+    raw = spark.createDataFrame(rows, StructType([StructField(f"c{i}", StringType()) for i in range(len(names))]))
+    df = raw.selectExpr(*[f"cast(`c{i}` as {t}) as {_q(n)}" for i, (n, t) in enumerate(zip(names, types))])
+    return adapter._replace_table(relation, df, model, "WRITE", {SEED_FINGERPRINT: loaded})
+
+
+def _arrow_load(adapter: Any, relation: Any, agate_table: Any, model: Any, names: List[str], types: List[str],
+                column_types: dict, loaded: str) -> Optional[int]:
+    """A new table written by the engine's Arrow writer, without waiting for Spark (arrow_seeds.py); None
+    when the load is Spark's."""
+    from deltalog.write import write_deltalake
+    from dbt.adapters.deltalog import arrow_seeds
+    from dbt.adapters.deltalog.model_config import table_definition
+    from dbt.adapters.deltalog.placement import place_table
+
+    why = arrow_seeds.refusal(adapter, relation, model, names, types, column_types)
+    data = None
+    if why is None:
+        try:
+            data = arrow_seeds.arrow_table(agate_table, names, types)
+        except arrow_seeds.NotHere as e:
+            why = str(e)
+    if data is None:
+        log.debug(f"seed {relation.identifier}: loaded by Spark: {why}")
+        return None
+    cfg = adapter._model_config(relation, model)
+    warehouse = adapter.warehouse_of(relation)
+    place_table(warehouse, relation, cfg)  # (clears a location left by a table never written)
+    warehouse.create_schema(relation.schema)
+    return write_deltalake(adapter.table(relation).uri, data, mode="error",
+                           configuration=table_definition(cfg, model).properties, extra_commit_info={**adapter._commit_info(model), SEED_FINGERPRINT: loaded})
 
 
 def unchanged_version(adapter: Any, relation: Any, loaded: str) -> Optional[int]:
@@ -87,7 +125,7 @@ def seed_text(value: Any) -> Optional[str]:
         # dbt types a column bigint when every value is whole, `1.0` included: Spark's cast to bigint
         # refuses the text "1.0", so a whole number is written without its fraction
         if value.is_finite() and value == value.to_integral_value():
-            return str(int(value))
+            return "-0" if value.is_zero() and value.is_signed() else str(int(value))  # -0.0 stays a double's -0
         return format(value, "f")
     if isinstance(value, dt.datetime):
         return value.isoformat(sep=" ")

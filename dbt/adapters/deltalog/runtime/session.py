@@ -23,6 +23,9 @@ from dbt.adapters.deltalog.runtime.jvm import Command, ensure_java, start_spark
 class Runtime:
     def __init__(self) -> None:
         self._lock = threading.RLock()
+        # held while a session starts (seconds): apart from _lock, so that work needing no Spark (a seed
+        # written without it, marking a view changed) never waits for a JVM starting in the background
+        self._start_lock = threading.RLock()
         self.spark = None
         self._views: Optional[SessionViews] = None
         self._checked: set = set()  # (session, warehouse) checked as shared with the executors
@@ -76,7 +79,7 @@ class Runtime:
         early = self._early
         if early is not None and early is not threading.current_thread():
             early.join()
-        with self._lock:
+        with self._start_lock:
             if self.spark is not None and _is_alive(self.spark):
                 if self._interrupts_unhandled and threading.current_thread() is threading.main_thread():
                     from dbt.adapters.deltalog.runtime import spark_server
@@ -88,7 +91,8 @@ class Runtime:
                 from dbt.adapters.deltalog.runtime.connect import connect_session
 
                 spark = connect_session(remote, spark_conf)
-                self.spark, self._views = spark, None
+                with self._lock:
+                    self.spark, self._views = spark, None
                 return spark
             if server:
                 from dbt.adapters.deltalog.runtime import spark_server
@@ -103,7 +107,8 @@ class Runtime:
             _follow_cluster_cores(spark, master, spark_conf)
             # pyspark logs every failed statement's JVM trace; dbt reports the error itself
             logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
-            self.spark, self._views = spark, None  # a new session has none of the old one's views
+            with self._lock:
+                self.spark, self._views = spark, None  # a new session has none of the old one's views
             return spark
 
     def views(self, spark) -> SessionViews:
