@@ -28,16 +28,17 @@ class NotHere(Exception):
     """The seed goes to Spark; the message says why."""
 
 
-def refusal(adapter: Any, relation: Any, model: Any, names: List[str], types: List[str],
-            column_types: dict) -> Optional[str]:
-    """Why this seed load is Spark's (None: the Arrow writer gives the same table)."""
+def refusal(adapter: Any, relation: Any, model: Any, cfg: Any, definition: Any, names: List[str],
+            types: List[str], column_types: dict) -> Optional[str]:
+    """Why this seed load is Spark's (None: the Arrow writer gives the same table). `cfg`, `definition`:
+    the seed's DeltaConfig and table definition."""
     from deltalog.column_mapping import names_needing_mapping
     from deltalog.storage.files import is_object_store_uri
     from dbt.adapters.deltalog.declared_columns import declared_columns
-    from dbt.adapters.deltalog.model_config import config_value as _get, table_definition
+    from dbt.adapters.deltalog.model_config import config_value as _get
 
     creds = adapter.config.credentials
-    if str((creds.spark_conf or {}).get(SWITCH, "true")).strip().lower() == "false":
+    if creds.turned_off(SWITCH):
         return f"{SWITCH}: false"
     warehouse = adapter.warehouse_of(relation)
     if column_types:
@@ -52,10 +53,8 @@ def refusal(adapter: Any, relation: Any, model: Any, names: List[str], types: Li
     if is_object_store_uri(warehouse.table_path(relation.schema, relation.identifier)):
         return "an object-store warehouse"
     config = _get(model, "config") or {}
-    cfg = adapter._model_config(relation, model)
     if cfg.partition_by or cfg.zorder_by or cfg.clustering or cfg.location_root:
         return "partition_by, zorder_by, clustering or location_root"
-    definition = table_definition(cfg, model)
     if definition.description is not None or definition.column_comments or definition.not_null:
         return "persist_docs or a contract"
     odd = sorted(k for k in definition.properties if k.startswith("delta.") and k not in _PLAIN_PROPERTIES)

@@ -216,6 +216,10 @@ class DeltalogCredentials(Credentials):
         return {"master": self.master, "spark_conf": self.spark_conf, "server": self.uses_spark_server(),
                 "idle_timeout": self.spark_server_idle_timeout, "remote": self.connect_url()}
 
+    def turned_off(self, setting: str) -> bool:
+        """One of our `spark.deltalog.*` switches (on unless spark_conf sets it to false)."""
+        return str((self.spark_conf or {}).get(setting, "true")).strip().lower() == "false"
+
     def uses_spark_server(self) -> bool:
         if self.method == "connect":
             return False

@@ -129,7 +129,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
             RUNTIME.project_root = config.project_root
         RUNTIME.metastores = creds.metastores()
         RUNTIME.catalog_names = frozenset(creds.catalogs)
-        if _command_opens_spark() and str((creds.spark_conf or {}).get(START_EARLY, "true")).lower() != "false":
+        if _command_opens_spark() and not creds.turned_off(START_EARLY):
             RUNTIME.start_early(**creds.session_arguments())  # while dbt parses the project
 
     @classmethod

@@ -64,7 +64,9 @@ def _arrow_load(adapter: Any, relation: Any, agate_table: Any, model: Any, names
     from dbt.adapters.deltalog.model_config import table_definition
     from dbt.adapters.deltalog.placement import place_table
 
-    why = arrow_seeds.refusal(adapter, relation, model, names, types, column_types)
+    cfg = adapter._model_config(relation, model)
+    definition = table_definition(cfg, model)
+    why = arrow_seeds.refusal(adapter, relation, model, cfg, definition, names, types, column_types)
     data = None
     if why is None:
         try:
@@ -74,12 +76,11 @@ def _arrow_load(adapter: Any, relation: Any, agate_table: Any, model: Any, names
     if data is None:
         log.debug(f"seed {relation.identifier}: loaded by Spark: {why}")
         return None
-    cfg = adapter._model_config(relation, model)
     warehouse = adapter.warehouse_of(relation)
     place_table(warehouse, relation, cfg)  # (clears a location left by a table never written)
     warehouse.create_schema(relation.schema)
-    return write_deltalake(adapter.table(relation).uri, data, mode="error",
-                           configuration=table_definition(cfg, model).properties, extra_commit_info={**adapter._commit_info(model), SEED_FINGERPRINT: loaded})
+    return write_deltalake(adapter.table(relation).uri, data, mode="error", configuration=definition.properties,
+                           extra_commit_info={**adapter._commit_info(model), SEED_FINGERPRINT: loaded})
 
 
 def unchanged_version(adapter: Any, relation: Any, loaded: str) -> Optional[int]:
