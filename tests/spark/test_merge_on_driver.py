@@ -233,3 +233,63 @@ def test_copy_on_write_on_the_driver_keeps_partitions_and_mapped_column_names(sp
         results.append(rows(uri))
     assert calls == [1] and results[0] == results[1]
     assert len(results[0]) == 600 + 10 and (15, 0, "new") in results[0] and (16, 1, "16") in results[0]
+
+
+def _metrics(uri) -> dict:
+    m = deltalake.DeltaTable(uri).history()[0]["operationMetrics"]
+    return {k: m[k] for k in ("numTargetRowsUpdated", "numTargetRowsDeleted", "numTargetRowsInserted",
+                              "numTargetRowsCopied", "numSourceRows")}
+
+
+@pytest.mark.parametrize("configuration", [DVS, {}], ids=["merge-on-read", "copy-on-write"])
+def test_clause_conditions_of_the_source_alone_match_on_the_driver(spark, tmp_path, monkeypatch, configuration):
+    """A change-capture MERGE: delete where the change is a delete, update (every column but the key,
+    which the match keeps) where it is an upsert, insert unmatched upserts. A pair no clause acts on
+    changes nothing and is no insert; two source rows on one target row are no error while at most one
+    acts. Rows and metrics are those of Spark's match."""
+    metrics = {}
+
+    def change(uri):
+        source = spark.sql(
+            "SELECT * FROM VALUES (3L, 30L, 'u', 'x'), (4L, 40L, 'd', 'x'), (5L, 50L, 'n', 'x'), "
+            "(6L, 60L, 'n', 'x'), (6L, 61L, 'u', 'y'), (2000L, 7L, 'u', 'z'), (2001L, 8L, 'd', 'z'), "
+            "(2002L, 9L, 'n', 'z') AS v(id, k, op, s)")
+        update = {"k": "s.k", "s": "s.s"} if configuration else "*"
+        ops.merge(spark, uri, source, ON, source_alias="s", target_alias="t",
+                  when_matched_delete_condition="s.op = 'd'", when_matched_condition="s.op = 'u'",
+                  when_matched_update=update, when_not_matched_insert={"id": "s.id", "k": "s.k", "s": "s.s"},
+                  when_not_matched_condition="s.op = 'u'")
+        metrics[uri] = _metrics(uri)
+
+    rows, on_driver = _both_ways(spark, tmp_path, monkeypatch, lambda uri: _table(spark, uri, configuration=configuration),
+                                 change)
+    assert on_driver == 1
+    by_id = {r["id"]: (r["k"], r["s"]) for r in rows}
+    assert by_id[3] == (30, "x") and 4 not in by_id and by_id[5] == (5, "a") and by_id[6] == (61, "y")
+    assert by_id[2000] == (7, "z") and 2001 not in by_id and 2002 not in by_id and len(by_id) == len(rows) == 1000
+    first, second = metrics.values()
+    assert first == second, metrics
+    assert (first["numTargetRowsUpdated"], first["numTargetRowsDeleted"], first["numTargetRowsInserted"]) == \
+        ("2", "1", "1")
+
+
+def test_two_acting_source_rows_on_one_target_row_fail_on_the_driver(spark, tmp_path):
+    uri = str(tmp_path / "t")
+    _table(spark, uri)
+    source = spark.sql("SELECT * FROM VALUES (7L, 1L, 'u', 'b'), (7L, 2L, 'd', 'c') AS v(id, k, op, s)")
+    with pytest.raises(ops.MergeDuplicateSourceError, match=r"id=7\b.*appears 2 times"):
+        ops.merge(spark, uri, source, ON, source_alias="s", target_alias="t",
+                  when_matched_delete_condition="s.op = 'd'", when_matched_update={"k": "s.k", "s": "s.s"})
+    assert Snapshot.load(uri).version == 0  # nothing committed
+
+
+def test_a_condition_on_the_target_goes_to_spark(spark, tmp_path, monkeypatch):
+    def change(uri):
+        source = spark.sql("SELECT id, 100L AS k, 'b' AS s FROM range(0, 50, 5)")
+        ops.merge(spark, uri, source, ON, source_alias="s", target_alias="t",
+                  when_matched_condition="t.k < 3", when_matched_update={"k": "s.k", "s": "s.s"})
+
+    rows, on_driver = _both_ways(spark, tmp_path, monkeypatch, lambda uri: _table(spark, uri), change)
+    assert on_driver == 0
+    by_id = {r["id"]: (r["k"], r["s"]) for r in rows}
+    assert by_id[15] == (100, "b") and by_id[5] == (5, "a")  # 15 % 7 = 1 < 3; 5 % 7 = 5

@@ -26,7 +26,7 @@ from ..files import add_files_of, record_count, take_rows  # noqa: E402
 from ..rows import (ACTION_COLUMN, FileKeys, ROW_ID_COLUMN, actions_per_file,  # noqa: E402
                     with_default_row_ids)
 from .plan import (BY_SOURCE_NEW, NEW, OLD, SOURCE_ID, assigned, duplicate_source_error,  # noqa: E402
-                   source_only, stored_value)
+                   matched_action, resolves, source_only, stored_value)
 from .run import MergeRun  # noqa: E402
 
 
@@ -53,14 +53,22 @@ def match_rows(run: MergeRun) -> None:
     copy_from_driver = (not plan.marking and not plan.by_source and update is not None
                         and source_only(src, update) == set(target_columns)
                         and not row_tracking.keeps_row_ids(snapshot.protocol, snapshot.configuration, candidates))
+    # Clause conditions the source alone decides (change capture's `s.op = 'd'`) are evaluated with the
+    # source's keys; one that reads the target needs Spark's join. A key column the update leaves out
+    # keeps its value, which the driver's match (equality, one type both sides) makes the source key's.
+    conditions = [c for c in (plan.delete_condition, plan.update_condition) if c]
+    same_keys = {t: f"{S}.{quote_identifier(s)}" for s, t in keys if update is not None and t not in update}
     on_driver = None
     if (candidates.num_rows and (carry or copy_from_driver) and not feed and run.small_source
             and run.num_source <= _DRIVER_MATCH_SOURCE_ROWS
-            and (copy_from_driver or late_update == set(target_columns)) and not plan.update_condition
-            and not plan.delete_condition):
-        on_driver = match_on_driver(spark, snapshot, candidates, source, plan.on, keys, target_schema)
-        if on_driver is not None and copy_from_driver:
+            and (copy_from_driver or late_update | set(same_keys) == set(target_columns))
+            and (not conditions or resolves(src, *conditions))):
+        on_driver = match_on_driver(spark, snapshot, candidates, src, plan.on, keys, target_schema,
+                                    matched_action(plan))
+        if on_driver is not None:
+            update = {**update, **same_keys}
             late_update = set(target_columns)
+    run.update = update
     keep_ids, hidden = False, []
     if on_driver is not None:
         matched, touched, run.driver_marks, run.each_source_row_once = on_driver
@@ -69,7 +77,9 @@ def match_rows(run: MergeRun) -> None:
             run.matched_rows = spark.createDataFrame(matched)
         if keep_ids:
             hidden = [f["name"] for f in row_tracking.materialized_fields(snapshot.configuration)]
-        run.n_updated = sum(len(rows) for _, rows in run.driver_marks)
+        actions = matched.column(ACTION_COLUMN)
+        run.n_updated = pc.sum(pc.equal(actions, "update")).as_py() or 0
+        run.n_deleted = pc.sum(pc.equal(actions, "delete")).as_py() or 0
         run.phases.done("match (on the driver)")
     elif candidates.num_rows and (plan.by_row or plan.insert is not None):
         # Rows deleted by DVs are filtered out after the join, on the few rows it keeps (a file's
@@ -90,11 +100,7 @@ def match_rows(run: MergeRun) -> None:
         if late is not None:
             joined = joined.filter(~late)
         if plan.by_row:
-            delete_cond = F.coalesce(F.expr(plan.delete_condition), F.lit(False)) \
-                if plan.delete_condition else F.lit(False)
-            update_cond = (F.coalesce(F.expr(plan.update_condition), F.lit(False))
-                           if plan.update_condition else F.lit(True)) if update is not None else F.lit(False)
-            action = F.when(delete_cond, F.lit("delete")).when(update_cond, F.lit("update"))
+            action = matched_action(plan)
             new_values = [assigned(joined, update[c], target_schema[c].dataType).alias(NEW + str(i))
                           for i, c in enumerate(target_columns)
                           if update and c in update and c not in late_update]
@@ -210,13 +216,14 @@ _DRIVER_MATCH_TYPES = ("byte", "short", "integer", "long", "string", "date", "ti
 
 
 def match_on_driver(spark: SparkSession, snapshot: Any, candidates: pa.Table, source: DataFrame, on: str,
-                     keys: list[tuple[str, str]], target_schema: StructType) -> Any:
+                     keys: list[tuple[str, str]], target_schema: StructType, action: Any) -> Any:
     """A merge's matched pairs found on the driver (`row_match`: the candidate files' key columns read
     with pyarrow, joined with the source's keys in Arrow) where `on` is equality of key columns alone,
     of one type on both sides: (the matched rows, as an Arrow table with the columns the Spark match
     gives them: ACTION_COLUMN and SOURCE_ID, and ROW_ID_COLUMN under row tracking; the files touched;
-    their (add, row indexes) to mark; whether every source row matched exactly one target row). None
-    where that does not apply, or the table
+    their (add, row indexes) to mark, of the pairs with an action; whether every source row matched
+    exactly one target row and updates it). `action`: the action of a pair, over the (aliased) source's
+    columns alone (`matched_action`). None where that does not apply, or the table
     is too big for it: then Spark matches. Spark's scan and join of the table cost seconds of fixed
     overhead that dwarf a small source (a 10M-row target's ids: 0.5 s here, 2-3 s by Spark)."""
     from ....row_match import FILE, ROW_INDEX, matching_rows
@@ -240,27 +247,30 @@ def match_on_driver(spark: SparkSession, snapshot: Any, candidates: pa.Table, so
     if records is None or records > _DRIVER_MATCH_TARGET_ROWS or widened_columns(snapshot.schema_json) & set(columns):
         return None
     source_keys = source.select(*[F.col(quote_identifier(s)).alias(s) for s, _ in keys],
-                                F.col(SOURCE_ID)).toArrow()
+                                F.col(SOURCE_ID), action.alias(ACTION_COLUMN)).toArrow()
     pairs = matching_rows(snapshot, candidates, source_keys, columns)
     if pairs.num_rows > _DRIVER_MATCH_SOURCE_ROWS:
         return None  # many target rows per source row: Spark carries them
-    per_row = pairs.group_by([FILE, ROW_INDEX]).aggregate([([], "count_all")])
+    # a pair no clause acts on changes nothing (as Spark's match, it only rules out an insert)
+    acting = pairs.filter(pc.is_valid(pairs.column(ACTION_COLUMN)))
+    per_row = acting.group_by([FILE, ROW_INDEX]).aggregate([([], "count_all")])
     repeated = per_row.filter(pc.greater(per_row.column("count_all"), 1))
     if repeated.num_rows:
         first = repeated.slice(0, 1).to_pylist()[0]
-        sid = pairs.filter(pc.and_(pc.equal(pairs.column(FILE), first[FILE]),
-                                   pc.equal(pairs.column(ROW_INDEX), first[ROW_INDEX]))).column(SOURCE_ID)[0]
+        sid = acting.filter(pc.and_(pc.equal(acting.column(FILE), first[FILE]),
+                                    pc.equal(acting.column(ROW_INDEX), first[ROW_INDEX]))).column(SOURCE_ID)[0]
         row = source_keys.filter(pc.equal(source_keys.column(SOURCE_ID), sid)).slice(0, 1).to_pylist()[0]
         raise duplicate_source_error(snapshot.table_uri, keys, row, first["count_all"])
-    grouped = pairs.group_by(FILE).aggregate([(ROW_INDEX, "list")]).sort_by(FILE)
+    grouped = acting.group_by(FILE).aggregate([(ROW_INDEX, "list")]).sort_by(FILE)
     touched = take_rows(candidates, grouped.column(FILE).to_pylist())  # in the same (sorted) order
     marks = [(add, np.asarray(rows.values, dtype=np.uint64))
              for add, rows in zip(add_files_of(touched), grouped.column(f"{ROW_INDEX}_list"))]
-    matched = pa.table({ACTION_COLUMN: pa.array(["update"] * pairs.num_rows, pa.string()),
+    matched = pa.table({ACTION_COLUMN: pairs.column(ACTION_COLUMN).cast(pa.string()),
                         SOURCE_ID: pairs.column(SOURCE_ID).cast(pa.int64())})
     if row_tracking.keeps_row_ids(snapshot.protocol, snapshot.configuration, candidates):
         matched = matched.append_column(ROW_ID_COLUMN, matched_row_ids(snapshot, candidates, pairs))
-    each_source_row_once = (pairs.num_rows == source_keys.num_rows
+    updates = pc.sum(pc.equal(pairs.column(ACTION_COLUMN), "update")).as_py() or 0
+    each_source_row_once = (pairs.num_rows == source_keys.num_rows == updates
                             and pc.count_distinct(pairs.column(SOURCE_ID)).as_py() == pairs.num_rows)
     return matched, touched, marks, each_source_row_once
 

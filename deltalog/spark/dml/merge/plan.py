@@ -204,21 +204,33 @@ def duplicate_source_error(table: str, keys: list[tuple[str, str]], row: Any, ti
         f"source (deduplicate it, or add columns to unique_key). Nothing was committed.")
 
 
-def source_only(source: DataFrame, assignments: dict[str, str]) -> set[str]:
-    """The columns of `assignments` whose SQL Spark resolves against the (aliased) source alone:
-    analysis only, no job."""
+def resolves(df: DataFrame, *exprs: str) -> bool:
+    """Whether Spark resolves every SQL expression of `exprs` against `df` alone: analysis only, no job."""
     from pyspark.errors import AnalysisException
 
-    def resolves(*exprs: str) -> bool:
-        try:
-            source.select(*[F.expr(e) for e in exprs])
-            return True
-        except AnalysisException:
-            return False
+    try:
+        df.select(*[F.expr(e) for e in exprs])
+        return True
+    except AnalysisException:
+        return False
 
-    if resolves(*assignments.values()):  # SET *: one call
+
+def source_only(source: DataFrame, assignments: dict[str, str]) -> set[str]:
+    """The columns of `assignments` whose SQL Spark resolves against the (aliased) source alone."""
+    if resolves(source, *assignments.values()):  # SET *: one call
         return set(assignments)
-    return {c for c, e in assignments.items() if resolves(e)}
+    return {c for c, e in assignments.items() if resolves(source, e)}
+
+
+def matched_action(plan: "MergePlan") -> Column:
+    """What a matched pair does: 'delete' where the delete clause's condition holds (it is checked
+    first), else 'update' where the update clause's does, else null (the row stays as it is)."""
+    delete = F.coalesce(F.expr(plan.delete_condition), F.lit(False)) if plan.delete_condition else F.lit(False)
+    if plan.update is None:
+        update = F.lit(False)
+    else:
+        update = F.coalesce(F.expr(plan.update_condition), F.lit(False)) if plan.update_condition else F.lit(True)
+    return F.when(delete, F.lit("delete")).when(update, F.lit("update"))
 
 
 def atomic_types(schema: StructType) -> bool:

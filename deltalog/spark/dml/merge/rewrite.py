@@ -38,7 +38,7 @@ def _changed_rows_only(run: MergeRun) -> None:
     other rows."""
     spark, snapshot, plan = run.spark, run.snapshot, run.plan
     target_schema, target_columns, stored = run.target_schema, run.target_columns, run.stored
-    update, acting, src, late_update, on_driver = plan.update, run.acting, run.src, run.late_update, run.on_driver
+    update, acting, src, late_update, on_driver = run.update, run.acting, run.src, run.late_update, run.on_driver
     keep_ids, hidden = run.keep_ids, run.hidden
     S = quote_identifier(run.source_alias)
     if on_driver is not None and not plan.marking:  # copy-on-write: the rows the merge did not change

@@ -44,6 +44,8 @@ class MergeRun:
     n_by_source_updated: int = 0
     n_by_source_deleted: int = 0
     late_update: set = field(default_factory=set)  # updated columns set from the source after the match
+    update: dict | None = None                # the update's assignments as the new rows take them (the plan's;
+                                              # matched on the driver, with the key columns it leaves out)
     on_driver: Any = None                     # the driver's match, when it applied
     driver_marks: list = field(default_factory=list)
     each_source_row_once: bool = False        # an upsert whose every row updates one target row
