@@ -296,16 +296,38 @@ def test_the_state_table_is_compacted_as_batches_add_files(spark, tmp_path):
     assert state.snapshot().num_files < 6 and len(_rows(state.uri)) == 18 and len(_rows(uri)) == 18
 
 
-def test_a_warm_up_before_a_stream_reads_and_commits_nothing(spark, tmp_path, caplog):
+@pytest.mark.parametrize("scd_type", [1, 2])
+def test_a_warm_up_rehearses_batches_in_a_scratch_folder_and_commits_nothing(spark, tmp_path, caplog, monkeypatch,
+                                                                             scd_type):
+    """The warm-up applies made-up batches to a scratch table in a temporary folder, removed after it:
+    the table and its state keep their versions, and the stream's batches then apply as ever."""
+    import tempfile
+
+    from deltalog.spark.apply_changes import applier as applier_module
+
+    scratch_root = tmp_path / "tmp"
+    scratch_root.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch_root))
+    rehearsed = []
+    original = applier_module.Applier.__call__
+    monkeypatch.setattr(applier_module.Applier, "__call__",
+                        lambda self, batch, batch_id: rehearsed.append((self.table.uri, batch.count()))
+                        or original(self, batch, batch_id))
     uri = str(tmp_path / "t")
-    apply = _applier(spark, uri)
-    apply.warm_up(spark.createDataFrame([], SOURCE))  # no table yet: nothing to read
+    apply = _applier(spark, uri, stored_as_scd_type=scd_type)
+    with caplog.at_level("INFO", logger="deltalog.spark.apply_changes.applier"):
+        apply.warm_up(spark.createDataFrame([], SOURCE))  # no table yet
+    assert "warmed up" in caplog.text and "skipped" not in caplog.text, caplog.text
+    assert [n for _, n in rehearsed] == [applier_module.REHEARSAL_ROWS] * applier_module.REHEARSED_BATCHES
+    assert all(u.startswith(str(scratch_root)) for u, _ in rehearsed) and not list(scratch_root.iterdir())
+    assert not DeltaTable(uri).exists()
     _apply(spark, apply, 0, [(1, "a", "Oslo", "c", 1), (2, "b", "Rome", "c", 1)])
     versions = (DeltaTable(uri).version(), state_table(DeltaTable(uri)).version())
-    again = _applier(spark, uri)  # a new run of the stream
+    again = _applier(spark, uri, stored_as_scd_type=scd_type)  # a new run of the stream
+    caplog.clear()
     with caplog.at_level("INFO", logger="deltalog.spark.apply_changes.applier"):
         again.warm_up(spark.createDataFrame([], SOURCE))
     assert "warmed up" in caplog.text and "skipped" not in caplog.text
     assert (DeltaTable(uri).version(), state_table(DeltaTable(uri)).version()) == versions
     _apply(spark, again, 1, [(1, "a", "Bern", "u", 2)])
-    assert _cities(uri) == {1: "Bern", 2: "Rome"}
+    assert {r["id"]: r["city"] for r in _rows(uri) if r.get("__END_AT") is None} == {1: "Bern", 2: "Rome"}

@@ -28,6 +28,9 @@ log = logging.getLogger(__name__)
 STATE_DIR = "_apply_changes"
 PURGE_EVERY = 20
 TRUNCATED_AT = "deltalog.applyChanges.truncatedAt"  # the state table's property: the last truncate's sequence
+# the warm-up: batches as large as a stream's typical ones (the JIT compiles code run often enough), the
+# second and third updating half of the keys before them and inserting as many
+REHEARSED_BATCHES, REHEARSAL_ROWS = 3, 1000
 
 
 def state_table(table: DeltaTable) -> DeltaTable:
@@ -106,25 +109,32 @@ class Applier:
             after_write(self.spark, table, table.snapshot().configuration, [{}])
 
     def warm_up(self, source: DataFrame) -> None:
-        """Run, read-only, what a batch runs first (the batch's check, the key lookups in the table and
-        its state) on no changes, so a long-running stream's first batch does not pay for the JVM's first
-        run of that code: its latency is then that of the batches after it. Nothing is committed."""
-        from ..connect import empty_dataframe
-        from ..reader import snapshot_dataframe
+        """Rehearse, before a long-running stream starts, what its first batches run: REHEARSED_BATCHES
+        batches of REHEARSAL_ROWS made-up changes with the source's columns (creating a table, then
+        updating and inserting by key), applied to a scratch table and state in a temporary folder. The
+        JVM then runs a batch's plans compiled and warm: the stream's first batches take as long as the
+        later ones (a batch's work past its source reads the cached changes, the same plans whatever
+        the source). The table and its state are not touched. Nothing is committed to them."""
+        import shutil
+        import tempfile
 
+        from ..cluster import is_local_master
+
+        if not is_local_master(source.sparkSession):  # executors elsewhere would not share the folder
+            log.info("%s: no warm-up: the session's tasks run on other machines", self.table.uri)
+            return
         started = time.time()
-        self.batch_id = -1
+        scratch = tempfile.mkdtemp(prefix="deltalog-warm-up-")
         try:
-            checked(prepared(empty_dataframe(source.sparkSession, source.schema), self), self)
-            for table in (self.table, self.state):
-                if not self.replace and table.exists():
-                    rows = snapshot_dataframe(source.sparkSession, table.snapshot())
-                    # one real key: an empty or NULL one would let the optimizer skip the scan
-                    some_key = rows.select(*[F.col(quote_identifier(k)) for k in self.keys]).limit(1)
-                    rows.join(F.broadcast(some_key), self.keys, "left_semi").count()
+            rehearsal = Applier(table=DeltaTable(fs.join(scratch, "table")), spec=self.spec,
+                                app_id=f"{self.app_id}-warm-up", output=self.output)
+            for batch_id in range(REHEARSED_BATCHES):
+                rehearsal(made_up_changes(source, self.keys, batch_id), batch_id)
         except Exception as exc:  # only an optimisation: the first batch will say what is wrong, if anything
             log.info("%s: warm-up skipped: %s", self.table.uri, str(exc).splitlines()[0] if str(exc) else exc)
             return
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
         log.info("%s: warmed up for %s in %.2f s", self.table.uri, self.app_id, time.time() - started)
 
     def purge_tombstones(self) -> None:
@@ -233,4 +243,32 @@ def check_source(df: DataFrame, spec: ApplyChanges, where: str) -> None:
             raise ApplyChangesError(f"{where}: apply_changes {what} `{text}` is of type {kind}; it must be a "
                                     f"condition (true or false).")
 
+
+def made_up_changes(source: DataFrame, keys: list[str], batch_id: int) -> DataFrame:
+    """REHEARSAL_ROWS changes with `source`'s columns, for the warm-up: `keys` from a range that moves on
+    by half its length each batch, every other column a value of its type that grows batch after batch
+    (NULL where no cast makes one: a key or sequence left NULL stops the rehearsal, as it would a batch).
+    Computed by Spark from a range, so that no step of the plan is folded away as a literal's would be."""
+    from pyspark.sql.types import (BooleanType, DateType, NumericType, StringType, TimestampNTZType,
+                                   TimestampType)
+
+    first = batch_id * REHEARSAL_ROWS // 2
+    rows = source.sparkSession.range(first, first + REHEARSAL_ROWS)
+    later = F.col("id") + F.lit(batch_id * REHEARSAL_ROWS)  # a later sequence than the batch before's
+    key_names = {k.lower() for k in keys}
+    columns = []
+    for f in source.schema.fields:
+        t, n = f.dataType, F.col("id") if f.name.lower() in key_names else later
+        if isinstance(t, (NumericType, StringType)):
+            value = n.cast(t)
+        elif isinstance(t, BooleanType):
+            value = F.lit(False)
+        elif isinstance(t, (TimestampType, TimestampNTZType)):
+            value = F.timestamp_seconds(n).cast(t)
+        elif isinstance(t, DateType):
+            value = F.date_from_unix_date((n % 100000).cast("int"))
+        else:
+            value = F.lit(None).cast(t)
+        columns.append(value.alias(f.name))
+    return rows.select(*columns)
 
