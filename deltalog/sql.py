@@ -107,3 +107,12 @@ def only_alias_conjuncts(on: str, alias: str, other_alias: str) -> list[str]:
 
         out.append(to_sql(c.copy().transform(unqualify)))
     return out
+
+
+def qualified_only_by(text: str, alias: str) -> bool:
+    """Whether every column `text` references is qualified by `alias` (`s.op = 'd'`; a constant too). An
+    unqualified name could be either side's column, which only the join's analysis settles."""
+    from sqlglot import exp
+
+    return all(len(col.parts) > 1 and col.parts[0].name.lower() == alias.lower()
+               for col in parse(text).find_all(exp.Column))

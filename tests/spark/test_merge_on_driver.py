@@ -283,13 +283,19 @@ def test_two_acting_source_rows_on_one_target_row_fail_on_the_driver(spark, tmp_
     assert Snapshot.load(uri).version == 0  # nothing committed
 
 
-def test_a_condition_on_the_target_goes_to_spark(spark, tmp_path, monkeypatch):
+def test_a_condition_on_the_target_or_unqualified_goes_to_spark(spark, tmp_path, monkeypatch):
+    """A condition reading the target, or naming a column without its side (which only the join's
+    analysis tells), is matched by Spark."""
     def change(uri):
-        source = spark.sql("SELECT id, 100L AS k, 'b' AS s FROM range(0, 50, 5)")
+        source = spark.sql("SELECT id, 100L AS k, 'b' AS s, 'u' AS op FROM range(0, 50, 5)")
         ops.merge(spark, uri, source, ON, source_alias="s", target_alias="t",
                   when_matched_condition="t.k < 3", when_matched_update={"k": "s.k", "s": "s.s"})
+        source = spark.sql("SELECT id, 200L AS k, 'c' AS s, IF(id = 40, 'u', 'x') AS op FROM range(40, 50)")
+        ops.merge(spark, uri, source, ON, source_alias="s", target_alias="t",
+                  when_matched_condition="op = 'u'", when_matched_update={"k": "s.k", "s": "s.s"})
 
     rows, on_driver = _both_ways(spark, tmp_path, monkeypatch, lambda uri: _table(spark, uri), change)
     assert on_driver == 0
     by_id = {r["id"]: (r["k"], r["s"]) for r in rows}
     assert by_id[15] == (100, "b") and by_id[5] == (5, "a")  # 15 % 7 = 1 < 3; 5 % 7 = 5
+    assert by_id[40] == (200, "c") and by_id[41] == (41 % 7, "a")

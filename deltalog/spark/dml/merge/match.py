@@ -53,8 +53,8 @@ def match_rows(run: MergeRun) -> None:
     copy_from_driver = (not plan.marking and not plan.by_source and update is not None
                         and source_only(src, update) == set(target_columns)
                         and not row_tracking.keeps_row_ids(snapshot.protocol, snapshot.configuration, candidates))
-    # Clause conditions the source alone decides (change capture's `s.op = 'd'`) are evaluated with the
-    # source's keys; one that reads the target needs Spark's join. A key column the update leaves out
+    # Clause conditions the source alone decides (change capture's `s.op = 'd'`, every column qualified by
+    # the source's alias) are evaluated with the source's keys; one that reads the target needs Spark's join. A key column the update leaves out
     # keeps its value, which the driver's match (equality, one type both sides) makes the source key's.
     conditions = [c for c in (plan.delete_condition, plan.update_condition) if c]
     same_keys = {t: f"{S}.{quote_identifier(s)}" for s, t in keys if update is not None and t not in update}
@@ -62,6 +62,7 @@ def match_rows(run: MergeRun) -> None:
     if (candidates.num_rows and (carry or copy_from_driver) and not feed and run.small_source
             and run.num_source <= _DRIVER_MATCH_SOURCE_ROWS
             and (copy_from_driver or late_update | set(same_keys) == set(target_columns))
+            and all(sql.qualified_only_by(c, run.source_alias) for c in conditions)
             and (not conditions or resolves(src, *conditions))):
         on_driver = match_on_driver(spark, snapshot, candidates, src, plan.on, keys, target_schema,
                                     matched_action(plan))
