@@ -6,6 +6,10 @@ columns); merge-on-read commits that write only the changed rows; a batch replay
 its two commits applies once; bad batches fail whole, by name. delta-rs reads every table."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable as RsTable, QueryBuilder
@@ -308,6 +312,13 @@ def test_a_warm_up_rehearses_batches_in_a_scratch_folder_and_commits_nothing(spa
     scratch_root = tmp_path / "tmp"
     scratch_root.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(scratch_root))
+    # a folder left by a warm-up killed before (its process gone) is removed; a live process's is kept
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    left_over = scratch_root / f"{applier_module.WARM_UP_PREFIX}{gone.pid}-abc"
+    live = scratch_root / f"{applier_module.WARM_UP_PREFIX}{os.getppid()}-abc"
+    for folder in (left_over, live):
+        (folder / "table").mkdir(parents=True)
     rehearsed = []
     original = applier_module.Applier.__call__
     monkeypatch.setattr(applier_module.Applier, "__call__",
@@ -319,7 +330,7 @@ def test_a_warm_up_rehearses_batches_in_a_scratch_folder_and_commits_nothing(spa
         apply.warm_up(spark.createDataFrame([], SOURCE))  # no table yet
     assert "warmed up" in caplog.text and "skipped" not in caplog.text, caplog.text
     assert [n for _, n in rehearsed] == [applier_module.REHEARSAL_ROWS] * applier_module.REHEARSED_BATCHES
-    assert all(u.startswith(str(scratch_root)) for u, _ in rehearsed) and not list(scratch_root.iterdir())
+    assert all(u.startswith(str(scratch_root)) for u, _ in rehearsed) and list(scratch_root.iterdir()) == [live]
     assert not DeltaTable(uri).exists()
     _apply(spark, apply, 0, [(1, "a", "Oslo", "c", 1), (2, "b", "Rome", "c", 1)])
     versions = (DeltaTable(uri).version(), state_table(DeltaTable(uri)).version())

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -31,6 +32,25 @@ TRUNCATED_AT = "deltalog.applyChanges.truncatedAt"  # the state table's property
 # the warm-up: batches as large as a stream's typical ones (the JIT compiles code run often enough), the
 # second and third updating half of the keys before them and inserting as many
 REHEARSED_BATCHES, REHEARSAL_ROWS = 3, 1000
+WARM_UP_PREFIX = "deltalog-warm-up-"  # then the process id: a folder whose process is gone was left by a kill
+
+
+def remove_left_over_scratch() -> None:
+    """Remove the warm-up folders of processes that are gone (a stream killed while warming up)."""
+    import glob
+    import shutil
+    import tempfile
+
+    for folder in glob.glob(os.path.join(tempfile.gettempdir(), f"{WARM_UP_PREFIX}*-*")):
+        pid = os.path.basename(folder)[len(WARM_UP_PREFIX):].split("-", 1)[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+        except OSError:  # alive, another user's
+            pass
 
 
 def state_table(table: DeltaTable) -> DeltaTable:
@@ -124,7 +144,8 @@ class Applier:
             log.info("%s: no warm-up: the session's tasks run on other machines", self.table.uri)
             return
         started = time.time()
-        scratch = tempfile.mkdtemp(prefix="deltalog-warm-up-")
+        remove_left_over_scratch()
+        scratch = tempfile.mkdtemp(prefix=f"{WARM_UP_PREFIX}{os.getpid()}-")
         try:
             rehearsal = Applier(table=DeltaTable(fs.join(scratch, "table")), spec=self.spec,
                                 app_id=f"{self.app_id}-warm-up", output=self.output)
