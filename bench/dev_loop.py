@@ -29,6 +29,9 @@ and the ways to build each, each build a fresh `dbt build` process, wall time me
   deltalog-ci-late   as deltalog-ci, with `spark.deltalog.startEarly: false`: Spark starts when the first
                      connection opens, after dbt's parse, instead of during it (the early start's gain)
   deltalog-ci-sparkseeds  as deltalog-ci, with `spark.deltalog.arrowSeeds: false`: every seed loaded by Spark
+  deltalog-ci-eagercompiler  as deltalog-ci, with `spark.deltalog.lateOptimizingCompiler: false`: the JVM's
+                     own thresholds for its optimizing compiler (the behaviour before)
+  deltalog-server-eagercompiler  as deltalog-server, likewise
   sail-parquet       dbt-sail (Sail, a Spark Connect server in Rust, embedded in the dbt process, no JVM),
                      its default file format (Parquet tables in the project's spark-warehouse)
   sail-delta         dbt-sail with `file_format: delta` and an absolute `location_root`, for models and seeds
@@ -324,7 +327,8 @@ def sail_versions() -> str:
 SAIL_ENV = {"PYTHONPATH": None, "VIRTUAL_ENV": None, "SPARK_HOME": None, "PYSPARK_PYTHON": None}
 
 WAY_NAMES = ["duckdb", "deltalog-server", "deltalog-connect", "deltalog-inprocess", "deltalog-spark-tests",
-             "deltalog-ci", "deltalog-ci-noarchive", "deltalog-ci-late", "deltalog-ci-sparkseeds", "sail-parquet",
+             "deltalog-ci", "deltalog-ci-noarchive", "deltalog-ci-late", "deltalog-ci-sparkseeds", "deltalog-ci-eagercompiler",
+             "deltalog-server-eagercompiler", "sail-parquet",
              "sail-delta"]
 
 
@@ -332,6 +336,7 @@ def make_ways(base: Path, names: list[str], connect_url: str | None) -> dict[str
     def deltalog(**profile) -> dict:
         return {"type": "deltalog", "schema": "main", "threads": 4, **profile}
 
+    EAGER = "spark.deltalog.lateOptimizingCompiler"  # `false`: the JVM's own compiler thresholds
     ci = {"CI": "true"}  # spark_server's `auto` is off in CI: a JVM per command
     made = {
         "duckdb": lambda: Way({"type": "duckdb", "path": str(base / "duckdb" / "dev.duckdb"), "schema": "main",
@@ -344,6 +349,8 @@ def make_ways(base: Path, names: list[str], connect_url: str | None) -> dict[str
         "deltalog-ci-noarchive": lambda: Way(deltalog(spark_conf={"spark.deltalog.classArchive": "false"}), env=ci),
         "deltalog-ci-late": lambda: Way(deltalog(spark_conf={"spark.deltalog.startEarly": "false"}), env=ci),
         "deltalog-ci-sparkseeds": lambda: Way(deltalog(spark_conf={"spark.deltalog.arrowSeeds": "false"}), env=ci),
+        "deltalog-ci-eagercompiler": lambda: Way(deltalog(spark_conf={EAGER: "false"}), env=ci),
+        "deltalog-server-eagercompiler": lambda: Way(deltalog(spark_server=True, spark_conf={EAGER: "false"})),
         "sail-parquet": lambda: Way({"type": "sail", "schema": "main", "threads": 4}, dbt=sail_dbt(),
                                     env=SAIL_ENV, deltalog=False),
         "sail-delta": lambda: Way({"type": "sail", "schema": "main", "threads": 4}, dbt=sail_dbt(), env=SAIL_ENV,

@@ -238,6 +238,15 @@ def start_spark(master: str, spark_conf: Optional[Dict[str, str]] = None, log_fi
     return spark
 
 
+# A local JVM's optimizing compiler (C2) starts on a method after 10x the usual calls and loop turns: a
+# dbt command's many small jobs run each plan a few times, and on two cores the C2 compilations they
+# would trigger take CPU from the jobs themselves. A long job's hot loops still reach C2 within
+# a second, at full speed (bench/jvm_compiler.py measures both).
+LATE_COMPILER_SETTING = "spark.deltalog.lateOptimizingCompiler"  # `false` in spark_conf: the JVM's defaults
+LATE_COMPILER_OPTIONS = ("-XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000 "
+                         "-XX:Tier4CompileThreshold=150000 -XX:Tier4BackEdgeThreshold=400000")
+
+
 def _launch_jvm(master: str, conf: Dict[str, str]) -> None:
     """Start the JVM as pyspark would, with its console output (the module notice, JVM warnings,
     a crash report) in the Spark log file instead of between dbt's lines."""
@@ -248,12 +257,15 @@ def _launch_jvm(master: str, conf: Dict[str, str]) -> None:
 
     from deltalog.spark import class_archive
 
-    archive_options, recording = "", None
+    archive_options, recording, compiler_options = "", None, ""
     if master.startswith("local"):  # the JVM's start from a class-data-sharing archive (class_archive.py)
         archive_options, recording = class_archive.driver_options(conf, conf.get("spark.driver.extraClassPath", ""))
+        if str(conf.get(LATE_COMPILER_SETTING, "true")).strip().lower() != "false":
+            compiler_options = LATE_COMPILER_OPTIONS
 
-    def launch(extra_options: str):
+    def launch(archive: str):
         settings = dict(conf)
+        extra_options = f"{compiler_options} {archive}".strip()
         if extra_options:
             settings["spark.driver.extraJavaOptions"] = _joined_options(settings, extra_options)
         jvm_conf = SparkConf(loadDefaults=False).setMaster(master).setAppName("dbt-deltalog").setAll(
