@@ -130,15 +130,17 @@ def test_spark_merge_and_optimize_whose_responses_are_lost_land_once(spark, s3, 
 
 
 def test_a_store_down_during_a_write_then_back_lands_once(s3, proxied):
-    """The store stops answering as a write starts (data file and commit PUTs fail unanswered) and comes
-    back 1.5 s later: the client's retries land the write once, at the next version."""
+    """The store stops answering as a write starts (its requests fail unanswered) and comes back 0.6 s
+    later: the client's retries land the write once, at the next version. (object_store's default retries,
+    10 with a randomised backoff of at least 100 ms each, span 1 s or more: an outage of 1.5 s outlasted
+    them once.)"""
     import threading
 
     proxy, options = proxied
     uri = s3.uri("lost", "outage")
     write_deltalake(uri, pa.table({"id": [1]}), storage_options=options)
     proxy.down = True
-    threading.Timer(1.5, lambda: setattr(proxy, "down", False)).start()
+    threading.Timer(0.6, lambda: setattr(proxy, "down", False)).start()
     assert write_deltalake(uri, pa.table({"id": [2]}), mode="append", storage_options=options) == 1
     assert _delta_rs_ids(uri, s3) == [1, 2]
     ids = _txn_ids(uri, options)
