@@ -74,7 +74,8 @@ def test_tables_and_views_are_registered_and_spark_lists_them(metastore, tmp_pat
     orders = str(tmp_path / "warehouse" / "analytics" / "orders")
     assert client.location("analytics", "orders") == orders
     # the warehouse holds the tables and views dbt built, and nothing the metastore made beside them
-    assert sorted(os.listdir(tmp_path / "warehouse" / "analytics")) == ["big_orders.view.sql", "orders"]
+    assert sorted(os.listdir(tmp_path / "warehouse" / "analytics")) == ["big_orders.view.check.json", "big_orders.view.sql",
+                                                                          "orders"]
     assert client.location("analytics", "big_orders") is None  # a view has no location
 
     reader = tmp_path / "reader.py"

@@ -64,7 +64,8 @@ def test_models_sources_and_snapshots_in_an_attached_catalog(tmp_path, stop_serv
     assert first.returncode == 0, first.stdout[-3000:]
     assert "`raw.analytics.raw_orders`" in first.stdout and "`analytics.by_region`" in first.stdout
     raw, own = tmp_path / "raw_wh" / "analytics", tmp_path / "warehouse" / "analytics"
-    assert sorted(p.name for p in raw.iterdir()) == ["raw_latest", "raw_orders", "raw_regions", "raw_view.view.sql"]
+    assert sorted(p.name for p in raw.iterdir()) == ["raw_latest", "raw_orders", "raw_regions", "raw_view.view.check.json",
+                                                      "raw_view.view.sql"]
     assert sorted(p.name for p in own.iterdir()) == ["by_region"]
     assert [r["n"] for r in _rows(own / "by_region", "region")] == [3, 3]
     assert len(_rows(tmp_path / "raw_wh" / "history" / "raw_orders_history")) == 6

@@ -216,6 +216,21 @@ class DeltalogCredentials(Credentials):
         return {"master": self.master, "spark_conf": self.spark_conf, "server": self.uses_spark_server(),
                 "idle_timeout": self.spark_server_idle_timeout, "remote": self.connect_url()}
 
+    def check_settings(self) -> Dict[str, Any]:
+        """What Spark's analysis of a view's SQL depends on besides the SQL and its inputs (view_check.py):
+        where Spark runs, its SQL settings, and the versions of Spark and of this adapter."""
+        from importlib.metadata import PackageNotFoundError, version
+
+        def installed(package: str) -> Optional[str]:
+            try:
+                return version(package)
+            except PackageNotFoundError:
+                return None
+
+        return {"method": self.method, "host": self.host if self.method == "connect" else None,
+                "sql": {k: str(v) for k, v in sorted((self.spark_conf or {}).items()) if str(k).startswith("spark.sql.")},
+                "spark": installed("pyspark") or installed("pyspark-client"), "adapter": installed("dbt-deltalog")}
+
     def turned_off(self, setting: str) -> bool:
         """One of our `spark.deltalog.*` switches (on unless spark_conf sets it to false)."""
         return str((self.spark_conf or {}).get(setting, "true")).strip().lower() == "false"

@@ -8,6 +8,7 @@ from typing import Any, Dict, Optional
 
 from dbt.adapters.contracts.connection import AdapterResponse
 from dbt.adapters.contracts.relation import RelationType
+from dbt.adapters.events.logging import AdapterLogger
 from dbt_common.exceptions import CompilationError, DbtRuntimeError
 
 from deltalog.storage import files as fs
@@ -15,6 +16,7 @@ from dbt.adapters.deltalog.declared_columns import declared_columns, first_write
 from dbt.adapters.deltalog.docs_catalog import warn_missing_doc_columns
 from dbt.adapters.deltalog.model_config import DeltaConfig, as_list as _as_list, config_value as _get, table_definition
 from dbt.adapters.deltalog.runtime.session import RUNTIME
+from dbt.adapters.deltalog import view_check
 from dbt.adapters.deltalog.sql_gateway import quote_warehouse_refs
 
 
@@ -122,19 +124,29 @@ def create_view(adapter: Any, relation: Any, sql: str, model: Any) -> None:
     """A dbt view: its SQL is kept in the warehouse, and a session view runs it; persist_docs
     keeps its description and column comments next to it."""
     refuse_on_a_view(declared_columns(model), model)
-    spark = adapter.spark
+    warehouse = adapter.warehouse_of(relation)
     sql = quote_warehouse_refs(sql, adapter.warehouse)
-    RUNTIME.views(spark).refresh_for_sql(adapter.warehouse, sql)
-    # check it compiles before it is saved
-    try:
-        columns = spark.sql(sql).columns
-    except Exception as exc:
-        from dbt.adapters.deltalog.connections import _short_error
+    # the same SQL over relations of the same shape compiles as it did last time: no Spark needed
+    print_ = view_check.fingerprint(adapter.warehouse, sql, adapter.config.credentials.check_settings())
+    columns = view_check.checked_columns(warehouse, relation.schema, relation.identifier, sql, print_)
+    if columns is not None:
+        AdapterLogger("deltalog").debug(f"{relation}: its SQL and what it reads are as when Spark last checked "
+                                        f"it: saved as it was, without a Spark job")
+    else:
+        spark = adapter.spark
+        RUNTIME.views(spark).refresh_for_sql(adapter.warehouse, sql)
+        # check it compiles before it is saved
+        try:
+            columns = spark.sql(sql).columns
+        except Exception as exc:
+            from dbt.adapters.deltalog.connections import _short_error
 
-        raise DbtRuntimeError(_short_error(exc)) from exc
-    if adapter.warehouse_of(relation).is_table(relation.schema, relation.identifier):
-        adapter.drop_relation(relation.incorporate(type=RelationType.Table))
-    adapter.warehouse_of(relation).write_view_sql(relation.schema, relation.identifier, sql)
+            raise DbtRuntimeError(_short_error(exc)) from exc
+        if warehouse.is_table(relation.schema, relation.identifier):
+            adapter.drop_relation(relation.incorporate(type=RelationType.Table))
+        warehouse.write_view_check(relation.schema, relation.identifier, None)  # never one of another SQL
+        warehouse.write_view_sql(relation.schema, relation.identifier, sql)
+        view_check.record(warehouse, relation.schema, relation.identifier, print_, columns)
     docs = None
     if model is not None:
         definition = adapter._definition(relation, model)
@@ -144,5 +156,5 @@ def create_view(adapter: Any, relation: Any, sql: str, model: Any) -> None:
                             if definition.column_comments.get(c)}}
         if not docs["description"] and not docs["columns"]:
             docs = None
-    adapter.warehouse_of(relation).write_view_docs(relation.schema, relation.identifier, docs)
+    warehouse.write_view_docs(relation.schema, relation.identifier, docs)
     publish(adapter, relation)

@@ -22,6 +22,7 @@ from deltalog.storage import files as fs
 
 VIEW_SUFFIX = ".view.sql"
 VIEW_DOCS_SUFFIX = ".view.docs.json"  # persist_docs of a view: {"description": ..., "columns": {name: comment}}
+VIEW_CHECK_SUFFIX = ".view.check.json"  # what Spark's check of a view's SQL found (view_check.py)
 LOCATION_SUFFIX = ".location"
 SCHEMA_MARKER = ".deltalog-schema"  # an empty object: a schema exists on an object store without tables
 LOG_DIR = "_delta_log"
@@ -261,7 +262,8 @@ class Warehouse:
         self._write_text(self.view_path(schema, name), sql)
 
     def drop_view(self, schema: str, name: str) -> None:
-        for path in (self.view_path(schema, name), self.view_docs_path(schema, name)):
+        for path in (self.view_path(schema, name), self.view_docs_path(schema, name),
+                     self.folder_path(schema, name) + VIEW_CHECK_SUFFIX):
             fs.delete_file(path)
 
     def view_docs_path(self, schema: str, name: str) -> str:
@@ -276,6 +278,25 @@ class Warehouse:
             fs.delete_file(path)
             return
         self._write_text(path, json.dumps(docs))
+
+    def write_view_check(self, schema: str, name: str, check: Optional[dict]) -> None:
+        """What Spark's check of the view's SQL found (None: no check kept), next to its SQL."""
+        import json
+
+        path = self.folder_path(schema, name) + VIEW_CHECK_SUFFIX
+        if check is None:
+            fs.delete_file(path)
+        else:
+            self._write_text(path, json.dumps(check))
+
+    def read_view_check(self, schema: str, name: str) -> dict:
+        import json
+
+        try:
+            found = json.loads(self._read_text(self.folder_path(schema, name) + VIEW_CHECK_SUFFIX) or "{}")
+        except ValueError:
+            return {}
+        return found if isinstance(found, dict) else {}
 
     def read_view_docs(self, schema: str, name: str) -> dict:
         import json
