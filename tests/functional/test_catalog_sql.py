@@ -25,7 +25,7 @@ def warehouse(tmp_path):
 
 
 def run(spark, warehouse, sql):
-    cursor = DeltalogCursor(spark, warehouse)
+    cursor = DeltalogCursor(lambda: spark, warehouse)
     cursor.execute(sql)
     return cursor
 

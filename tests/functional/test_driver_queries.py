@@ -13,7 +13,7 @@ from dbt.tests.util import run_dbt_and_capture
 from deltalog import Snapshot, write_deltalake
 from dbt.adapters.deltalog import driver_queries
 from dbt.adapters.deltalog.warehouse import Warehouse
-from dbt.adapters.deltalog.sql_gateway import relations_of_sql, execute, read_statement
+from dbt.adapters.deltalog.sql_gateway import answer_small_query, relations_of_sql, execute, read_statement
 
 UTC = dt.timezone.utc
 
@@ -50,9 +50,9 @@ def warehouse(tmp_path, spark):
 
 def _both(spark, warehouse, sql):
     """(rows answered here, or None when refused; rows from Spark)."""
-    here = execute(spark, warehouse, sql, small_query_here=True)
+    here = answer_small_query(warehouse, sql)
     spark_rows = [tuple(r) for r in execute(spark, warehouse, sql).dataframe.collect()]
-    return (None if here.dataframe is not None else [tuple(r) for r in here.rows]), spark_rows
+    return (None if here is None else [tuple(r) for r in here.rows]), spark_rows
 
 
 ANSWERED_HERE = {
@@ -122,11 +122,23 @@ def test_what_could_differ_goes_to_spark(spark, warehouse, name):
     from pyspark.errors import AnalysisException
 
     try:
-        outcome = execute(spark, warehouse, _wrap(sql), small_query_here=True)
+        assert answer_small_query(warehouse, _wrap(sql)) is None
+        outcome = execute(spark, warehouse, _wrap(sql))
     except AnalysisException as exc:
         assert "NOT_BOOLEAN" in str(exc)
     else:
         assert outcome.dataframe is not None
+
+
+@pytest.mark.spark
+def test_time_travel_read_before_spark_is_asked_goes_to_spark(spark, warehouse):
+    # a data test's query is first read without the session, so its time travel is still in its text:
+    # answered here it would read the latest version
+    sql = _wrap("select id from shop.orders version as of 0 where id is null")
+    statement = read_statement(None, warehouse, sql)
+    with pytest.raises(driver_queries.NotHere, match="as of a version"):
+        driver_queries.answer(warehouse, statement.text, statement.relations, relations_of_sql)
+    assert answer_small_query(warehouse, sql) is None
 
 
 @pytest.mark.spark

@@ -4,6 +4,7 @@ cannot start fails the command with the error it would have without the early st
 
 from __future__ import annotations
 
+from dbt.adapters.deltalog.connections import SESSION_REACHED
 from tests.support import dbt_process as cli
 
 EARLY = "Spark started early, while dbt parsed the project"
@@ -48,3 +49,32 @@ def test_seeds_written_without_spark_never_start_it(tmp_path):
     # dbt opens a connection only when something asks for the session: nothing did, so no JVM started
     assert "Opening a new connection" not in seeded.stdout, seeded.stdout[-3000:]
     assert cli.rows(project, "numbers") == [1, 2]
+
+
+def test_views_checked_before_and_tests_answered_here_never_wait_for_spark(tmp_path):
+    project = cli.write_project(tmp_path / "p", "no_jvm", {
+        "doubled.sql": "{{ config(materialized='view') }} select id, id * 2 as twice from {{ ref('numbers') }}\n",
+        "schema.yml": "version: 2\nmodels:\n  - name: doubled\n    columns:\n      - name: id\n"
+                      "        data_tests: [not_null, unique]\n"})
+    (project / "seeds").mkdir()
+    (project / "seeds" / "numbers.csv").write_text("id\n1\n2\n3\n")
+    profile = project / "profiles.yml"
+    profile.write_text(profile.read_text().replace(
+        'spark_conf: {spark.sql.shuffle.partitions: "2"}', 'spark_conf: {spark.deltalog.startEarly: "false"}'))
+
+    first = cli.dbt(project, "--debug", "build")
+    assert first.returncode == 0, first.stdout[-3000:]
+    assert SESSION_REACHED in first.stdout  # the view's SQL is new: Spark checks it
+    # built again: the seed unchanged, the view's check kept, its tests answered by DuckDB: no JVM
+    again = cli.dbt(project, "--debug", "build")
+    assert again.returncode == 0, again.stdout[-3000:]
+    assert "PASS=4" in again.stdout, again.stdout[-3000:]
+    assert SESSION_REACHED not in again.stdout, again.stdout[-3000:]
+    assert again.stdout.count("answered in this process by DuckDB") == 2
+    # a test Spark must answer reaches the session then
+    (project / "tests").mkdir()
+    (project / "tests" / "twice_is_even.sql").write_text(
+        "select * from {{ ref('doubled') }} where twice % 2 <> 0\n")
+    third = cli.dbt(project, "--debug", "build")
+    assert third.returncode == 0, third.stdout[-3000:]
+    assert third.stdout.count(SESSION_REACHED) >= 1 and "PASS=5" in third.stdout

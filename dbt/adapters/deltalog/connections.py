@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 from dbt.adapters.contracts.connection import AdapterResponse, Connection, ConnectionState, Credentials
 from dbt.adapters.events.logging import AdapterLogger
@@ -15,7 +16,7 @@ from dbt.adapters.spark.connections import SparkConnectionManager
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.deltalog.warehouse import Warehouse
-from dbt.adapters.deltalog.sql_gateway import execute
+from dbt.adapters.deltalog.sql_gateway import answer_small_query, execute
 from dbt.adapters.deltalog.runtime.session import RUNTIME
 from deltalog import secrets
 from deltalog.sql_text import sql_literal
@@ -318,10 +319,10 @@ class DeltalogCursor:
     """DB-API-like cursor: each statement goes through the SQL gateway (sql_gateway.py); rows are
     fetched on demand."""
 
-    def __init__(self, spark, warehouse: Warehouse, small_query_here: bool = False):
-        self.spark = spark
+    def __init__(self, open_spark: Callable[[], Any], warehouse: Warehouse, small_query_here: bool = False):
+        self._open_spark = open_spark  # the session, called for only when a statement needs Spark
         self.warehouse = warehouse
-        self.small_query_here = small_query_here  # a data test's: see sql_gateway.execute
+        self.small_query_here = small_query_here  # a data test's: see sql_gateway.answer_small_query
         self._df = None
         self._rows: Optional[List] = None
         self._columns: Optional[List] = None
@@ -332,7 +333,9 @@ class DeltalogCursor:
             sql = sql[:-1].rstrip()
         if bindings:
             sql = sql % tuple(sql_literal(b) for b in bindings)
-        outcome = execute(self.spark, self.warehouse, sql, _dml_commit_info(), self.small_query_here)
+        outcome = answer_small_query(self.warehouse, sql) if self.small_query_here else None
+        if outcome is None:
+            outcome = execute(self._open_spark(), self.warehouse, sql, _dml_commit_info())
         self._df, self._rows, self._columns = outcome.dataframe, outcome.rows, outcome.columns
 
     def fetchall(self) -> List:
@@ -379,21 +382,33 @@ def _dml_commit_info() -> Dict[str, Any]:
         return {}
 
 
-class DeltalogHandle:
-    """What dbt holds as `connection.handle`; `cursor()` returns a fresh cursor."""
+SESSION_REACHED = "a statement needs Spark: the session was reached"
 
-    def __init__(self, spark, warehouse: Warehouse, connection: Optional[Connection] = None,
+
+class DeltalogHandle:
+    """What dbt holds as `connection.handle`; `cursor()` returns a fresh cursor. The Spark session is
+    reached when something first needs it (`spark`): seeds the engine writes, views checked before and
+    data tests answered in this process never wait for a JVM that is still starting."""
+
+    def __init__(self, open_spark: Callable[[], Any], warehouse: Warehouse, connection: Optional[Connection] = None,
                  small_tests_here: bool = False):
-        self.spark = spark
+        self._open_spark = open_spark
+        self._spark = None
         self.warehouse = warehouse
         self._connection = connection  # dbt names it after the node it runs
         self._small_tests_here = small_tests_here
         self._cursor: Optional[DeltalogCursor] = None
 
+    @property
+    def spark(self):
+        if self._spark is None:
+            self._spark = self._open_spark()
+        RUNTIME.command.tag_thread(self._spark)  # statements of this thread are this command's jobs
+        return self._spark
+
     def cursor(self) -> DeltalogCursor:
-        RUNTIME.command.tag_thread(self.spark)  # statements of this thread are this command's jobs
         node = str(getattr(self._connection, "name", None) or "")
-        self._cursor = DeltalogCursor(self.spark, self.warehouse,
+        self._cursor = DeltalogCursor(lambda: self.spark, self.warehouse,
                                       small_query_here=self._small_tests_here and node.startswith("test."))
         return self._cursor
 
@@ -401,7 +416,8 @@ class DeltalogHandle:
         # dbt cancels on Ctrl-C: stop this command's Spark jobs, so a model still writing fails (and
         # cleans up) instead of committing after the command was cancelled. Jobs of other commands
         # on the same Spark server carry other tags and go on.
-        RUNTIME.command.cancel_jobs(self.spark)
+        if self._spark is not None:
+            RUNTIME.command.cancel_jobs(self._spark)
 
     def close(self) -> None:
         if self._cursor:
@@ -452,6 +468,27 @@ class DeltalogConnectionManager(SparkConnectionManager):
             from dbt.adapters.deltalog.driver_queries import warm_up
 
             warm_up()
+        warehouse = creds.warehouses()
+        for name, catalog in warehouse.catalogs.items():
+            if catalog.on_object_store:
+                try:
+                    prepare_object_store(catalog.root, creds.storage_options_of(name))
+                except DeltaError as exc:
+                    raise FailedToConnectError(str(exc)) from None
+        handle = DeltalogHandle(lambda: cls._open_spark(creds, warehouse), warehouse, connection,
+                                creds.small_tests_here)
+        if creds.method == "connect" or not creds.master.startswith("local"):
+            # a cluster's executors must share the warehouse: checked before anything is written
+            handle.spark
+        connection.handle = handle
+        connection.state = ConnectionState.OPEN
+        return connection
+
+    @staticmethod
+    def _open_spark(creds: DeltalogCredentials, warehouse: Warehouse):
+        """The profile's Spark session, made ready for the warehouse: what a connection's first statement
+        or write that needs Spark waits for."""
+        began = time.monotonic()
         try:
             spark = RUNTIME.get_spark(**creds.session_arguments())
         except Exception as exc:
@@ -464,20 +501,15 @@ class DeltalogConnectionManager(SparkConnectionManager):
                          "sent as an artifact of this session" if refused is None else
                          f"Spark Connect: the server refused the jar as an artifact ({refused}): clustering "
                          f"ranks and curve keys come from plain Spark expressions")
-        warehouse = creds.warehouses()
         for name, catalog in warehouse.catalogs.items():
-            options = creds.storage_options_of(name)
             try:
                 if catalog.on_object_store:
-                    prepare_object_store(catalog.root, options)
-                    _configure_hadoop(spark, catalog.root, options)
+                    _configure_hadoop(spark, catalog.root, creds.storage_options_of(name))
                 RUNTIME.check_warehouse_shared(spark, catalog.root)
             except DeltaError as exc:
                 raise FailedToConnectError(str(exc)) from None
-        RUNTIME.command.tag_thread(spark)  # the opening thread runs this connection's models: its jobs are ours
-        connection.handle = DeltalogHandle(spark, warehouse, connection, creds.small_tests_here)
-        connection.state = ConnectionState.OPEN
-        return connection
+        logger.debug(f"{SESSION_REACHED} in {time.monotonic() - began:.1f} s")
+        return spark
 
     @classmethod
     def get_response(cls, cursor: Any) -> AdapterResponse:

@@ -136,6 +136,8 @@ def _inline(tree: Any, warehouse: Any, relations: Relations, read_sql: ReadSql, 
     for table in list(tree.find_all(exp.Table)):
         if table.args.get("db") or table.args.get("catalog"):
             raise NotHere(f"{table.sql(dialect='spark')} is not a relation of the warehouse")
+        if table.args.get("version") or table.args.get("when"):
+            raise NotHere(f"{table.name} is read as of a version or time")  # answered here, it would read the latest
         if table.name in ctes:
             continue
         if table.name not in named:

@@ -242,10 +242,17 @@ class Outcome:
     columns: Optional[List[Tuple[str, str]]] = None
 
 
-def execute(spark, warehouse: Warehouse, sql: str, commit_info: Optional[Dict[str, Any]] = None,
-            small_query_here: bool = False) -> Outcome:
-    """Run one statement (see the module's doc). With `small_query_here` (a data test), a query over small
-    warehouse tables is answered in this process when it means the same there (driver_queries.py)."""
+def answer_small_query(warehouse: Warehouse, sql: str) -> Optional[Outcome]:
+    """A data test's query over small warehouse tables, answered in this process without Spark when it
+    means the same there (driver_queries.py); None when Spark runs it (`execute`)."""
+    statement = read_statement(None, warehouse, sql)
+    if statement.head not in ("SELECT", "WITH") or not statement.relations:
+        return None
+    return _answer_here(warehouse, statement)
+
+
+def execute(spark, warehouse: Warehouse, sql: str, commit_info: Optional[Dict[str, Any]] = None) -> Outcome:
+    """Run one statement (see the module's doc)."""
     from dbt.adapters.deltalog.catalog_sql import describe_statement, show_statement
     from dbt.adapters.deltalog.dml import try_execute_dml
     from dbt.adapters.deltalog.runtime.session import RUNTIME
@@ -261,10 +268,6 @@ def execute(spark, warehouse: Warehouse, sql: str, commit_info: Optional[Dict[st
         shown = describe_statement(spark, warehouse, statement.tokens)
         if shown is not None:
             return Outcome(dataframe=shown)
-    if small_query_here and statement.head in ("SELECT", "WITH") and statement.relations:
-        answered = _answer_here(warehouse, statement)
-        if answered is not None:
-            return answered
     views = RUNTIME.views(spark)
     for catalog, schema, name in statement.relations:
         views.ensure(warehouse.of(catalog), schema, name)
