@@ -78,3 +78,22 @@ def test_views_checked_before_and_tests_answered_here_never_wait_for_spark(tmp_p
     third = cli.dbt(project, "--debug", "build")
     assert third.returncode == 0, third.stdout[-3000:]
     assert third.stdout.count(SESSION_REACHED) >= 1 and "PASS=5" in third.stdout
+
+
+def test_ctrl_c_before_any_connection_reached_spark_still_refuses_the_commands_commits(tmp_path):
+    import deltalog.transaction as transaction
+    from dbt.adapters.deltalog.connections import DeltalogHandle
+    from dbt.adapters.deltalog.runtime.session import RUNTIME
+
+    def no_spark():
+        raise AssertionError("cancelling must not start Spark")
+
+    handle = DeltalogHandle(no_spark, warehouse=None)
+    saved = RUNTIME.spark
+    RUNTIME.spark = None  # this process has reached no session
+    try:
+        handle.cancel()
+        assert transaction._refused_because and "cancelled" in transaction._refused_because
+    finally:
+        RUNTIME.spark = saved
+        transaction.accept_commits()

@@ -415,9 +415,9 @@ class DeltalogHandle:
     def cancel(self) -> None:
         # dbt cancels on Ctrl-C: stop this command's Spark jobs, so a model still writing fails (and
         # cleans up) instead of committing after the command was cancelled. Jobs of other commands
-        # on the same Spark server carry other tags and go on.
-        if self._spark is not None:
-            RUNTIME.command.cancel_jobs(self._spark)
+        # on the same Spark server carry other tags and go on. A connection that never reached Spark
+        # still refuses the command's commits (seeds the engine writes).
+        RUNTIME.command.cancel_jobs(self._spark if self._spark is not None else RUNTIME.spark)
 
     def close(self) -> None:
         if self._cursor:

@@ -186,10 +186,13 @@ class Command:
 
     def cancel_jobs(self, spark) -> None:
         """The dbt command was cancelled (Ctrl-C): no commit of it lands any more, its running Spark jobs
-        are cancelled, and so are jobs its threads still start (dbt waits for them to finish their model)."""
+        are cancelled, and so are jobs its threads still start (dbt waits for them to finish their model).
+        `spark` None: the command has reached no session yet, so only its commits are refused."""
         from deltalog.transaction import refuse_commits
 
         refuse_commits("the dbt command was cancelled (Ctrl-C)")
+        if spark is None:
+            return
         self._cancel_tagged(spark)
         if not self._cancelled.is_set():
             self._cancelled.set()
