@@ -57,6 +57,14 @@ The whole comparison (issue 57), on an idle machine:
     python bench/dev_loop.py --rounds 3 --later 3 --projects jaffle_shop tests \
         --ways duckdb deltalog-server deltalog-ci deltalog-ci-noarchive sail-parquet sail-delta --json dev-loop.json
 
+`--before CHECKOUT` (a folder holding an older commit of this repository, e.g. `git worktree add
+/tmp/before HEAD~3`) adds, for each deltalog way, the way `<way>@before`: the same profile with that
+checkout's `dbt/adapters/deltalog` and `deltalog` first on PYTHONPATH, for a change's before/after in
+one run.
+
+`--command test` times `dbt test` instead of `dbt build` (each round builds the project first, untimed,
+then stops the server and removes `target/`): a CI job's separate test step.
+
 `--json PATH` writes every build's time and problem, the best of each, and the rows' verdicts; `--plot
 PATH.svg` draws the best first and second builds per way as bars, a panel per project (bench/plots.py).
 """
@@ -264,6 +272,7 @@ def write_test_heavy(root: Path, seed: int = 11) -> None:
 
 
 PROJECTS = {"jaffle": 28, "tests": 168, "jaffle_shop": jaffle_shop_project.NODES}  # nodes that must pass
+DATA_TESTS = {"jaffle": 20, "tests": 144, "jaffle_shop": 20}  # what `dbt test` runs of each
 
 
 def make_project(root: Path, profile: dict, kind: str = "jaffle", configs: dict | None = None) -> Path:
@@ -332,7 +341,7 @@ WAY_NAMES = ["duckdb", "deltalog-server", "deltalog-connect", "deltalog-inproces
              "sail-delta"]
 
 
-def make_ways(base: Path, names: list[str], connect_url: str | None) -> dict[str, Way]:
+def make_ways(base: Path, names: list[str], connect_url: str | None, before: Path | None = None) -> dict[str, Way]:
     def deltalog(**profile) -> dict:
         return {"type": "deltalog", "schema": "main", "threads": 4, **profile}
 
@@ -357,9 +366,15 @@ def make_ways(base: Path, names: list[str], connect_url: str | None) -> dict[str
                                   configs={"file_format": "delta", "location_root": str(base / "warehouse-sail-delta")},
                                   deltalog=False),
     }
+    chosen = [(name, made[name]()) for name in names]
+    if before is not None:
+        for name, way in list(chosen):
+            if way.deltalog:
+                old = made[name]()
+                old.env = {**old.env, "PYTHONPATH": str(before)}  # ahead of the editable install
+                chosen.append((f"{name}@before", old))
     ways = {}
-    for name in names:
-        way = made[name]()
+    for name, way in chosen:
         if way.deltalog:
             way.profile["warehouse"] = str(base / f"warehouse-{name}")
             # the class archive the local JVM records and maps: this way's own, so its first build records it
@@ -368,13 +383,13 @@ def make_ways(base: Path, names: list[str], connect_url: str | None) -> dict[str
     return ways
 
 
-def build(project: Path, way: Way, env: dict, nodes: int) -> tuple[float, str | None]:
-    """Seconds of one `dbt build` and what was wrong with it (None: every node passed)."""
+def build(project: Path, way: Way, env: dict, nodes: int, command: str = "build") -> tuple[float, str | None]:
+    """Seconds of one `dbt <command>` and what was wrong with it (None: every node passed)."""
     env = {k: v for k, v in {**env, **way.env}.items() if v is not None}
     if way.dbt != DBT:
         env["PATH"] = f"{way.dbt.parent}{os.pathsep}{env.get('PATH', '')}"
     started = time.perf_counter()
-    done = subprocess.run([str(way.dbt), "build", "--profiles-dir", str(project), "--project-dir", str(project)],
+    done = subprocess.run([str(way.dbt), command, "--profiles-dir", str(project), "--project-dir", str(project)],
                           cwd=project, env=env, capture_output=True, text=True)
     elapsed = time.perf_counter() - started
     if done.returncode == 0 and f"PASS={nodes} " in done.stdout:
@@ -467,7 +482,7 @@ def report(kind: str, saved: dict) -> None:
     sail_first = sail.get("first")
     print(f"\n{kind}: {PROJECTS[kind]}-node project; first-ever: round 1's first build (for a deltalog way, its "
           f"JVM records the class archive then); first: the best of later rounds' first builds; second / later: "
-          f"best of {rounds} rounds (wall seconds of `dbt build`)\n")
+          f"best of {rounds} rounds (wall seconds of `dbt {saved.get('command', 'build')}`)\n")
     head = ["way", "first-ever", "first", "second"] + (["later"] if later else []) + [
         "first-ever / sail's", "first / sail first", "second / sail first", "first / duckdb", "second / duckdb"] + (
         ["later / duckdb"] if later else []) + ["result"]
@@ -498,6 +513,9 @@ def main() -> None:
     parser.add_argument("--later", type=int, default=0, help="builds after the second, per round")
     parser.add_argument("--json", help="write every build's time and the best of each here")
     parser.add_argument("--plot", help="draw first and second builds per way into this SVG")
+    parser.add_argument("--command", choices=["build", "test"], default="build",
+                        help="what each timed command runs (`test`: the project built untimed first, each round)")
+    parser.add_argument("--before", type=Path, help="a checkout of an older commit: adds <way>@before per deltalog way")
     args = parser.parse_args()
     if "duckdb" not in args.ways:
         parser.error("--ways needs duckdb: every way's rows and ratios are taken against it")
@@ -514,7 +532,7 @@ def main() -> None:
                DBT_SEND_ANONYMOUS_USAGE_STATS="false")
     env.pop("CI", None)
     saved = {"rounds": args.rounds, "later": args.later, "nodes": {kind: PROJECTS[kind] for kind in args.projects},
-             "measured": time.strftime("%Y-%m-%d"), "best": {}, "runs": {}, "problems": {}, "rows": {}}
+             "measured": time.strftime("%Y-%m-%d"), "command": args.command, "best": {}, "runs": {}, "problems": {}, "rows": {}}
     with contextlib.ExitStack() as stack:
         connect_url = None
         if "deltalog-connect" in args.ways:
@@ -524,7 +542,8 @@ def main() -> None:
             connect_url = stack.enter_context(spark_connect_server("local[*]"))
             print(f"local Spark Connect server started in {time.perf_counter() - started:.1f} s", flush=True)
         for kind in args.projects:
-            runs, problems, rows = run_project(work, env, kind, args.rounds, args.ways, connect_url, args.later)
+            runs, problems, rows = run_project(work, env, kind, args.rounds, args.ways, connect_url, args.later,
+                                               args.before, args.command)
             saved["runs"][kind], saved["problems"][kind], saved["rows"][kind] = runs, problems, rows
             saved["best"][kind] = {name: best_of(times) for name, times in runs.items()}
     for kind in args.projects:
@@ -554,9 +573,10 @@ def best_of(times: dict) -> dict:
 
 
 def run_project(work: Path, env: dict, kind: str, rounds: int, way_names: list[str],
-                connect_url: str | None, later: int = 0) -> tuple[dict, dict, dict]:
+                connect_url: str | None, later: int = 0, before: Path | None = None,
+                command: str = "build") -> tuple[dict, dict, dict]:
     base = work / kind
-    ways = make_ways(base, way_names, connect_url)
+    ways = make_ways(base, way_names, connect_url, before)
     projects = {name: make_project(base / name, way.profile, kind, way.configs) for name, way in ways.items()}
     times = {name: {slot: [] for slot in ("first", "second", "later", "first_problem", "second_problem",
                                           "later_problem")} for name in ways}
@@ -566,9 +586,16 @@ def run_project(work: Path, env: dict, kind: str, rounds: int, way_names: list[s
             for name, project in projects.items():
                 stop_servers(env)  # a first build starts from nothing: no server, no partial parse
                 shutil.rmtree(project / "target", ignore_errors=True)
+                if command == "test":  # what the tests read, built untimed; then from nothing again
+                    _, problem = build(project, ways[name], env, PROJECTS[kind])
+                    if problem:
+                        problems[name].append(f"round {r + 1} build before the tests: {problem}")
+                    stop_servers(env)
+                    shutil.rmtree(project / "target", ignore_errors=True)
                 laters = []
+                nodes = DATA_TESTS[kind] if command == "test" else PROJECTS[kind]
                 for run in ["first", "second"] + ["later"] * later:
-                    elapsed, problem = build(project, ways[name], env, PROJECTS[kind])
+                    elapsed, problem = build(project, ways[name], env, nodes, command)
                     if problem:
                         problems[name].append(f"round {r + 1} {run} build: {problem}")
                     if run == "later":

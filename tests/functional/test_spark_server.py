@@ -159,3 +159,23 @@ def test_server_state_is_keyed_by_settings():
     assert base != spark_server.server_key("local[2]", {"a": "2"})
     assert base != spark_server.server_key("local[1]", {"a": "1"})
     assert json.loads(json.dumps({"k": base}))["k"] == base
+
+
+def test_a_command_that_ends_while_its_server_starts_leaves_one_server(tmp_path):
+    # `dbt seed` of new seeds needs no Spark: it ends while the server it started early is still coming
+    # up. The `dbt run` right after waits for that server instead of starting a second one.
+    project = cli.project(tmp_path / "p")
+    (project / "seeds").mkdir(exist_ok=True)
+    (project / "seeds" / "letters.csv").write_text("id,letter\n1,a\n2,b\n")
+    seeded = cli.dbt(project, "seed")
+    assert seeded.returncode == 0, seeded.stdout + seeded.stderr
+    starting = [p for p in Path(spark_server.state_dir()).glob("*.starting") if spark_server._starting_pid(p.stem)]
+    built = cli.dbt(project, "run", "-s", "numbers")
+    assert built.returncode == 0, built.stdout + built.stderr
+    server = _server()
+    serving = [line for line in os.popen("ps -ww -eo pid,args").read().splitlines()
+               if f"spark_server serve {server['key']}" in line]
+    assert len(serving) == 1, serving
+    if starting:  # the seed ended before its server was up: the run attached to that very server
+        assert spark_server._starting_pid(server["key"]) is None
+        assert int(starting[0].read_text()) == server["pid"]

@@ -11,6 +11,9 @@ Files in `state_dir()` (mode 0700), per server key (a hash of master, settings, 
   <key>.lease  every attached command holds a shared lock on it for its whole life; the server is
                idle when it can take the lock exclusively, and a killed command releases it anyway
   <key>.start  held by the one command that starts the server, so concurrent first commands share one
+  <key>.starting  held by the server process itself until its Spark is up (and names its pid): a command
+               that started a server and ended before it was up (nothing it ran needed Spark) leaves it
+               starting, and the next command waits for that one instead of starting a second
   <key>.log    the server process's output; <key>.spark.log holds the JVM's log
 
 `python -m dbt.adapters.deltalog.runtime.spark_server status|stop` lists or stops the servers.
@@ -103,17 +106,27 @@ def _locked(path: str, mode: int) -> Iterator[None]:
 
 # --- the server process ---------------------------------------------------------------------------
 
-def serve(key: str, master: str, spark_conf: Dict[str, str], idle_timeout: float) -> None:
-    """Run a server: start Spark, publish how to attach, stop after `idle_timeout` idle seconds."""
+def serve(key: str, master: str, spark_conf: Dict[str, str], idle_timeout: float,
+          starting_fd: Optional[int] = None) -> None:
+    """Run a server: start Spark, publish how to attach, stop after `idle_timeout` idle seconds.
+    `starting_fd`: the `.starting` file, locked by the command that started this process (the lock is
+    shared with it, so it holds from the moment the process exists, whenever that command ends)."""
     from dbt.adapters.deltalog.runtime.jvm import start_spark
 
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C in the terminal that started it is not for us
-    spark = start_spark(master, spark_conf, log_file=_path(key, ".spark.log"))
-    params = spark.sparkContext._gateway.gateway_parameters
-    _write_state(key, {"pid": os.getpid(), "port": params.port, "secret": params.auth_token,
-                       "master": master, "started": time.time(), "idle_timeout": idle_timeout})
+    with (os.fdopen(starting_fd, "a+") if starting_fd is not None else open(_path(key, ".starting"), "a+")) as starting:
+        if starting_fd is None:
+            fcntl.flock(starting, fcntl.LOCK_EX)
+            starting.truncate(0)
+            starting.write(str(os.getpid()))
+            starting.flush()
+        spark = start_spark(master, spark_conf, log_file=_path(key, ".spark.log"))
+        params = spark.sparkContext._gateway.gateway_parameters
+        _write_state(key, {"pid": os.getpid(), "port": params.port, "secret": params.auth_token,
+                           "master": master, "started": time.time(), "idle_timeout": idle_timeout})
+        fcntl.flock(starting, fcntl.LOCK_UN)  # up: commands waiting for it attach
     print(f"dbt-deltalog Spark server {key} ready (pid {os.getpid()}, master {master})", flush=True)
     idle_since: Optional[float] = None
     with open(_path(key, ".lease"), "a+") as lease:
@@ -155,6 +168,7 @@ def attach(master: str, spark_conf: Dict[str, str], idle_timeout: float = DEFAUL
         spark = _connect(state, on_interrupt) if state else None
         if spark is None:
             with _locked(_path(key, ".start"), fcntl.LOCK_EX):
+                _wait_while_starting(key)
                 state = read_state(key)
                 spark = _connect(state, on_interrupt) if state else None
                 if spark is None:
@@ -172,6 +186,27 @@ def attach(master: str, spark_conf: Dict[str, str], idle_timeout: float = DEFAUL
     return spark
 
 
+def _starting_pid(key: str) -> Optional[int]:
+    """The pid of a server for `key` whose Spark is still starting, or None."""
+    try:
+        with open(_path(key, ".starting")) as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                pid = int(f.read().strip() or 0)
+                return pid if pid and alive(pid) else None
+            return None
+    except (OSError, ValueError):
+        return None
+
+
+def _wait_while_starting(key: str) -> None:
+    """Wait (at most START_TIMEOUT) for a server of `key` that another command started to be up."""
+    deadline = time.monotonic() + START_TIMEOUT
+    while _starting_pid(key) is not None and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
 def _start(key: str, master: str, spark_conf: Dict[str, str], idle_timeout: float) -> dict:
     with contextlib.suppress(FileNotFoundError):
         os.remove(_path(key, ".json"))  # a dead server's
@@ -180,11 +215,20 @@ def _start(key: str, master: str, spark_conf: Dict[str, str], idle_timeout: floa
     with os.fdopen(fd, "w") as f:
         json.dump({"master": master, "spark_conf": spark_conf, "idle_timeout": idle_timeout}, f)
     log = open(_path(key, ".log"), "ab")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "dbt.adapters.deltalog.runtime.spark_server", "serve", key],
-        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=state_dir(),
-        start_new_session=True)  # not in the terminal's process group: Ctrl-C of a command spares it
-    log.close()
+    starting = open(_path(key, ".starting"), "a+")
+    fcntl.flock(starting, fcntl.LOCK_EX)  # the server inherits the lock: see serve()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dbt.adapters.deltalog.runtime.spark_server", "serve", key,
+             str(starting.fileno())],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=state_dir(),
+            pass_fds=(starting.fileno(),),
+            start_new_session=True)  # not in the terminal's process group: Ctrl-C of a command spares it
+        starting.truncate(0)
+        starting.write(str(proc.pid))
+    finally:
+        starting.close()  # the lock stays: the server's copy of the file holds it
+        log.close()
     _started.append(proc)
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
@@ -266,8 +310,15 @@ def list_servers() -> List[dict]:
 
 
 def stop_servers(wait: float = 30.0) -> int:
-    """Stop every running server (SIGTERM: each finishes its idle check and stops Spark)."""
+    """Stop every running server, and every one still starting (SIGTERM: each finishes its idle check, or
+    its start, and stops Spark)."""
     servers = list_servers()
+    running = {int(s["pid"]) for s in servers}
+    for name in sorted(os.listdir(state_dir())):
+        if name.endswith(".starting"):
+            pid = _starting_pid(name[: -len(".starting")])
+            if pid is not None and pid not in running:
+                servers.append({"pid": pid, "key": name[: -len(".starting")]})
     for s in servers:
         with contextlib.suppress(ProcessLookupError):
             os.kill(int(s["pid"]), signal.SIGTERM)
@@ -279,12 +330,13 @@ def stop_servers(wait: float = 30.0) -> int:
 
 def _main(argv: List[str]) -> int:
     command = argv[0] if argv else "status"
-    if command == "serve" and len(argv) == 2:
+    if command == "serve" and len(argv) in (2, 3):
         key = argv[1]
         with open(_path(key, ".conf.json")) as f:
             spec = json.load(f)
         os.remove(_path(key, ".conf.json"))  # the settings may hold secrets; the server has them now
-        serve(key, spec["master"], spec["spark_conf"], float(spec["idle_timeout"]))
+        serve(key, spec["master"], spec["spark_conf"], float(spec["idle_timeout"]),
+              int(argv[2]) if len(argv) == 3 else None)
         return 0
     if command == "status":
         servers = list_servers()
