@@ -36,13 +36,19 @@ def test_a_session_that_cannot_start_early_fails_the_command_with_its_error(tmp_
     assert not (project / "warehouse" / "analytics" / "numbers").exists()
 
 
-def test_seeds_written_without_spark_never_start_it(tmp_path):
-    project = cli.write_project(tmp_path / "p", "seeds_only", {})
+def _seeded_project_starting_spark_late(root, name: str, models: dict, numbers_csv: str):
+    """A project with the seed `numbers`, whose commands start Spark only when something needs it."""
+    project = cli.write_project(root, name, models)
     (project / "seeds").mkdir()
-    (project / "seeds" / "numbers.csv").write_text("id,label\n1,a\n2,b\n")
+    (project / "seeds" / "numbers.csv").write_text(numbers_csv)
     profile = project / "profiles.yml"
     profile.write_text(profile.read_text().replace(
         'spark_conf: {spark.sql.shuffle.partitions: "2"}', 'spark_conf: {spark.deltalog.startEarly: "false"}'))
+    return project
+
+
+def test_seeds_written_without_spark_never_start_it(tmp_path):
+    project = _seeded_project_starting_spark_late(tmp_path / "p", "seeds_only", {}, "id,label\n1,a\n2,b\n")
 
     seeded = cli.dbt(project, "--debug", "seed")
     assert seeded.returncode == 0, seeded.stdout + seeded.stderr
@@ -52,15 +58,10 @@ def test_seeds_written_without_spark_never_start_it(tmp_path):
 
 
 def test_views_checked_before_and_tests_answered_here_never_wait_for_spark(tmp_path):
-    project = cli.write_project(tmp_path / "p", "no_jvm", {
+    project = _seeded_project_starting_spark_late(tmp_path / "p", "no_jvm", {
         "doubled.sql": "{{ config(materialized='view') }} select id, id * 2 as twice from {{ ref('numbers') }}\n",
         "schema.yml": "version: 2\nmodels:\n  - name: doubled\n    columns:\n      - name: id\n"
-                      "        data_tests: [not_null, unique]\n"})
-    (project / "seeds").mkdir()
-    (project / "seeds" / "numbers.csv").write_text("id\n1\n2\n3\n")
-    profile = project / "profiles.yml"
-    profile.write_text(profile.read_text().replace(
-        'spark_conf: {spark.sql.shuffle.partitions: "2"}', 'spark_conf: {spark.deltalog.startEarly: "false"}'))
+                      "        data_tests: [not_null, unique]\n"}, "id\n1\n2\n3\n")
 
     first = cli.dbt(project, "--debug", "build")
     assert first.returncode == 0, first.stdout[-3000:]
