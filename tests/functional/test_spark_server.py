@@ -161,6 +161,15 @@ def test_server_state_is_keyed_by_settings():
     assert json.loads(json.dumps({"k": base}))["k"] == base
 
 
+def _serves_here(pid: int) -> bool:
+    """Whether the server process `pid` is one of this test run's folder (it runs in its state folder);
+    the other test worker's servers have the same key."""
+    try:
+        return os.readlink(f"/proc/{pid}/cwd") == os.path.realpath(spark_server.state_dir())
+    except OSError:
+        return False
+
+
 def test_a_command_that_ends_while_its_server_starts_leaves_one_server(tmp_path):
     # `dbt seed` of new seeds needs no Spark: it ends while the server it started early is still coming
     # up. The `dbt run` right after waits for that server instead of starting a second one.
@@ -169,12 +178,13 @@ def test_a_command_that_ends_while_its_server_starts_leaves_one_server(tmp_path)
     (project / "seeds" / "letters.csv").write_text("id,letter\n1,a\n2,b\n")
     seeded = cli.dbt(project, "seed")
     assert seeded.returncode == 0, seeded.stdout + seeded.stderr
-    starting = [p for p in Path(spark_server.state_dir()).glob("*.starting") if spark_server._starting_pid(p.stem)]
+    starting = [p for p in Path(spark_server.state_dir()).glob("*.starting")
+                if spark_server._starting_pid(p.stem) is not None]
     built = cli.dbt(project, "run", "-s", "numbers")
     assert built.returncode == 0, built.stdout + built.stderr
     server = _server()
     serving = [line for line in os.popen("ps -ww -eo pid,args").read().splitlines()
-               if f"spark_server serve {server['key']}" in line]
+               if f"spark_server serve {server['key']}" in line and _serves_here(int(line.split()[0]))]
     assert len(serving) == 1, serving
     if starting:  # the seed ended before its server was up: the run attached to that very server
         assert spark_server._starting_pid(server["key"]) is None

@@ -142,9 +142,18 @@ def _workers_alive(web_port: int, n: int) -> bool:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{web_port}/json/", timeout=2) as r:
             info = json.load(r)
-    except OSError:
+    except (OSError, ValueError):  # not up yet, or another program's page on that port (see below)
         return False
     return sum(1 for w in info.get("workers", []) if w.get("state") == "ALIVE") >= n
+
+
+def _bound_web_port(cluster: "Cluster") -> int:
+    """The port the master's web UI bound: the one asked for, or the next free one Spark moved to when
+    another program took it between `free_port()` and the master's start."""
+    import re
+
+    found = re.findall(r"MasterWebUI.*?started at http://[^:]+:(\d+)", cluster.log_text())
+    return int(found[-1]) if found else cluster.web_port
 
 
 @contextlib.contextmanager
@@ -159,7 +168,11 @@ def standalone_cluster(workers: int = 1, cores: int = 1, memory: str = "2g",
         cluster.start("master", [os.path.join(spark_home(), "bin", "spark-class"),
                                  "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                                  "--port", str(port), "--webui-port", str(web)])
-        _wait_for(lambda: _workers_alive(web, 0), "Spark master", cluster)
+        def master_up() -> bool:
+            cluster.web_port = _bound_web_port(cluster)
+            return _workers_alive(cluster.web_port, 0)
+
+        _wait_for(master_up, "Spark master", cluster)
         for i in range(workers):
             cluster.start_worker(i, private_folders if i == workers - 1 else ())
         cluster.wait_for_workers(workers)

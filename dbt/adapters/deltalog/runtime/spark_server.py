@@ -119,9 +119,9 @@ def serve(key: str, master: str, spark_conf: Dict[str, str], idle_timeout: float
     with (os.fdopen(starting_fd, "a+") if starting_fd is not None else open(_path(key, ".starting"), "a+")) as starting:
         if starting_fd is None:
             fcntl.flock(starting, fcntl.LOCK_EX)
-            starting.truncate(0)
-            starting.write(str(os.getpid()))
-            starting.flush()
+        starting.truncate(0)  # named by its own pid, whether or not the command that spawned it still runs
+        starting.write(str(os.getpid()))
+        starting.flush()
         spark = start_spark(master, spark_conf, log_file=_path(key, ".spark.log"))
         params = spark.sparkContext._gateway.gateway_parameters
         _write_state(key, {"pid": os.getpid(), "port": params.port, "secret": params.auth_token,
@@ -187,16 +187,20 @@ def attach(master: str, spark_conf: Dict[str, str], idle_timeout: float = DEFAUL
 
 
 def _starting_pid(key: str) -> Optional[int]:
-    """The pid of a server for `key` whose Spark is still starting, or None."""
+    """For a server of `key` whose Spark is still starting: its pid, or 0 while the file does not name it
+    yet (just spawned). None when no server of `key` is starting."""
     try:
         with open(_path(key, ".starting")) as f:
             try:
                 fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
             except BlockingIOError:
-                pid = int(f.read().strip() or 0)
-                return pid if pid and alive(pid) else None
+                try:
+                    pid = int(f.read().strip() or 0)
+                except ValueError:
+                    pid = 0
+                return pid if pid and alive(pid) else 0
             return None
-    except (OSError, ValueError):
+    except OSError:
         return None
 
 
@@ -226,6 +230,7 @@ def _start(key: str, master: str, spark_conf: Dict[str, str], idle_timeout: floa
             start_new_session=True)  # not in the terminal's process group: Ctrl-C of a command spares it
         starting.truncate(0)
         starting.write(str(proc.pid))
+        starting.flush()
     finally:
         starting.close()  # the lock stays: the server's copy of the file holds it
         log.close()
@@ -317,7 +322,7 @@ def stop_servers(wait: float = 30.0) -> int:
     for name in sorted(os.listdir(state_dir())):
         if name.endswith(".starting"):
             pid = _starting_pid(name[: -len(".starting")])
-            if pid is not None and pid not in running:
+            if pid and pid not in running:
                 servers.append({"pid": pid, "key": name[: -len(".starting")]})
     for s in servers:
         with contextlib.suppress(ProcessLookupError):
