@@ -263,7 +263,7 @@ class Warehouse:
 
     def drop_view(self, schema: str, name: str) -> None:
         for path in (self.view_path(schema, name), self.view_docs_path(schema, name),
-                     self.folder_path(schema, name) + VIEW_CHECK_SUFFIX):
+                     self.view_check_path(schema, name)):
             fs.delete_file(path)
 
     def view_docs_path(self, schema: str, name: str) -> str:
@@ -279,11 +279,14 @@ class Warehouse:
             return
         self._write_text(path, json.dumps(docs))
 
+    def view_check_path(self, schema: str, name: str) -> str:
+        return self.folder_path(schema, name) + VIEW_CHECK_SUFFIX
+
     def write_view_check(self, schema: str, name: str, check: Optional[dict]) -> None:
         """What Spark's check of the view's SQL found (None: no check kept), next to its SQL."""
         import json
 
-        path = self.folder_path(schema, name) + VIEW_CHECK_SUFFIX
+        path = self.view_check_path(schema, name)
         if check is None:
             fs.delete_file(path)
         else:
@@ -293,7 +296,7 @@ class Warehouse:
         import json
 
         try:
-            found = json.loads(self._read_text(self.folder_path(schema, name) + VIEW_CHECK_SUFFIX) or "{}")
+            found = json.loads(self._read_text(self.view_check_path(schema, name)) or "{}")
         except ValueError:
             return {}
         return found if isinstance(found, dict) else {}
