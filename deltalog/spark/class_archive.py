@@ -18,8 +18,8 @@ How it is kept, per Java runtime and Spark installation (`key`), in `folder()`:
 - parts left by a process that was killed are removed after a day, archives no start used for 30 days
   (another Spark or Java) too.
 
-Left alone when the user's JVM options already name an archive or turn sharing off, and off with the
-Spark setting `spark.deltalog.classArchive=false`. Only for a driver JVM this process starts on a local
+Left alone when the user's JVM options already name an archive or turn sharing off (the adapter also
+leaves it off when its profile says `spark.deltalog.classArchive: false`). Only for a driver JVM this process starts on a local
 master (a cluster's executors and Connect servers start elsewhere).
 """
 from __future__ import annotations
@@ -32,7 +32,6 @@ from typing import Optional
 
 from ..processes import alive
 
-SETTING = "spark.deltalog.classArchive"
 SUFFIX = ".jsa"
 # JVM options that already decide about class-data sharing: the user's choice stands
 _USERS_CHOICE = ("-XX:SharedArchiveFile", "-XX:ArchiveClassesAtExit", "-Xshare:off", "-XX:+AutoCreateSharedArchive")
@@ -107,8 +106,6 @@ def _remove_stale(where: str) -> None:
 def driver_options(conf: dict[str, str], class_path: str) -> tuple[str, Optional[str]]:
     """The JVM options for this start (to add to the driver's), and the part the JVM records a new
     archive into (None when it maps one, or when left alone: then the options are "")."""
-    if str(conf.get(SETTING, "true")).strip().lower() == "false":
-        return "", None
     given = conf.get("spark.driver.extraJavaOptions", "")
     if any(option in given for option in _USERS_CHOICE):
         return "", None

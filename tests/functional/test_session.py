@@ -274,6 +274,29 @@ def test_profile_keys_this_adapter_does_not_take_are_refused_by_name(extra, name
     assert "dapi-secret" not in text
 
 
+@pytest.mark.parametrize("conf,says", [
+    ({"spark.deltalog.arrowSeed": "false"}, "(did you mean `spark.deltalog.arrowSeeds`?)"),
+    ({"spark.deltalog.startEarly": "no"}, "`spark.deltalog.startEarly` is 'no'; allowed: true or false"),
+    ({"spark.deltalog.classArchive": 0}, "`spark.deltalog.classArchive` is '0'; allowed: true or false"),
+    ({"spark.deltalog.logFile": "/tmp/x.log"}, "`spark.deltalog.logFile` is not a setting of this adapter."),
+])
+def test_our_own_spark_settings_are_checked_by_name(conf, says):
+    """Spark ignores keys it does not know: a misspelt switch of ours would be ignored without a word."""
+    with pytest.raises(Exception, match="deltalog profile: spark_conf") as e:
+        DeltalogCredentials.from_dict({"schema": "analytics", "spark_conf": conf})
+    assert says in str(e.value) and "Nothing was run" in str(e.value)
+
+
+def test_our_own_switches_are_on_unless_false_and_spark_settings_pass():
+    from dbt.adapters.deltalog import spark_settings
+
+    creds = DeltalogCredentials.from_dict({"schema": "a", "spark_conf": {
+        "spark.deltalog.arrowSeeds": False, "spark.deltalog.startEarly": "TRUE",
+        "spark.sql.shuffle.partitions": "2", "spark.deltalogx": "1"}})
+    assert not creds.switched_on(spark_settings.ARROW_SEEDS)
+    assert creds.switched_on(spark_settings.START_EARLY) and creds.switched_on(spark_settings.CLASS_ARCHIVE)
+
+
 def test_profile_method_session_and_dbt_keys_are_accepted():
     creds = DeltalogCredentials.from_dict({"schema": "a", "method": "session", "threads": 4})
     assert creds.method == "session"

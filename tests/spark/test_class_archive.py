@@ -67,9 +67,8 @@ def test_a_first_jvm_records_the_archive_the_next_maps_and_a_damaged_one_is_drop
     assert not list(project.glob("hs_err_pid*.log"))  # the crashed JVM's report is not in the project
 
 
-def test_the_setting_and_the_users_own_choice_leave_the_jvm_alone(tmp_path, monkeypatch):
+def test_the_users_own_choice_leaves_the_jvm_alone(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    assert class_archive.driver_options({class_archive.SETTING: "false"}, "") == ("", None)
     users = {"spark.driver.extraJavaOptions": "-Xmx2g -Xshare:off"}
     assert class_archive.driver_options(users, "") == ("", None)
     options, part = class_archive.driver_options({}, "")

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
+from dbt.adapters.deltalog import spark_settings
 from dbt.adapters.deltalog.runtime import jvm
-from deltalog.spark import class_archive
 from tests.spark.test_class_archive import _start
 
 pytestmark = pytest.mark.spark
 
-NO_ARCHIVE = {class_archive.SETTING: "false"}  # no archive recorded in the background after the test
+NO_ARCHIVE = {spark_settings.CLASS_ARCHIVE: "false"}  # no archive recorded in the background after the test
 
 
 def _threshold(options: list[str]) -> str | None:
@@ -27,8 +27,10 @@ def test_a_local_jvm_compiles_late_unless_told_otherwise(tmp_path):
     default = _start(cache, project, NO_ARCHIVE)
     assert default["rows"] == [[0, 34], [1, 33], [2, 33]]
     assert all(o in default["options"] for o in jvm.LATE_COMPILER_OPTIONS.split()), default["options"]
+    # the class archive's switch, read by the same rule: off, the JVM neither maps nor records one
+    assert not any("SharedArchiveFile" in o or "ArchiveClassesAtExit" in o for o in default["options"])
 
-    off = _start(cache, project, {**NO_ARCHIVE, jvm.LATE_COMPILER_SETTING: "false"})
+    off = _start(cache, project, {**NO_ARCHIVE, spark_settings.LATE_COMPILER: "false"})
     assert off["rows"] == default["rows"] and _threshold(off["options"]) is None
 
     users = _start(cache, project, {**NO_ARCHIVE, "spark.driver.extraJavaOptions": "-XX:Tier4InvocationThreshold=7000"})

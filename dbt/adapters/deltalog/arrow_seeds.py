@@ -11,7 +11,8 @@ from typing import Any, List, Optional
 
 import pyarrow as pa
 
-SWITCH = "spark.deltalog.arrowSeeds"  # `false` in spark_conf: every seed is loaded by Spark
+from dbt.adapters.deltalog import spark_settings
+
 
 # delta.* properties a new table commits the same through either writer (protocol and metadata only)
 _PLAIN_PROPERTIES = frozenset({
@@ -38,8 +39,8 @@ def refusal(adapter: Any, relation: Any, model: Any, cfg: Any, definition: Any, 
     from dbt.adapters.deltalog.model_config import config_value as _get
 
     creds = adapter.config.credentials
-    if creds.turned_off(SWITCH):
-        return f"{SWITCH}: false"
+    if not creds.switched_on(spark_settings.ARROW_SEEDS):
+        return f"{spark_settings.ARROW_SEEDS}: false"
     warehouse = adapter.warehouse_of(relation)
     if column_types:
         return "column_types (Spark casts the CSV's text)"

@@ -15,6 +15,7 @@ from dbt.adapters.exceptions import FailedToConnectError
 from dbt.adapters.spark.connections import SparkConnectionManager
 from dbt_common.exceptions import DbtRuntimeError
 
+from dbt.adapters.deltalog import spark_settings
 from dbt.adapters.deltalog.warehouse import Warehouse
 from dbt.adapters.deltalog.sql_gateway import answer_small_query, execute
 from dbt.adapters.deltalog.runtime.session import RUNTIME
@@ -173,6 +174,9 @@ class DeltalogCredentials(Credentials):
         self.method = str(self.method).strip().lower()
         if not isinstance(self.spark_conf, dict):
             raise DbtRuntimeError("deltalog profile: `spark_conf` must be a mapping of Spark settings")
+        wrong = spark_settings.problems(self.spark_conf)
+        if wrong:
+            raise DbtRuntimeError("deltalog profile: spark_conf: " + " ".join(wrong) + " Nothing was run.")
         if not isinstance(self.storage_options, dict):
             raise DbtRuntimeError("deltalog profile: `storage_options` must be a mapping (AWS_ENDPOINT_URL, "
                                   "AWS_REGION, AZURE_STORAGE_ACCOUNT_NAME, ... as delta-rs takes them)")
@@ -232,9 +236,9 @@ class DeltalogCredentials(Credentials):
                 "sql": {k: str(v) for k, v in sorted((self.spark_conf or {}).items()) if str(k).startswith("spark.sql.")},
                 "spark": installed("pyspark") or installed("pyspark-client"), "adapter": installed("dbt-deltalog")}
 
-    def turned_off(self, setting: str) -> bool:
-        """One of our `spark.deltalog.*` switches (on unless spark_conf sets it to false)."""
-        return str((self.spark_conf or {}).get(setting, "true")).strip().lower() == "false"
+    def switched_on(self, switch: str) -> bool:
+        """One of our `spark.deltalog.*` switches (spark_settings.SWITCHES)."""
+        return spark_settings.switched_on(self.spark_conf, switch)
 
     def uses_spark_server(self) -> bool:
         if self.method == "connect":

@@ -32,7 +32,7 @@ from dbt_common.exceptions import CompilationError, DbtRuntimeError
 from deltalog.storage import files as fs
 from deltalog.errors import DeltaError
 from deltalog.lazy_imports import load
-from dbt.adapters.deltalog import placement, schema_change
+from dbt.adapters.deltalog import placement, schema_change, spark_settings
 from dbt.adapters.deltalog.warehouse import Warehouse
 from dbt.adapters.deltalog.column import DeltalogColumn, column_of
 from dbt.adapters.deltalog.connections import DeltalogConnectionManager
@@ -77,7 +77,6 @@ def _reported(method):
 
 
 # dbt commands that open a connection: their Spark session starts as the adapter is made, before the parse
-START_EARLY = "spark.deltalog.startEarly"  # `false` in spark_conf: when the first connection opens
 _COMMANDS_ON_SPARK = frozenset({"build", "run", "seed", "snapshot", "test", "run-operation", "show", "retry",
                                 "clone", "generate"})
 
@@ -129,7 +128,7 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
             RUNTIME.project_root = config.project_root
         RUNTIME.metastores = creds.metastores()
         RUNTIME.catalog_names = frozenset(creds.catalogs)
-        if _command_opens_spark() and not creds.turned_off(START_EARLY):
+        if _command_opens_spark() and creds.switched_on(spark_settings.START_EARLY):
             RUNTIME.start_early(**creds.session_arguments())  # while dbt parses the project
 
     @classmethod

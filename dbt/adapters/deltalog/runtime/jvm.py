@@ -15,6 +15,7 @@ import time
 import uuid
 from typing import Any, Dict, Optional
 
+from dbt.adapters.deltalog import spark_settings
 from deltalog.lazy_imports import load
 
 
@@ -101,8 +102,6 @@ def _log_folder() -> Optional[str]:
         return None
 
 
-# Where the JVM's log goes (our own setting; Spark ignores keys it does not know)
-LOG_FILE_SETTING = "spark.deltalog.logFile"
 
 
 def default_conf(master: str, log_file: Optional[str] = None) -> Dict[str, str]:
@@ -118,7 +117,7 @@ def default_conf(master: str, log_file: Optional[str] = None) -> Dict[str, str]:
     with open(log4j, "w") as f:
         f.write(_LOG4J2.format(path=log_file.replace("\\", "/")))
     conf = {
-        LOG_FILE_SETTING: log_file,
+        spark_settings.LOG_FILE: log_file,
         "spark.sql.catalogImplementation": "in-memory",
         "spark.sql.warehouse.dir": os.path.join(scratch, "spark-warehouse"),
         "spark.driver.extraJavaOptions": f"-Dderby.system.home={scratch} -Dlog4j2.configurationFile=file:{log4j}",
@@ -245,7 +244,6 @@ def start_spark(master: str, spark_conf: Optional[Dict[str, str]] = None, log_fi
 # dbt command's many small jobs run each plan a few times, and on two cores the C2 compilations they
 # would trigger take CPU from the jobs themselves. A long job's hot loops still reach C2 within
 # a second, at full speed (bench/jvm_compiler.py measures both).
-LATE_COMPILER_SETTING = "spark.deltalog.lateOptimizingCompiler"  # `false` in spark_conf: the JVM's defaults
 LATE_COMPILER_OPTIONS = ("-XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000 "
                          "-XX:Tier4CompileThreshold=150000 -XX:Tier4BackEdgeThreshold=400000")
 
@@ -262,8 +260,9 @@ def _launch_jvm(master: str, conf: Dict[str, str]) -> None:
 
     archive_options, recording, compiler_options = "", None, ""
     if master.startswith("local"):  # the JVM's start from a class-data-sharing archive (class_archive.py)
-        archive_options, recording = class_archive.driver_options(conf, conf.get("spark.driver.extraClassPath", ""))
-        if str(conf.get(LATE_COMPILER_SETTING, "true")).strip().lower() != "false":
+        if spark_settings.switched_on(conf, spark_settings.CLASS_ARCHIVE):
+            archive_options, recording = class_archive.driver_options(conf, conf.get("spark.driver.extraClassPath", ""))
+        if spark_settings.switched_on(conf, spark_settings.LATE_COMPILER):
             compiler_options = LATE_COMPILER_OPTIONS
 
     def launch(archive: str):
@@ -276,7 +275,7 @@ def _launch_jvm(master: str, conf: Dict[str, str]) -> None:
         with open(log_file, "ab") as log:
             return launch_gateway(jvm_conf, popen_kwargs={"stdout": log, "stderr": log})
 
-    log_file = conf[LOG_FILE_SETTING]
+    log_file = conf[spark_settings.LOG_FILE]
     try:
         try:
             gateway = launch(archive_options)
