@@ -90,6 +90,42 @@ class TestStreamingTable:
         assert deltalake.DeltaTable(str(table), version=before).to_pyarrow_table().num_rows == 7
 
 
+class TestFullRefreshThatStopsEarly:
+    """A `--full-refresh` forgets the stream's checkpoint before its first batch replaces the table: a run
+    that fails (or is killed) in between must not leave the next plain run to take the whole input again
+    on top of the rows the table still holds."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"orders_stream.sql": ORDERS}
+
+    def test_the_next_run_finishes_the_refresh_instead_of_doubling_the_rows(self, project, deltalog_warehouse,
+                                                                            tmp_path_factory):
+        landing = tmp_path_factory.mktemp("landing")
+        variables = ["--vars", json.dumps({"landing": str(landing)})]
+        table = Path(deltalog_warehouse) / project.test_schema / "orders_stream"
+        _land(landing, "a.json", range(0, 4))
+        run_dbt(["run", *variables])
+        assert _ids(table) == [0, 1, 2, 3]
+
+        # `amount * 2` overflows a bigint (ANSI): the refresh's first batch fails, nothing is committed
+        bad = landing / "bad.json"
+        bad.write_text(json.dumps({"order_id": 99, "amount": 2 ** 62}) + "\n")
+        version = Snapshot.load(str(table)).version
+        run_dbt(["run", "--full-refresh", *variables], expect_pass=False)
+        assert Snapshot.load(str(table)).version == version and _ids(table) == [0, 1, 2, 3]
+        assert (table / "_dbt_streaming" / "full_refresh_pending").exists()
+
+        bad.unlink()
+        _, out = run_dbt_and_capture(["run", *variables])
+        assert "stopped before it replaced the table; it runs again" in out
+        assert _ids(table) == [0, 1, 2, 3]  # replaced, not [0, 0, 1, 1, ...]
+        assert not (table / "_dbt_streaming" / "full_refresh_pending").exists()
+        _land(landing, "b.json", range(4, 6))
+        run_dbt(["run", *variables])  # and from there on, as any run: only what is new
+        assert _ids(table) == list(range(6))
+
+
 BRONZE = """
 {{ config(materialized='incremental', incremental_strategy='append') }}
 select id, id * 10 as amount from range({{ var('lo', 0) }}, {{ var('hi', 3) }})

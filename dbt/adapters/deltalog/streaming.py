@@ -24,6 +24,9 @@ from deltalog.lazy_imports import load
 
 CHECKPOINT_DIR = "_dbt_streaming"
 APP_ID_FILE = "app_id"
+STREAM_CHECKPOINT = "checkpoint"  # Spark's, in CHECKPOINT_DIR
+# In CHECKPOINT_DIR from the start of a `--full-refresh` until the table is replaced (see _start_over)
+REFRESH_PENDING = "full_refresh_pending"
 FORMATS = ("json", "csv", "parquet", "text", "orc")
 
 
@@ -149,6 +152,11 @@ def write_streaming_table(adapter: Any, relation: Any, sql: str, model: Any, ful
     df = adapter._model_dataframe(sql, model)
     table_schema = None
     columns = None
+    if not full_refresh and refresh_pending(adapter.table(relation).uri):
+        AdapterLogger("Deltalog").info(
+            f"{name}: a --full-refresh of this streaming table stopped before it replaced the table; it runs "
+            f"again (a plain run would take the whole input again on top of the old rows)")
+        full_refresh = True
     exists = adapter.warehouse_of(relation).is_table(relation.schema, relation.identifier) and not full_refresh
     if changes is not None:
         from deltalog.spark.apply_changes import check_source
@@ -245,13 +253,18 @@ def run_streaming_table(spark: Any, df: Any, table: Any, *, full_refresh: bool, 
                 f"Spark writes through its Hadoop connector: {why}. Add the connector (spark.jars.packages), "
                 f"or keep streaming tables on a local warehouse.")
     if full_refresh:
-        fs.delete_tree(checkpoint_root)
+        _start_over(checkpoint_root)
     app_id = _app_id(checkpoint_root)
     # the model's table properties (auto_compact, ...), comments and constraints go with every batch
     write = batch_writer(table, app_id, partition_by=partition_by or None, definition=definition,
                          table_schema=table_schema)
     stats = {"batches": 0, "rows": 0}
     replaced = {"done": not full_refresh}
+
+    def table_replaced() -> None:
+        replaced["done"] = True
+        if full_refresh:
+            fs.delete_file(fs.join(checkpoint_root, REFRESH_PENDING))
     applier = None
     if changes is not None:
         from deltalog.spark.apply_changes import change_applier
@@ -264,21 +277,22 @@ def run_streaming_table(spark: Any, df: Any, table: Any, *, full_refresh: bool, 
         # created empty with its declarations, so every batch (the first too) appends under them
         write_dataframe(empty_rows, table, mode="overwrite", schema_mode="overwrite" if table.exists() else None,
                         partition_by=partition_by or None, definition=definition, table_schema=declared_schema)
-        replaced["done"] = True
+        table_replaced()
 
     def sink(batch: Any, batch_id: int) -> None:
         if applier is not None:  # (a full refresh: its first batch replaces the table and its state)
             applier(batch, batch_id)
-            replaced["done"] = True
+            if not replaced["done"]:
+                table_replaced()
         elif not replaced["done"]:  # --full-refresh: the first batch replaces the table
             write_dataframe(batch, table, mode="overwrite", schema_mode="overwrite", txn_app_id=app_id,
                             txn_version=int(batch_id), partition_by=partition_by or None, definition=definition)
-            replaced["done"] = True
+            table_replaced()
         else:
             write(batch, batch_id)
         stats["batches"] += 1
 
-    checkpoint = fs.join(checkpoint_root, "checkpoint")
+    checkpoint = fs.join(checkpoint_root, STREAM_CHECKPOINT)
     if "availableNow" not in trigger:  # the stream command: start, and leave it running
         if not table.exists():  # downstream streams read this table from its start: it exists first
             write_dataframe(empty_rows, table, mode="overwrite", partition_by=partition_by or None,
@@ -305,6 +319,8 @@ def run_streaming_table(spark: Any, df: Any, table: Any, *, full_refresh: bool, 
                         configuration=applier and applier.configuration())
         if applier is not None:  # the table starts again: so does what it remembered of its changes
             fs.delete_tree(applier.state.uri)
+        if not replaced["done"]:
+            table_replaced()
     snapshot = table.snapshot()
     progress = list(query.recentProgress or [])
     stats["rows"] = sum(progress_value(p, "numInputRows", 0) for p in progress)
@@ -321,6 +337,21 @@ def progress_value(progress: Any, key: str, default: int) -> int:
     if value is None and hasattr(progress, "get"):
         value = progress.get(key)
     return default if value is None else int(value)
+
+
+def refresh_pending(table_uri: str) -> bool:
+    """A `--full-refresh` of the streaming table at `table_uri` began and has not replaced the table yet."""
+    return fs.exists(fs.join(table_uri, CHECKPOINT_DIR, REFRESH_PENDING))
+
+
+def _start_over(checkpoint_root: str) -> None:
+    """`--full-refresh`: the stream's checkpoint and app id forgotten, the refresh marked first. Until the
+    table is replaced it still holds the rows the old checkpoint took; a run that stops before (a crash, a
+    failed first batch) leaves the mark, and the next run refreshes again instead of taking the whole
+    input once more on top of those rows."""
+    fs.write_bytes(fs.join(checkpoint_root, REFRESH_PENDING), b"")
+    fs.delete_tree(fs.join(checkpoint_root, STREAM_CHECKPOINT))
+    fs.delete_file(fs.join(checkpoint_root, APP_ID_FILE))
 
 
 def _app_id(checkpoint_root: str) -> str:
