@@ -102,8 +102,6 @@ def _log_folder() -> Optional[str]:
         return None
 
 
-
-
 def default_conf(master: str, log_file: Optional[str] = None) -> Dict[str, str]:
     # Spark's own scratch space goes to a temp dir, removed when the process ends: no metastore_db/,
     # derby.log or spark-warehouse/ in the user's project folder. Tables live in the dbt warehouse.
