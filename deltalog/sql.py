@@ -37,6 +37,26 @@ def parse(text: str) -> Any:
         raise ValueError(f"not a SQL expression: {text!r} ({e})") from None
 
 
+# What may give another value each time Spark computes it: the time, random numbers, ids Spark numbers
+_VARYING_NODES = ("CurrentDate", "CurrentDatetime", "CurrentTime", "CurrentTimestamp", "CurrentTimestampLTZ",
+                  "Localtimestamp", "Rand", "Randn", "Shuffle", "Uuid")
+_VARYING_NAMES = frozenset({"now", "monotonically_increasing_id", "spark_partition_id", "input_file_name",
+                            "input_file_block_start", "input_file_block_length"})
+
+
+def varies_between_runs(text: str) -> bool:
+    """Whether the SQL expression `text` may give another value each time Spark computes it (what two
+    jobs both write must then be computed once). Text sqlglot cannot read counts as varying."""
+    from sqlglot import exp
+
+    try:
+        node = parse(text)
+    except ValueError:
+        return True
+    return any(type(n).__name__ in _VARYING_NODES
+               or (isinstance(n, exp.Anonymous) and str(n.name).lower() in _VARYING_NAMES) for n in node.walk())
+
+
 def to_sql(node: Any) -> str:
     return node.sql(dialect=spark_dialect())
 

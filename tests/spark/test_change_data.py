@@ -15,6 +15,7 @@ from deltalog.errors import UnsupportedFeatureError
 from deltalog.snapshot import Snapshot
 from deltalog.spark import operations as ops
 from deltalog.spark.change_data import changes_dataframe
+from deltalog.spark.reader import snapshot_dataframe
 from tests.support.shared_data import WILD, require
 
 pytestmark = pytest.mark.spark
@@ -177,3 +178,24 @@ def test_rows_marked_in_deletion_vectors_without_change_data_files(spark, tmp_pa
     before = Snapshot.load(uri2, version=0).add_files()[0]
     back = commit(lambda txn, add: [add.remove(), before])  # the file without its DV again
     assert _changes(spark, uri2, back) == [("insert", 0, 1), ("insert", 3, 1)]
+
+
+@pytest.mark.parametrize("dvs", [False, True], ids=["copy-on-write", "deletion-vectors"])
+def test_a_merge_gives_its_feed_the_values_it_gives_the_table(spark, tmp_path, dvs):
+    """A MERGE writes its data files and its change data files in two Spark jobs: what it computes itself
+    (here `current_timestamp()`, different in each job) must be computed once, or the feed's inserts and
+    postimages disagree with the table they describe."""
+    uri = str(tmp_path / "t")
+    config = {**CDF, "delta.enableDeletionVectors": "true"} if dvs else CDF
+    ops.write_dataframe(spark.sql("select id, cast(null as timestamp) as ts from range(0, 4000, 2)"), uri,
+                        configuration=config)
+    source = spark.sql("select id from range(1000, 3000)")  # 500 rows matched, 1,000 inserted
+    ops.merge(spark, uri, source, on="DBT_INTERNAL_DEST.id = DBT_INTERNAL_SOURCE.id",
+              when_matched_update={"ts": "current_timestamp()"},
+              when_not_matched_insert={"id": "DBT_INTERNAL_SOURCE.id", "ts": "current_timestamp()"})
+    # both read by Spark: delta-rs reads no change feed of a table with deletion vectors
+    table = {r["id"]: r["ts"] for r in snapshot_dataframe(spark, Snapshot.load(uri)).collect()}
+    feed = [r.asDict() for r in changes_dataframe(spark, uri, 1, 1).collect()]
+    new = [r for r in feed if r["_change_type"] in ("insert", "update_postimage")]
+    assert sorted(r["_change_type"] for r in new).count("insert") == 1000 and len(new) == 2000
+    assert [r for r in new if r["ts"] != table[r["id"]]] == []

@@ -96,6 +96,23 @@ def test_merge_inserts_are_numbered_and_updates_keep_theirs(spark, tmp_path):
               "DBT_INTERNAL_SOURCE.v = DBT_INTERNAL_DEST.v", when_not_matched_insert="*")
 
 
+def test_a_merge_gives_its_change_feed_the_identity_values_it_gives_the_table(spark, tmp_path):
+    """The data files and the change feed's insert rows are two Spark jobs: numbered once, both hold the
+    same values (and the numbering's count still reaches the mark)."""
+    from deltalog.spark.change_data import changes_dataframe
+
+    uri = str(tmp_path / "t")
+    write_dataframe(values(spark, "a", "b"), uri, mode="error", table_schema=schema(),
+                    configuration={"delta.enableChangeDataFeed": "true"})
+    source = spark.createDataFrame([("b", "B")] + [(f"n{i}", f"N{i}") for i in range(300)], "v string, w string")
+    merge(spark, uri, source.repartition(3), "DBT_INTERNAL_SOURCE.v = DBT_INTERNAL_DEST.v",
+          when_matched_update={"v": "DBT_INTERNAL_SOURCE.w"}, when_not_matched_insert={"v": "DBT_INTERNAL_SOURCE.w"})
+    table = dict((v, i) for i, v in rows(spark, uri))
+    feed = [r for r in changes_dataframe(spark, uri, 1, 1).collect() if r["_change_type"] == "insert"]
+    assert len(feed) == 300 and all(table[r["v"]] == r["id"] for r in feed)
+    assert mark(uri) == max(table.values()) and len(set(table.values())) == 302
+
+
 def test_replace_where_and_streaming_batches_number_rows(spark, tmp_path):
     uri = str(tmp_path / "t")
     write_dataframe(values(spark, "a", "b"), uri, mode="error", table_schema=schema())

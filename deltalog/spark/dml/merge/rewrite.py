@@ -15,6 +15,7 @@ load("spark")  # pyspark whole before any import from it (lazy_imports.py says w
 from pyspark.sql import functions as F  # noqa: E402
 
 from .... import deletion_vectors, identity, row_tracking  # noqa: E402
+from ....sql import varies_between_runs  # noqa: E402
 from ....schema import quote_identifier  # noqa: E402
 from ...reader import ROW_INDEX_COLUMN, files_dataframe  # noqa: E402
 from ...writer import number_identity_columns  # noqa: E402
@@ -75,6 +76,14 @@ def _changed_rows_only(run: MergeRun) -> None:
                     for i, c in enumerate(target_columns)]
         if keep_ids:
             out_cols += [F.col(row_id).alias(hidden[0]), F.lit(None).cast("long").alias(hidden[1])]
+        if plan.feed and any(varies_between_runs(update[c]) for c in late_update):
+            # the data files and the feed's postimages are written by two jobs: the new values once
+            names = list(target_columns) + (hidden if keep_ids else [])
+            updated = computed_once(updated.select(
+                *[F.col(OLD + str(i)) for i in range(len(target_columns))],
+                *[c.alias(f"__deltalog_new_value{k}") for k, c in enumerate(out_cols)]))
+            out_cols = [F.col(f"__deltalog_new_value{k}").alias(n) for k, n in enumerate(names)]
+            run.updated = updated
         run.out_cols = out_cols
         run.parts.append(updated.select(*out_cols))
 
@@ -141,7 +150,17 @@ def _inserts(run: MergeRun) -> None:
     if run.small_source and identity.declares_identity(run.txn.metadata.schema_json):
         inserts = inserts.coalesce(1)  # few rows: numbered in one task, so densely
     run.inserts, run.identity = number_identity_columns(inserts, run.txn.metadata.schema_json, run.name, left_out)
+    if plan.feed and run.touched.num_rows and (
+            run.identity is not None or any(varies_between_runs(v) for v in plan.insert.values())):
+        # the data files and the feed's insert rows are written by two jobs: their values computed once
+        run.inserts = computed_once(run.inserts)
     run.parts.append(run.inserts)
+
+
+def computed_once(df: Any) -> Any:
+    """`df` computed now, by one job, and kept: the jobs that read it after all see the same values
+    (a lazy checkpoint would lose the rows an Observation on `df` counts)."""
+    return df.localCheckpoint(eager=True)
 
 
 def without_rows(snapshot: Any, touched: pa.Table, marks: list[tuple[Any, Any]]) -> pa.Table:
