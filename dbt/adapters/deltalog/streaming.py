@@ -152,7 +152,8 @@ def write_streaming_table(adapter: Any, relation: Any, sql: str, model: Any, ful
     df = adapter._model_dataframe(sql, model)
     table_schema = None
     columns = None
-    if not full_refresh and refresh_pending(adapter.table(relation).uri):
+    table = adapter.table(relation)
+    if not full_refresh and refresh_pending(table.uri):
         AdapterLogger("Deltalog").info(
             f"{name}: a --full-refresh of this streaming table stopped before it replaced the table; it runs "
             f"again (a plain run would take the whole input again on top of the old rows)")
@@ -172,7 +173,7 @@ def write_streaming_table(adapter: Any, relation: Any, sql: str, model: Any, ful
     declared_schema = None if exists else first_write_schema(declared_columns(model), df)
     adapter.warehouse_of(relation).create_schema(relation.schema)
     return run_streaming_table(
-        adapter.spark, df, adapter.table(relation), full_refresh=full_refresh, trigger=trigger,
+        adapter.spark, df, table, full_refresh=full_refresh, trigger=trigger,
         partition_by=as_list(config_value(config, "partition_by")), model=name, report=AdapterLogger("Deltalog").info,
         definition=definition, table_schema=table_schema, changes=changes, columns=columns,
         declared_schema=declared_schema)
@@ -262,9 +263,9 @@ def run_streaming_table(spark: Any, df: Any, table: Any, *, full_refresh: bool, 
     replaced = {"done": not full_refresh}
 
     def table_replaced() -> None:
-        replaced["done"] = True
-        if full_refresh:
-            fs.delete_file(fs.join(checkpoint_root, REFRESH_PENDING))
+        if not replaced["done"]:
+            replaced["done"] = True
+            fs.delete_file(fs.join(checkpoint_root, REFRESH_PENDING))  # (only a full refresh starts not done)
     applier = None
     if changes is not None:
         from deltalog.spark.apply_changes import change_applier
@@ -282,8 +283,7 @@ def run_streaming_table(spark: Any, df: Any, table: Any, *, full_refresh: bool, 
     def sink(batch: Any, batch_id: int) -> None:
         if applier is not None:  # (a full refresh: its first batch replaces the table and its state)
             applier(batch, batch_id)
-            if not replaced["done"]:
-                table_replaced()
+            table_replaced()
         elif not replaced["done"]:  # --full-refresh: the first batch replaces the table
             write_dataframe(batch, table, mode="overwrite", schema_mode="overwrite", txn_app_id=app_id,
                             txn_version=int(batch_id), partition_by=partition_by or None, definition=definition)
@@ -319,8 +319,7 @@ def run_streaming_table(spark: Any, df: Any, table: Any, *, full_refresh: bool, 
                         configuration=applier and applier.configuration())
         if applier is not None:  # the table starts again: so does what it remembered of its changes
             fs.delete_tree(applier.state.uri)
-        if not replaced["done"]:
-            table_replaced()
+        table_replaced()
     snapshot = table.snapshot()
     progress = list(query.recentProgress or [])
     stats["rows"] = sum(progress_value(p, "numInputRows", 0) for p in progress)

@@ -72,7 +72,7 @@ def write_and_commit(run: MergeRun, app_transactions: dict[str, int] | None, ope
     adds_committed = adds if marked is None else [*adds, *marked.adds]
     removes = removes_of(touched) if marked is None else marked.removes
     cdc = []
-    if touched.num_rows and plan.feed:
+    if run.writes_feed_files:
         # the rows this merge changed, for the change data feed (copied rows are not changes)
         schema_json = run.schema_json
         frames = [change_rows(run.updated.select(*run.old_cols), schema_json, change_data.UPDATE_PREIMAGE),

@@ -150,7 +150,7 @@ def _inserts(run: MergeRun) -> None:
     if run.small_source and identity.declares_identity(run.txn.metadata.schema_json):
         inserts = inserts.coalesce(1)  # few rows: numbered in one task, so densely
     run.inserts, run.identity = number_identity_columns(inserts, run.txn.metadata.schema_json, run.name, left_out)
-    if plan.feed and run.touched.num_rows and (
+    if run.writes_feed_files and (
             run.identity is not None or any(varies_between_runs(v) for v in plan.insert.values())):
         # the data files and the feed's insert rows are written by two jobs: their values computed once
         run.inserts = computed_once(run.inserts)

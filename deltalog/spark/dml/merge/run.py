@@ -69,5 +69,11 @@ class MergeRun:
         return self.txn.snapshot
 
     @property
+    def writes_feed_files(self) -> bool:
+        """The commit writes change data files: the feed is on and rows of the table's files changed (an
+        insert-only commit's feed is its added files)."""
+        return bool(self.plan.feed and self.touched.num_rows)
+
+    @property
     def target_columns(self) -> list[str]:
         return [f.name for f in self.target_schema.fields]
