@@ -298,7 +298,7 @@ def write_deltalake(uri: str, data: Any, mode: str = "error", partition_by: list
                     user_metadata: str | None = None, name: str | None = None,
                     description: str | None = None, max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
                     extra_commit_info: dict[str, Any] | None = None,
-                    storage_options: dict[str, Any] | None = None) -> int:
+                    storage_options: dict[str, Any] | None = None, operation: str = "WRITE") -> int:
     """Write Arrow data (a Table, a RecordBatchReader streamed batch by batch, or any Arrow stream) to
     the Delta table at `uri` as one commit; returns the committed version (for mode='ignore' on an
     existing table, the current version).
@@ -309,7 +309,8 @@ def write_deltalake(uri: str, data: Any, mode: str = "error", partition_by: list
     schema_mode: None (data must fit the table), 'merge' (add new columns and struct fields, as
     deltalog.schema_evolution says), 'overwrite' (replace the
     schema and partitioning; with mode='overwrite').
-    storage_options: for an object-store URI (s3://, abfss://, gs://), the keys delta-rs takes."""
+    storage_options: for an object-store URI (s3://, abfss://, gs://), the keys delta-rs takes.
+    operation: the commitInfo's operation (e.g. "CREATE TABLE AS SELECT", as Spark's writer names it)."""
     dt = DeltaTable(uri, storage_options)
     table = dt.uri
     plan = WritePlan.of(table, mode, partition_by, replace_where=predicate, schema_mode=schema_mode,
@@ -340,7 +341,10 @@ def write_deltalake(uri: str, data: Any, mode: str = "error", partition_by: list
         md = new_metadata(schema_json, parts, conf, name or snap.metadata.name,
                           description or snap.metadata.description, table=table)
         md.id, md.created_time = snap.metadata.id, snap.metadata.created_time  # the same table, a new schema
-        txn.update_metadata(md)
+        old = snap.metadata
+        if (md.schema_json, list(md.partition_columns), dict(md.configuration), md.name, md.description) != (
+                old.schema_json, list(old.partition_columns), dict(old.configuration), old.name, old.description):
+            txn.update_metadata(md)  # none when nothing changed, as Spark's writer (streams read on)
     else:
         merged, _, conf = plan.layout(table, snap, data_schema, configuration)
         current = snap.schema_json
@@ -397,7 +401,7 @@ def write_deltalake(uri: str, data: Any, mode: str = "error", partition_by: list
                    "numOutputBytes": sum(a.size for a in adds)}
         if removes:
             metrics.update(numRemovedFiles=len(removes), numRemovedBytes=sum(r.size or 0 for r in removes))
-        commit_args = dict(operation="WRITE", parameters=params, metrics=metrics, user_metadata=user_metadata,
+        commit_args = dict(operation=operation, parameters=params, metrics=metrics, user_metadata=user_metadata,
                            extra_commit_info=extra_commit_info)
         txn.add_actions([*removes, *adds])
         txn.record_identity(n.generated(a.path for a in adds) for n in numbering)

@@ -34,9 +34,6 @@ def refusal(adapter: Any, relation: Any, model: Any, cfg: Any, definition: Any, 
     """Why this seed load is Spark's (None: the Arrow writer gives the same table). `cfg`, `definition`:
     the seed's DeltaConfig and table definition."""
     from deltalog.column_mapping import names_needing_mapping
-    from deltalog.storage.files import is_object_store_uri
-    from dbt.adapters.deltalog.declared_columns import declared_columns
-    from dbt.adapters.deltalog.model_config import config_value as _get
 
     creds = adapter.config.credentials
     if not creds.switched_on(spark_settings.ARROW_SEEDS):
@@ -47,6 +44,31 @@ def refusal(adapter: Any, relation: Any, model: Any, cfg: Any, definition: Any, 
     if warehouse.is_table(relation.schema, relation.identifier) or warehouse.is_view(relation.schema,
                                                                                      relation.identifier):
         return "the relation exists (its replacement is Spark's)"
+    why = writer_refusal(adapter, relation, model, cfg, definition)
+    if why:
+        return why
+    if len({n.lower() for n in names}) != len(names) or names_needing_mapping(
+            {"type": "struct", "fields": [{"name": n, "type": "string"} for n in names]}):
+        return "column names Spark's path checks"
+    if "timestamp" in types:
+        conf = {str(k): str(v) for k, v in (creds.spark_conf or {}).items()}
+        if creds.method != "session" or conf.get("spark.sql.session.timeZone", "UTC") != "UTC" \
+                or "spark.sql.timestampType" in conf:
+            return "timestamps read in a session time zone other than UTC"
+    unknown = sorted({t for t in types if t not in _CONVERT})
+    if unknown:
+        return f"column types {unknown}"
+    return None
+
+
+def writer_refusal(adapter: Any, relation: Any, model: Any, cfg: Any, definition: Any) -> Optional[str]:
+    """Why the engine's Arrow writer would not commit the table Spark's writer commits for these settings
+    (None: it would): the rule seeds and small models (small_models.py) share."""
+    from deltalog.storage.files import is_object_store_uri
+    from dbt.adapters.deltalog.declared_columns import declared_columns
+    from dbt.adapters.deltalog.model_config import config_value as _get
+
+    warehouse = adapter.warehouse_of(relation)
     if adapter.pending_app_transactions(relation):
         return "changes consumed, recorded in the same commit"
     if adapter.metastore_of(relation) is not None:
@@ -63,17 +85,6 @@ def refusal(adapter: Any, relation: Any, model: Any, cfg: Any, definition: Any, 
         return f"table properties {odd}"
     if declared_columns(model) or _get(config, "column_mapping"):
         return "declared columns or column_mapping"
-    if len({n.lower() for n in names}) != len(names) or names_needing_mapping(
-            {"type": "struct", "fields": [{"name": n, "type": "string"} for n in names]}):
-        return "column names Spark's path checks"
-    if "timestamp" in types:
-        conf = {str(k): str(v) for k, v in (creds.spark_conf or {}).items()}
-        if creds.method != "session" or conf.get("spark.sql.session.timeZone", "UTC") != "UTC" \
-                or "spark.sql.timestampType" in conf:
-            return "timestamps read in a session time zone other than UTC"
-    unknown = sorted({t for t in types if t not in _CONVERT})
-    if unknown:
-        return f"column types {unknown}"
     return None
 
 

@@ -131,6 +131,9 @@ class DeltalogCredentials(Credentials):
     # data tests over small tables answered in the dbt process by DuckDB when their SQL means the same
     # there (driver_queries.py); false: every test is a Spark job
     small_tests_here: bool = True
+    # small `table` models built in the dbt process by DuckDB and the engine's Arrow writer when their SQL
+    # and settings give the same table there (small_models.py); false: every model is a Spark job
+    small_models_here: bool = True
     # where Spark runs: `session` (in this process: embedded, or driving a cluster) or `connect` (a Spark
     # Connect server at `host`, sc://host:15002, with an optional bearer `token` and TLS)
     method: str = "session"

@@ -56,6 +56,18 @@ ReadSql = Callable[[Any, str], Tuple[str, Relations]]
 def answer(warehouse: Any, sql: str, relations: Relations, read_sql: ReadSql) -> Answer:
     """Run `sql` (as the SQL gateway rewrote it, naming `relations`) with DuckDB over the tables' rows;
     NotHere says why it cannot be. `read_sql` reads a dbt view's SQL the same way."""
+    checked, inputs = _prepared(warehouse, sql, relations, read_sql, model=False)
+    return _run(checked.sql(dialect="duckdb"), inputs)
+
+
+def model_rows(warehouse: Any, sql: str, relations: Relations, read_sql: ReadSql) -> Tuple[Any, List[str]]:
+    """A small model's result as an Arrow table (DuckDB's types), and `schema.table@version` of what it
+    read, under the model rules (small_models.py); NotHere says why not."""
+    checked, inputs = _prepared(warehouse, sql, relations, read_sql, model=True)
+    return _run_arrow(checked.sql(dialect="duckdb"), inputs), inputs.labels
+
+
+def _prepared(warehouse: Any, sql: str, relations: Relations, read_sql: ReadSql, model: bool) -> Tuple[Any, "_Inputs"]:
     try:
         tree = sqlglot.parse_one(sql, read="spark")
     except SqlglotError as exc:
@@ -64,9 +76,9 @@ def answer(warehouse: Any, sql: str, relations: Relations, read_sql: ReadSql) ->
     tree = _inline(tree, warehouse, relations, read_sql, inputs, 0)
     if inputs.total_bytes > MAX_BYTES:
         raise NotHere(f"its tables hold {inputs.total_bytes} bytes of Parquet, more than {MAX_BYTES}")
-    checked = _checked(tree, inputs.schema)
+    checked = _checked(tree, inputs.schema, model)
     inputs.read(_columns_read(checked))
-    return _run(checked.sql(dialect="duckdb"), inputs)
+    return checked, inputs
 
 
 def _columns_read(tree: Any) -> Dict[str, set]:
@@ -180,9 +192,9 @@ def _column_types(schema_json: Dict[str, Any], label: str) -> Dict[str, str]:
     return out
 
 
-def _checked(tree: Any, schema: Dict[str, Dict[str, str]]) -> Any:
+def _checked(tree: Any, schema: Dict[str, Dict[str, str]], model: bool = False) -> Any:
     """The query qualified, its unread columns pruned and its types annotated, once every part of it
-    is known to mean the same in both engines."""
+    is known to mean the same in both engines (`model`: with the model rules' arithmetic too)."""
     from sqlglot.optimizer.annotate_types import annotate_types
     from sqlglot.optimizer.pushdown_projections import pushdown_projections
     from sqlglot.optimizer.qualify import qualify
@@ -195,9 +207,12 @@ def _checked(tree: Any, schema: Dict[str, Dict[str, str]]) -> Any:
         tree = annotate_types(tree, schema=mapping, dialect="spark")
     except SqlglotError as exc:
         raise NotHere(f"not resolved: {exc}") from None
+    allowed = _MODEL_ALLOWED if model else _ALLOWED
     for node in tree.walk():
-        if type(node) not in _ALLOWED:
+        if type(node) not in allowed:
             raise NotHere(f"{type(node).__name__} ({node.sql(dialect='spark')[:80]})")
+        if model:
+            _model_rules(node)
         if isinstance(node, exp.Literal) and not node.is_string and not node.is_int:
             raise NotHere(f"the literal {node.sql(dialect='spark')} (only strings and whole numbers)")
         if isinstance(node, (exp.Where, exp.Having)):
@@ -241,6 +256,62 @@ _ALLOWED = (exp.Select, exp.From, exp.Where, exp.Group, exp.Having, exp.Join, ex
             exp.Boolean, exp.Null, exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.And, exp.Or, exp.Not,
             exp.Is, exp.In, exp.Paren, exp.Count, exp.Min, exp.Max, exp.Distinct)
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
+# A model's values are kept, not only counted: its rules add sums, CASE, COALESCE and arithmetic, on whole
+# numbers and doubles only (decimal arithmetic's result types differ between the engines).
+_ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Neg)
+_MODEL_ALLOWED = _ALLOWED + (exp.Sum, exp.Case, exp.If, exp.Coalesce, exp.Div) + _ARITHMETIC
+
+
+def _model_rules(node: Any) -> None:
+    """What a model's query may compute here besides what a test's may."""
+    T = exp.DataType.Type
+    if isinstance(node, (exp.Min, exp.Max)) and _type(node.this) in (T.DOUBLE, T.FLOAT):
+        raise NotHere(f"{node.sql(dialect='spark')[:80]} over floating-point values (NaN)")
+    elif isinstance(node, exp.Sum):
+        _number(node, node.this)
+    elif isinstance(node, _ARITHMETIC):
+        for operand in (node.this, node.args.get("expression")):
+            if operand is not None:
+                _number(node, operand)
+    elif isinstance(node, exp.Div):
+        # Spark's `/` is a double division, as DuckDB's; by zero Spark fails (ANSI) and DuckDB gives NULL
+        divisor = node.expression
+        _number(node, node.this)
+        if not (isinstance(divisor, exp.Literal) and divisor.is_int and int(divisor.this) != 0):
+            raise NotHere(f"{node.sql(dialect='spark')[:80]} divides by other than a nonzero whole-number literal")
+    elif isinstance(node, exp.If):
+        _boolean(node.this)
+    if isinstance(node, (exp.Case, exp.Coalesce)) or (isinstance(node, exp.If) and not isinstance(node.parent, exp.Case)):
+        if isinstance(node, exp.Case) and node.this is not None:
+            raise NotHere(f"CASE x WHEN ... ({node.sql(dialect='spark')[:80]}), only CASE WHEN")
+        if isinstance(node, exp.Case):
+            values = [i.args.get("true") for i in node.args.get("ifs") or []] + [node.args.get("default")]
+        elif isinstance(node, exp.If):  # if(c, a, b)
+            values = [node.args.get("true"), node.args.get("false")]
+        else:
+            values = [node.this, *node.expressions]
+        kinds = {_value_kind(v) for v in values if v is not None and not isinstance(v, exp.Null)}
+        if len(kinds) > 1 or "" in kinds:
+            raise NotHere(f"{node.sql(dialect='spark')[:80]} mixes {', '.join(sorted(k or 'other' for k in kinds))}")
+
+
+def _type(node: Any) -> Any:
+    return node.type.this if node is not None and node.type is not None else None
+
+
+def _number(node: Any, operand: Any) -> None:
+    T = exp.DataType.Type
+    if _type(operand) not in (T.TINYINT, T.SMALLINT, T.INT, T.BIGINT, T.DOUBLE):
+        raise NotHere(f"{node.sql(dialect='spark')[:80]}: arithmetic on {operand.type} (whole numbers and "
+                      f"doubles only)")
+
+
+def _value_kind(node: Any) -> str:
+    """The kind within which CASE and COALESCE branches coerce alike: numbers (whole or double) are one."""
+    T = exp.DataType.Type
+    if _type(node) in (T.TINYINT, T.SMALLINT, T.INT, T.BIGINT, T.DOUBLE):
+        return "number"
+    return _kind(node)
 
 
 def _kind(node: Any) -> str:
@@ -290,6 +361,23 @@ def _run(sql: str, inputs: _Inputs) -> Answer:
     finally:
         cursor.close()
     return Answer(columns, rows, inputs.labels)
+
+
+def _run_arrow(sql: str, inputs: _Inputs) -> Any:
+    load("duckdb")
+    import duckdb
+
+    cursor = _duckdb_cursor()
+    try:
+        for registered, table in inputs.tables.items():
+            cursor.register(registered, table)
+        result = cursor.sql(sql)
+        # DuckDB 2 names it to_arrow_table, 1.x arrow
+        return (getattr(result, "to_arrow_table", None) or result.arrow)()
+    except duckdb.Error as exc:  # an overflow, or anything not expected of what passed the checks
+        raise NotHere(f"DuckDB did not run it: {exc}") from None
+    finally:
+        cursor.close()
 
 
 _database = None

@@ -380,8 +380,13 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
     def write_table(self, relation: BaseRelation, sql: str, model: Any = None) -> AdapterResponse:
         """`table`, a first incremental build, and --full-refresh: create (version 0) or one
         overwrite commit that may change the schema. Never a drop: history is kept."""
+        from dbt.adapters.deltalog import small_models
+
         existed = self.warehouse_of(relation).is_table(relation.schema, relation.identifier)
-        df = self._model_dataframe(sql, model)
+        version, df = small_models.build(self, relation, sql, model, existed)
+        if version is not None:
+            return self._refreshed(relation, "OVERWRITE" if existed else "CREATE", version)
+        df = df if df is not None else self._model_dataframe(sql, model)
         config = _get(model, "config") or {}
         missing = incremental.missing_unique_key(model, df) if _get(config, "materialized") == "incremental" else []
         if missing:

@@ -1,0 +1,174 @@
+"""A small `table` model built in this process: DuckDB computes its rows and the engine's Arrow writer
+commits them, without a Spark job.
+
+On a dev loop's tables a mart's Spark job (planning, scheduling, a Parquet write over a few kilobytes)
+takes 0.5-1.5 s; DuckDB computes the same rows in milliseconds. The table must be the one Spark's path
+commits, so this is done only when every part of it is known to be the same:
+- the rows: the query passes the model rules of driver_queries.py (what a data test may use, plus sums,
+  CASE WHEN, COALESCE and + - * on whole numbers and doubles, and division by a whole-number literal)
+  over warehouse tables and dbt views of at most `driver_queries.MAX_BYTES` of Parquet, in Spark's ANSI
+  mode, the default;
+- the schema: Spark's analysis of the model's SQL gives the columns and types (no job runs), and each of
+  DuckDB's columns must convert to its type exactly (a sum past a bigint's range goes to Spark, which
+  fails it as it would);
+- the commit: a `table` model (not incremental, not Python), with only the settings the Arrow writer
+  commits as Spark's writer does (arrow_seeds.writer_refusal), onto no table or a plain one of ours.
+Anything else, and any doubt, goes to Spark; `dbt --debug` says which way each model went and why.
+A double sum's last digits depend on the order rows are added in, in Spark as here."""
+from __future__ import annotations
+
+from typing import Any, Optional, Tuple
+
+from dbt.adapters.events.logging import AdapterLogger
+
+from dbt.adapters.deltalog.model_config import config_value as _get
+
+logger = AdapterLogger("deltalog")
+
+
+class NotHere(Exception):
+    """The model is built by Spark; the message says why."""
+
+
+def build(adapter: Any, relation: Any, sql: str, model: Any, existed: bool) -> Tuple[Optional[int], Any]:
+    """(the committed version, None) when the model was built here; else (None, the model's DataFrame when
+    Spark's analysis was made, for Spark's write)."""
+    analysis = _Analysis(adapter, relation, sql)
+    try:
+        _refusal(adapter, relation, model, existed)
+        version = _write(adapter, relation, sql, model, existed, analysis)
+    except NotHere as why:
+        logger.debug(f"{relation}: built by Spark, not in this process: {why}")
+        return None, analysis.dataframe
+    return version, None
+
+
+class _Analysis:
+    """The Delta schema Spark's analysis gives the model's result. The same SQL over relations of the same
+    shape, with the same settings, analyses the same: it is kept beside the table with the fingerprint of
+    what it depended on (view_check.py) and reused without Spark."""
+
+    def __init__(self, adapter: Any, relation: Any, sql: str) -> None:
+        self.adapter, self.relation, self.sql = adapter, relation, sql
+        self.dataframe = None
+
+    def schema(self) -> dict:
+        from dbt.adapters.deltalog import view_check
+        from dbt.adapters.deltalog.sql_gateway import quote_warehouse_refs
+        from deltalog.errors import DeltaError
+        from deltalog.spark.dml.write import dataframe_schema
+
+        adapter, relation = self.adapter, self.relation
+        warehouse = adapter.warehouse_of(relation)
+        print_ = view_check.fingerprint(adapter.warehouse, quote_warehouse_refs(self.sql, adapter.warehouse),
+                                        adapter.config.credentials.check_settings())
+        kept = warehouse.read_model_check(relation.schema, relation.identifier)
+        if print_ is not None and kept.get("fingerprint") == print_ and isinstance(kept.get("schema"), dict):
+            return kept["schema"]
+        self.dataframe = adapter._dataframe(self.sql)
+        if adapter.spark.conf.get("spark.sql.ansi.enabled", "true").lower() != "true":
+            raise NotHere("spark.sql.ansi.enabled is not true")
+        try:
+            schema_json = dataframe_schema(self.dataframe, f"{relation.schema}.{relation.identifier}")
+        except DeltaError as exc:  # Spark's write says what is wrong
+            raise NotHere(str(exc)) from None
+        if print_ is not None:
+            warehouse.write_model_check(relation.schema, relation.identifier,
+                                        {"fingerprint": print_, "schema": schema_json})
+        return schema_json
+
+
+def _refusal(adapter: Any, relation: Any, model: Any, existed: bool) -> None:
+    from dbt.adapters.deltalog import arrow_seeds
+    from deltalog.errors import DeltaError
+
+    creds = adapter.config.credentials
+    if not creds.small_models_here:
+        raise NotHere("small_models_here: false")
+    config = _get(model, "config") or {}
+    if _get(config, "materialized") != "table" or _get(model, "language") == "python":
+        raise NotHere("not a SQL table model")
+    if _get(config, "sql_header"):
+        raise NotHere("sql_header")
+    legacy = sorted(k for k in (creds.spark_conf or {}) if str(k).startswith(("spark.sql.legacy.", "spark.sql.ansi.")))
+    if legacy:
+        raise NotHere(f"Spark settings {legacy}")
+    warehouse = adapter.warehouse_of(relation)
+    if warehouse.is_view(relation.schema, relation.identifier):
+        raise NotHere("a dbt view of the same name gives way first")
+    cfg = adapter._model_config(relation, model)
+    why = arrow_seeds.writer_refusal(adapter, relation, model, cfg, adapter._definition(relation, model))
+    if why:
+        raise NotHere(why)
+    if existed:
+        try:
+            snapshot = adapter.table(relation).snapshot()
+        except (DeltaError, OSError) as exc:
+            raise NotHere(f"the table is not read here: {exc}") from None
+        wanted = adapter._definition(relation, model).properties
+        if dict(snapshot.configuration) != dict(wanted):
+            raise NotHere(f"the table's properties {dict(snapshot.configuration)} are not the model's {dict(wanted)}")
+        if snapshot.partition_columns:
+            raise NotHere("the table is partitioned")
+        if any(f.get("metadata") for f in snapshot.schema_json["fields"]):
+            raise NotHere("the table's columns carry metadata (identity, generated, defaults, comments)")
+        if snapshot.configuration.get("delta.enableChangeDataFeed") == "true" \
+                or snapshot.configuration.get("delta.enableRowTracking") == "true":
+            raise NotHere("the table records its changes or row ids")
+
+
+def _write(adapter: Any, relation: Any, sql: str, model: Any, existed: bool, analysis: _Analysis) -> int:
+    from deltalog.column_mapping import names_needing_mapping
+    from deltalog.schema import to_arrow_schema
+    from deltalog.write import write_deltalake
+
+    from dbt.adapters.deltalog import driver_queries
+    from dbt.adapters.deltalog.placement import place_table
+    from dbt.adapters.deltalog.sql_gateway import read_statement, relations_of_sql
+
+    statement = read_statement(None, adapter.warehouse, sql)
+    if statement.head not in ("SELECT", "WITH"):
+        raise NotHere("not a SELECT")
+    schema_json = analysis.schema()
+    if names_needing_mapping(schema_json):
+        raise NotHere("column names that need column mapping")
+    try:
+        rows, read = driver_queries.model_rows(adapter.warehouse, statement.text, statement.relations,
+                                               relations_of_sql)
+    except driver_queries.NotHere as why:
+        raise NotHere(str(why)) from None
+    data = _as_spark_types(rows, to_arrow_schema(schema_json))
+    warehouse = adapter.warehouse_of(relation)
+    place_table(warehouse, relation, adapter._model_config(relation, model))
+    warehouse.create_schema(relation.schema)
+    version = write_deltalake(
+        adapter.table(relation).uri, data, mode="overwrite" if existed else "error",
+        schema_mode="overwrite" if existed else None,
+        configuration=adapter._definition(relation, model).properties,
+        extra_commit_info=adapter._commit_info(model),
+        operation="CREATE OR REPLACE TABLE AS SELECT" if existed else "CREATE TABLE AS SELECT")
+    logger.debug(f"{relation}: built in this process by DuckDB over {', '.join(read) or 'no table'}")
+    return version
+
+
+def _as_spark_types(rows: Any, target: Any) -> Any:
+    """DuckDB's result in the column names and types of Spark's analysis; only conversions that keep
+    every value (whole numbers checked against the narrower type's range)."""
+    import pyarrow as pa
+
+    if rows.num_columns != len(target):
+        raise NotHere(f"DuckDB gave {rows.num_columns} columns, Spark's analysis {len(target)}")
+    columns = []
+    for column, field in zip(rows.columns, target):
+        have, want = column.type, field.type
+        if have == want or (pa.types.is_string(want) and pa.types.is_large_string(have)):
+            columns.append(column.cast(want))
+        elif pa.types.is_integer(want) and (pa.types.is_integer(have) or (
+                pa.types.is_decimal(have) and have.scale == 0)):
+            try:
+                columns.append(column.cast(want, safe=True))
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                raise NotHere(f"{field.name}: {exc}") from None
+        else:
+            raise NotHere(f"{field.name}: DuckDB's {have} against Spark's {want}")
+    return pa.Table.from_arrays(columns, schema=target)
