@@ -175,6 +175,16 @@ OVERFLOW = """
 select sum(big) as total from {{ ref('bigs') }}
 """
 
+LENIENT = """
+{{ config(materialized='table') }}
+select id, big from {{ ref('bigs') }}
+"""
+# a hook that turns ANSI mode off for the model: the rules assume it on, so Spark builds it, even with
+# Spark's analysis of the same SQL kept from the last build
+HOOKS = ("materialized='table', pre_hook=\"set spark.sql.ansi.enabled = false\", "
+         "post_hook=\"set spark.sql.ansi.enabled = true\"")
+
+
 BY_ZERO = """
 {{ config(materialized='table') }}
 select id / 0 as q from {{ ref('bigs') }}
@@ -190,11 +200,11 @@ class TestWhatSparkFailsStillFails:
     @pytest.fixture(scope="class")
     @classmethod
     def models(cls):
-        return {"overflow.sql": OVERFLOW, "by_zero.sql": BY_ZERO}
+        return {"overflow.sql": OVERFLOW, "by_zero.sql": BY_ZERO, "lenient.sql": LENIENT}
 
     def test_errors_are_sparks_and_nothing_is_committed(self, project, deltalog_warehouse):
         run_dbt(["seed"])
-        _, out = run_dbt_and_capture(["--debug", "run"], expect_pass=False)
+        _, out = run_dbt_and_capture(["--debug", "run", "--select", "overflow", "by_zero"], expect_pass=False)
         # DuckDB sums past a bigint; the result does not fit Spark's type, so Spark runs it and fails it
         assert "overflow`: built by Spark, not in this process: total:" in out
         assert "ARITHMETIC_OVERFLOW" in out
@@ -203,3 +213,12 @@ class TestWhatSparkFailsStillFails:
         folder = os.path.join(deltalog_warehouse, project.test_schema)
         for name in ("overflow", "by_zero"):
             assert not os.path.exists(os.path.join(folder, name, "_delta_log", f"{0:020d}.json"))
+
+    def test_a_session_set_otherwise_goes_to_spark(self, project):
+        run_dbt(["seed"])
+        _, out = run_dbt_and_capture(["--debug", "run", "--select", "lenient"])
+        assert "lenient`: built in this process by DuckDB" in out
+        # (the compiled SQL is the same: a config() call renders nothing)
+        write_file(LENIENT.replace("materialized='table'", HOOKS), project.project_root, "models", "lenient.sql")
+        _, out = run_dbt_and_capture(["--debug", "run", "--select", "lenient"])
+        assert "lenient`: built by Spark, not in this process: spark.sql.ansi.enabled is not true" in out

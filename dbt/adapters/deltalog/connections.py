@@ -471,7 +471,7 @@ class DeltalogConnectionManager(SparkConnectionManager):
         if connection.state == ConnectionState.OPEN:
             return connection
         creds: DeltalogCredentials = connection.credentials
-        if creds.small_tests_here:
+        if creds.small_tests_here or creds.small_models_here:
             from dbt.adapters.deltalog.driver_queries import warm_up
 
             warm_up()

@@ -66,8 +66,7 @@ class _Analysis:
         if print_ is not None and kept.get("fingerprint") == print_ and isinstance(kept.get("schema"), dict):
             return kept["schema"]
         self.dataframe = adapter._dataframe(self.sql)
-        if adapter.spark.conf.get("spark.sql.ansi.enabled", "true").lower() != "true":
-            raise NotHere("spark.sql.ansi.enabled is not true")
+        _ansi(adapter.spark)
         try:
             schema_json = dataframe_schema(self.dataframe, f"{relation.schema}.{relation.identifier}")
         except DeltaError as exc:  # Spark's write says what is wrong
@@ -124,11 +123,14 @@ def _write(adapter: Any, relation: Any, sql: str, model: Any, existed: bool, ana
 
     from dbt.adapters.deltalog import driver_queries
     from dbt.adapters.deltalog.placement import place_table
+    from dbt.adapters.deltalog.runtime.session import RUNTIME
     from dbt.adapters.deltalog.sql_gateway import read_statement, relations_of_sql
 
     statement = read_statement(None, adapter.warehouse, sql)
     if statement.head not in ("SELECT", "WITH"):
         raise NotHere("not a SELECT")
+    if RUNTIME.spark is not None:  # a session this command opened may have been SET otherwise (a hook)
+        _ansi(RUNTIME.spark)
     schema_json = analysis.schema()
     if names_needing_mapping(schema_json):
         raise NotHere("column names that need column mapping")
@@ -149,6 +151,12 @@ def _write(adapter: Any, relation: Any, sql: str, model: Any, existed: bool, ana
         operation="CREATE OR REPLACE TABLE AS SELECT" if existed else "CREATE TABLE AS SELECT")
     logger.debug(f"{relation}: built in this process by DuckDB over {', '.join(read) or 'no table'}")
     return version
+
+
+def _ansi(spark: Any) -> None:
+    """The rules hold in Spark's ANSI mode (its default): overflows and bad casts fail there, as in DuckDB."""
+    if str(spark.conf.get("spark.sql.ansi.enabled", "true")).lower() != "true":
+        raise NotHere("spark.sql.ansi.enabled is not true")
 
 
 def _as_spark_types(rows: Any, target: Any) -> Any:
