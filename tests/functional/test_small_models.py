@@ -185,6 +185,13 @@ HOOKS = ("materialized='table', pre_hook=\"set spark.sql.ansi.enabled = false\",
          "post_hook=\"set spark.sql.ansi.enabled = true\"")
 
 
+# a table that reads its own last version: Spark's path commits against the version it read
+SELFISH = """
+{{ config(materialized='table') }}
+select id from {{ ref('bigs') }}
+{% if load_relation(this) %} where id > (select count(*) from {{ this }}) {% endif %}
+"""
+
 BY_ZERO = """
 {{ config(materialized='table') }}
 select id / 0 as q from {{ ref('bigs') }}
@@ -200,7 +207,7 @@ class TestWhatSparkFailsStillFails:
     @pytest.fixture(scope="class")
     @classmethod
     def models(cls):
-        return {"overflow.sql": OVERFLOW, "by_zero.sql": BY_ZERO, "lenient.sql": LENIENT}
+        return {"overflow.sql": OVERFLOW, "by_zero.sql": BY_ZERO, "lenient.sql": LENIENT, "selfish.sql": SELFISH}
 
     def test_errors_are_sparks_and_nothing_is_committed(self, project, deltalog_warehouse):
         run_dbt(["seed"])
@@ -222,3 +229,10 @@ class TestWhatSparkFailsStillFails:
         write_file(LENIENT.replace("materialized='table'", HOOKS), project.project_root, "models", "lenient.sql")
         _, out = run_dbt_and_capture(["--debug", "run", "--select", "lenient"])
         assert "lenient`: built by Spark, not in this process: spark.sql.ansi.enabled is not true" in out
+
+    def test_a_model_reading_its_own_table_goes_to_spark(self, project):
+        run_dbt(["seed"])
+        _, out = run_dbt_and_capture(["--debug", "run", "--select", "selfish"])
+        assert "selfish`: built in this process by DuckDB" in out
+        _, out = run_dbt_and_capture(["--debug", "run", "--select", "selfish"])
+        assert "selfish`: built by Spark, not in this process: it reads its own table" in out

@@ -129,6 +129,8 @@ def _write(adapter: Any, relation: Any, sql: str, model: Any, existed: bool, ana
     statement = read_statement(None, adapter.warehouse, sql)
     if statement.head not in ("SELECT", "WITH"):
         raise NotHere("not a SELECT")
+    if any((schema, name) == (relation.schema, relation.identifier) for _, schema, name in statement.relations):
+        raise NotHere("it reads its own table (Spark's path commits against the version it read)")
     if RUNTIME.spark is not None:  # a session this command opened may have been SET otherwise (a hook)
         _ansi(RUNTIME.spark)
     schema_json = analysis.schema()
