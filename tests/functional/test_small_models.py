@@ -13,6 +13,7 @@ from dbt.tests.util import run_dbt, run_dbt_and_capture, write_file
 
 from deltalog import Snapshot
 from dbt.adapters.deltalog import small_models
+from dbt.adapters.deltalog.impl import DeltalogAdapter
 
 PAYMENTS = """id,order_id,method,cents
 1,1,card,1025
@@ -133,7 +134,7 @@ class TestSmallModelsHere:
         def forced(adapter, relation, *args):
             if relation.identifier.endswith("_by_spark"):
                 raise small_models.NotHere("forced by the test")
-            refusal(adapter, relation, *args)
+            return refusal(adapter, relation, *args)
 
         monkeypatch.setattr(small_models, "_refusal", forced)
         folder = os.path.join(deltalog_warehouse, project.test_schema)
@@ -152,11 +153,15 @@ class TestSmallModelsHere:
         assert [(c["customer_id"], c["orders"], c["statuses"]) for c in customers] == \
                [(1, 2, 2), (2, 1, 1), (3, 1, 0), (4, 0, None)]
 
-        # a rebuild: one overwrite commit each way; Spark's analysis of the unchanged SQL is reused
+        # a rebuild: one overwrite commit each way; Spark's analysis of the unchanged SQL is not made again
+        analysed = []
+        dataframe = DeltalogAdapter._dataframe
+        monkeypatch.setattr(DeltalogAdapter, "_dataframe", lambda self, sql: analysed.append(sql) or dataframe(self, sql))
         _, out = run_dbt_and_capture(["--debug", "run"])
         self._compare(folder, "CREATE OR REPLACE TABLE AS SELECT")
         assert deltalake.DeltaTable(os.path.join(folder, "orders_mart")).version() == 1
-        assert os.path.exists(os.path.join(folder, "orders_mart.model.check.json"))
+        assert len([sql for sql in analysed if "per_customer" in sql]) == 1  # the twin's, for Spark's write
+        assert "dbtModelAnalysis" in _last_commit(os.path.join(folder, "orders_mart"))["commitInfo"]
 
         # the SQL changed: Spark analyses it again, and the table takes the new schema
         write_file("{{ config(materialized='table') }}" + CUSTOMERS_MART.replace(

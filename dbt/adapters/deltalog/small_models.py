@@ -5,7 +5,7 @@ On a dev loop's tables a mart's Spark job (planning, scheduling, a Parquet write
 takes 0.5-1.5 s; DuckDB computes the same rows in milliseconds. The table must be the one Spark's path
 commits, so this is done only when every part of it is known to be the same:
 - the rows: the query passes the model rules of driver_queries.py (what a data test may use, plus sums,
-  CASE WHEN, COALESCE and + - * on whole numbers and doubles, and division by a whole-number literal)
+  CASE WHEN, COALESCE and + - * on whole numbers and doubles, and division by a nonzero whole-number literal)
   over warehouse tables and dbt views of at most `driver_queries.MAX_BYTES` of Parquet, in Spark's ANSI
   mode, the default;
 - the schema: Spark's analysis of the model's SQL gives the columns and types (no job runs), and each of
@@ -30,12 +30,16 @@ class NotHere(Exception):
     """The model is built by Spark; the message says why."""
 
 
+# the commitInfo field of a table built here: the fingerprint of what Spark's analysis of its SQL depended on
+MODEL_FINGERPRINT = "dbtModelAnalysis"
+
+
 def build(adapter: Any, relation: Any, sql: str, model: Any, existed: bool) -> Tuple[Optional[int], Any]:
     """(the committed version, None) when the model was built here; else (None, the model's DataFrame when
     Spark's analysis was made, for Spark's write)."""
     analysis = _Analysis(adapter, relation, sql)
     try:
-        _refusal(adapter, relation, model, existed)
+        analysis.snapshot = _refusal(adapter, relation, model, existed)
         version = _write(adapter, relation, sql, model, existed, analysis)
     except NotHere as why:
         logger.debug(f"{relation}: built by Spark, not in this process: {why}")
@@ -45,39 +49,43 @@ def build(adapter: Any, relation: Any, sql: str, model: Any, existed: bool) -> T
 
 class _Analysis:
     """The Delta schema Spark's analysis gives the model's result. The same SQL over relations of the same
-    shape, with the same settings, analyses the same: it is kept beside the table with the fingerprint of
-    what it depended on (view_check.py) and reused without Spark."""
+    shape, with the same settings, analyses the same: a table built here records the fingerprint of what
+    the analysis depended on (view_check.py) in its commit, and while its last commit is that one, the
+    table's schema is the analysis, without Spark."""
 
     def __init__(self, adapter: Any, relation: Any, sql: str) -> None:
         self.adapter, self.relation, self.sql = adapter, relation, sql
         self.dataframe = None
+        self.snapshot = None  # the existing table's
+        self.fingerprint: Optional[str] = None
 
     def schema(self) -> dict:
         from dbt.adapters.deltalog import view_check
         from dbt.adapters.deltalog.sql_gateway import quote_warehouse_refs
         from deltalog.errors import DeltaError
+        from deltalog.history import commit_info
         from deltalog.spark.dml.write import dataframe_schema
 
         adapter, relation = self.adapter, self.relation
-        warehouse = adapter.warehouse_of(relation)
-        print_ = view_check.fingerprint(adapter.warehouse, quote_warehouse_refs(self.sql, adapter.warehouse),
-                                        adapter.config.credentials.check_settings())
-        kept = warehouse.read_model_check(relation.schema, relation.identifier)
-        if print_ is not None and kept.get("fingerprint") == print_ and isinstance(kept.get("schema"), dict):
-            return kept["schema"]
+        self.fingerprint = view_check.fingerprint(adapter.warehouse, quote_warehouse_refs(self.sql, adapter.warehouse),
+                                                  adapter.config.credentials.check_settings())
+        if self.snapshot is not None and self.fingerprint is not None:
+            try:
+                info = commit_info(self.snapshot.store, self.snapshot.version) or {}
+            except (DeltaError, OSError):
+                info = {}
+            if info.get(MODEL_FINGERPRINT) == self.fingerprint:
+                return self.snapshot.schema_json
         self.dataframe = adapter._dataframe(self.sql)
         _ansi(adapter.spark)
         try:
-            schema_json = dataframe_schema(self.dataframe, f"{relation.schema}.{relation.identifier}")
+            return dataframe_schema(self.dataframe, f"{relation.schema}.{relation.identifier}")
         except DeltaError as exc:  # Spark's write says what is wrong
             raise NotHere(str(exc)) from None
-        if print_ is not None:
-            warehouse.write_model_check(relation.schema, relation.identifier,
-                                        {"fingerprint": print_, "schema": schema_json})
-        return schema_json
 
 
-def _refusal(adapter: Any, relation: Any, model: Any, existed: bool) -> None:
+def _refusal(adapter: Any, relation: Any, model: Any, existed: bool) -> Any:
+    """NotHere says why Spark builds the model; else the existing table's snapshot (None: a new table)."""
     from dbt.adapters.deltalog import arrow_seeds
     from deltalog.errors import DeltaError
 
@@ -114,6 +122,8 @@ def _refusal(adapter: Any, relation: Any, model: Any, existed: bool) -> None:
         if snapshot.configuration.get("delta.enableChangeDataFeed") == "true" \
                 or snapshot.configuration.get("delta.enableRowTracking") == "true":
             raise NotHere("the table records its changes or row ids")
+        return snapshot
+    return None
 
 
 def _write(adapter: Any, relation: Any, sql: str, model: Any, existed: bool, analysis: _Analysis) -> int:
@@ -149,7 +159,8 @@ def _write(adapter: Any, relation: Any, sql: str, model: Any, existed: bool, ana
         adapter.table(relation).uri, data, mode="overwrite" if existed else "error",
         schema_mode="overwrite" if existed else None,
         configuration=adapter._definition(relation, model).properties,
-        extra_commit_info=adapter._commit_info(model),
+        extra_commit_info={**adapter._commit_info(model),
+                           **({MODEL_FINGERPRINT: analysis.fingerprint} if analysis.fingerprint else {})},
         operation="CREATE OR REPLACE TABLE AS SELECT" if existed else "CREATE TABLE AS SELECT")
     logger.debug(f"{relation}: built in this process by DuckDB over {', '.join(read) or 'no table'}")
     return version

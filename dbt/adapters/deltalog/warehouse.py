@@ -23,7 +23,6 @@ from deltalog.storage import files as fs
 VIEW_SUFFIX = ".view.sql"
 VIEW_DOCS_SUFFIX = ".view.docs.json"  # persist_docs of a view: {"description": ..., "columns": {name: comment}}
 VIEW_CHECK_SUFFIX = ".view.check.json"  # what Spark's check of a view's SQL found (view_check.py)
-MODEL_CHECK_SUFFIX = ".model.check.json"  # what Spark's analysis of a small table model found (small_models.py)
 LOCATION_SUFFIX = ".location"
 SCHEMA_MARKER = ".deltalog-schema"  # an empty object: a schema exists on an object store without tables
 LOG_DIR = "_delta_log"
@@ -285,31 +284,19 @@ class Warehouse:
 
     def write_view_check(self, schema: str, name: str, check: Optional[dict]) -> None:
         """What Spark's check of the view's SQL found (None: no check kept), next to its SQL."""
-        self._write_json(self.view_check_path(schema, name), check)
-
-    def read_view_check(self, schema: str, name: str) -> dict:
-        return self._read_json(self.view_check_path(schema, name))
-
-    def write_model_check(self, schema: str, name: str, check: Optional[dict]) -> None:
-        """What Spark's analysis of a table model's SQL found (None: none kept), beside the table's folder."""
-        self._write_json(self.folder_path(schema, name) + MODEL_CHECK_SUFFIX, check)
-
-    def read_model_check(self, schema: str, name: str) -> dict:
-        return self._read_json(self.folder_path(schema, name) + MODEL_CHECK_SUFFIX)
-
-    def _write_json(self, path: str, record: Optional[dict]) -> None:
         import json
 
-        if record is None:
+        path = self.view_check_path(schema, name)
+        if check is None:
             fs.delete_file(path)
         else:
-            self._write_text(path, json.dumps(record))
+            self._write_text(path, json.dumps(check))
 
-    def _read_json(self, path: str) -> dict:
+    def read_view_check(self, schema: str, name: str) -> dict:
         import json
 
         try:
-            found = json.loads(self._read_text(path) or "{}")
+            found = json.loads(self._read_text(self.view_check_path(schema, name)) or "{}")
         except ValueError:
             return {}
         return found if isinstance(found, dict) else {}
