@@ -60,11 +60,12 @@ def answer(warehouse: Any, sql: str, relations: Relations, read_sql: ReadSql) ->
     return _run(checked.sql(dialect="duckdb"), inputs)
 
 
-def model_rows(warehouse: Any, sql: str, relations: Relations, read_sql: ReadSql) -> Tuple[Any, List[str]]:
-    """A small model's result as an Arrow table (DuckDB's types), and `schema.table@version` of what it
-    read, under the model rules (small_models.py); NotHere says why not."""
+def model_query(warehouse: Any, sql: str, relations: Relations, read_sql: ReadSql) -> Callable[[], Tuple[Any, List[str]]]:
+    """A small model's query checked under the model rules (small_models.py; NotHere says why not), and
+    its inputs read: the function that runs it, giving its result as an Arrow table (DuckDB's types) and
+    `schema.table@version` of what it read."""
     checked, inputs = _prepared(warehouse, sql, relations, read_sql, model=True)
-    return _run_arrow(checked.sql(dialect="duckdb"), inputs), inputs.labels
+    return lambda: (_run_arrow(checked.sql(dialect="duckdb"), inputs), inputs.labels)
 
 
 def _prepared(warehouse: Any, sql: str, relations: Relations, read_sql: ReadSql, model: bool) -> Tuple[Any, "_Inputs"]:

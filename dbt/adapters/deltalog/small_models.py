@@ -141,14 +141,17 @@ def _write(adapter: Any, relation: Any, sql: str, model: Any, existed: bool, ana
         raise NotHere("not a SELECT")
     if any((schema, name) == (relation.schema, relation.identifier) for _, schema, name in statement.relations):
         raise NotHere("it reads its own table (Spark's path commits against the version it read)")
+    try:  # the rules first: a model they refuse costs no more than its parse
+        run = driver_queries.model_query(adapter.warehouse, statement.text, statement.relations, relations_of_sql)
+    except driver_queries.NotHere as why:
+        raise NotHere(str(why)) from None
     if RUNTIME.spark is not None:  # a session this command opened may have been SET otherwise (a hook)
         _ansi(RUNTIME.spark)
     schema_json = analysis.schema()
     if names_needing_mapping(schema_json):
         raise NotHere("column names that need column mapping")
     try:
-        rows, read = driver_queries.model_rows(adapter.warehouse, statement.text, statement.relations,
-                                               relations_of_sql)
+        rows, read = run()
     except driver_queries.NotHere as why:
         raise NotHere(str(why)) from None
     data = _as_spark_types(rows, to_arrow_schema(schema_json))
