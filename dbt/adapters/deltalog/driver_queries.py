@@ -57,8 +57,7 @@ def answer(warehouse: Any, sql: str, relations: Relations, read_sql: ReadSql) ->
     """Run `sql` (as the SQL gateway rewrote it, naming `relations`) with DuckDB over the tables' rows;
     NotHere says why it cannot be. `read_sql` reads a dbt view's SQL the same way."""
     checked, inputs = _prepared(warehouse, sql, relations, read_sql, model=False)
-    rows, columns = _run(checked.sql(dialect="duckdb"), inputs, _rows_and_columns)
-    return Answer(columns, rows, inputs.labels)
+    return _run(checked.sql(dialect="duckdb"), inputs)
 
 
 def model_query(warehouse: Any, sql: str, relations: Relations, read_sql: ReadSql) -> Callable[[], Tuple[Any, List[str]]]:
@@ -66,7 +65,7 @@ def model_query(warehouse: Any, sql: str, relations: Relations, read_sql: ReadSq
     its inputs read: the function that runs it, giving its result as an Arrow table (DuckDB's types) and
     `schema.table@version` of what it read."""
     checked, inputs = _prepared(warehouse, sql, relations, read_sql, model=True)
-    return lambda: (_run(checked.sql(dialect="duckdb"), inputs, _arrow), inputs.labels)
+    return lambda: (_run_arrow(checked.sql(dialect="duckdb"), inputs), inputs.labels)
 
 
 def _prepared(warehouse: Any, sql: str, relations: Relations, read_sql: ReadSql, model: bool) -> Tuple[Any, "_Inputs"]:
@@ -347,8 +346,7 @@ def _not_float(node: Any, key: Any) -> None:
         raise NotHere(f"{key.sql(dialect='spark')[:80]} is grouped or made distinct and is not of an exact kind")
 
 
-def _run(sql: str, inputs: _Inputs, take: Callable[[Any, str], Any]) -> Any:
-    """`take(cursor, sql)`: the query run by DuckDB over the inputs' rows, as `take` fetches its result."""
+def _run(sql: str, inputs: _Inputs) -> Answer:
     load("duckdb")
     import duckdb
 
@@ -356,22 +354,31 @@ def _run(sql: str, inputs: _Inputs, take: Callable[[Any, str], Any]) -> Any:
     try:
         for registered, table in inputs.tables.items():
             cursor.register(registered, table)
-        return take(cursor, sql)
-    except duckdb.Error as exc:  # an overflow, or anything not expected of what passed the checks: Spark's route decides
+        result = cursor.execute(sql)
+        rows = result.fetchall()
+        columns = [(d[0], str(d[1])) for d in result.description]
+    except duckdb.Error as exc:  # not expected of what passed the checks: Spark's route decides
         raise NotHere(f"DuckDB did not run it: {exc}") from None
     finally:
         cursor.close()
+    return Answer(columns, rows, inputs.labels)
 
 
-def _rows_and_columns(cursor: Any, sql: str) -> Tuple[List[tuple], List[Tuple[str, str]]]:
-    result = cursor.execute(sql)
-    rows = result.fetchall()
-    return rows, [(d[0], str(d[1])) for d in result.description]
+def _run_arrow(sql: str, inputs: _Inputs) -> Any:
+    load("duckdb")
+    import duckdb
 
-
-def _arrow(cursor: Any, sql: str) -> Any:
-    result = cursor.sql(sql)
-    return (getattr(result, "to_arrow_table", None) or result.arrow)()  # DuckDB 2 names it to_arrow_table, 1.x arrow
+    cursor = _duckdb_cursor()
+    try:
+        for registered, table in inputs.tables.items():
+            cursor.register(registered, table)
+        result = cursor.sql(sql)
+        # DuckDB 2 names it to_arrow_table, 1.x arrow
+        return (getattr(result, "to_arrow_table", None) or result.arrow)()
+    except duckdb.Error as exc:  # an overflow, or anything not expected of what passed the checks
+        raise NotHere(f"DuckDB did not run it: {exc}") from None
+    finally:
+        cursor.close()
 
 
 _database = None
