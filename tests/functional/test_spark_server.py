@@ -14,7 +14,7 @@ import deltalake
 import pytest
 
 from dbt.adapters.deltalog.runtime import spark_server
-from dbt.adapters.deltalog.connections import DeltalogCredentials
+from dbt.adapters.deltalog.connections import SESSION_REACHED, DeltalogCredentials
 from deltalog.processes import alive as _alive  # an exited server not yet reaped counts as gone
 from tests.support import dbt_process as cli
 
@@ -53,6 +53,20 @@ def test_commands_share_one_server(tmp_path):
 
     assert spark_server.stop_servers() == 1
     assert not _alive(server["pid"]) and not state_file.exists()
+
+
+def test_a_command_attaches_to_a_running_server_only_when_a_statement_needs_spark(tmp_path):
+    # attaching beside dbt's parse costs a build that needs no Spark its round trips (the GIL is shared)
+    project = cli.project(tmp_path / "p")
+    first = cli.dbt(project, "--debug", "run", "-s", "numbers")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "Spark started early" in first.stdout  # no server yet: it starts while dbt parses
+    again = cli.dbt(project, "--debug", "run", "-s", "numbers")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "Spark started early" not in again.stdout
+    assert "the Spark server is up: attaching when a statement needs it" in again.stdout
+    assert SESSION_REACHED in again.stdout  # the model's Spark job attached then
+    assert deltalake.DeltaTable(str(project / "warehouse" / "analytics" / "numbers")).version() == 1
 
 
 def test_a_server_stops_when_idle(tmp_path):

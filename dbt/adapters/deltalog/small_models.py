@@ -64,7 +64,6 @@ class _Analysis:
         from dbt.adapters.deltalog.sql_gateway import quote_warehouse_refs
         from deltalog.errors import DeltaError
         from deltalog.history import commit_info
-        from deltalog.spark.dml.write import dataframe_schema
 
         adapter, relation = self.adapter, self.relation
         self.fingerprint = view_check.fingerprint(adapter.warehouse, quote_warehouse_refs(self.sql, adapter.warehouse),
@@ -76,6 +75,8 @@ class _Analysis:
                 info = {}
             if info.get(MODEL_FINGERPRINT) == self.fingerprint:
                 return self.snapshot.schema_json
+        from deltalog.spark.dml.write import dataframe_schema  # pyspark: only when Spark analyses
+
         self.dataframe = adapter._dataframe(self.sql)
         _ansi(adapter.spark)
         try:

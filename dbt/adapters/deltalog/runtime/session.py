@@ -50,7 +50,19 @@ class Runtime:
     def start_early(self, **arguments: Any) -> None:
         """Start the session (`get_spark`'s arguments) in a background thread, so the JVM starts while
         dbt parses the project; the first `get_spark` waits for it. A start that fails here is tried
-        again there, where its error reaches the user."""
+        again there, where its error reaches the user. A local Spark server already up is not attached
+        to here."""
+        if arguments.get("server") and not arguments.get("remote"):
+            from dbt.adapters.deltalog.runtime import spark_server
+
+            if spark_server.is_up(arguments.get("master", "local[*]"), arguments.get("spark_conf")):
+                # Attaching takes a few hundredths of a second on its own, but a second or more of
+                # round trips beside dbt's parse (both want the GIL); a build that needs no Spark
+                # never attaches. So it attaches when a statement first needs it.
+                from dbt.adapters.events.logging import AdapterLogger
+
+                AdapterLogger("Deltalog").debug("the Spark server is up: attaching when a statement needs it")
+                return
         with self._lock:
             if self._early is not None or (self.spark is not None and _is_alive(self.spark)):
                 return

@@ -89,6 +89,11 @@ def read_state(key: str) -> Optional[dict]:
     return state if alive(int(state.get("pid", 0))) else None
 
 
+def is_up(master: str, spark_conf: Optional[Dict[str, str]]) -> bool:
+    """Whether a server for these settings runs and has its Spark up (attaching to it is then quick)."""
+    return read_state(server_key(master, dict(spark_conf or {}))) is not None
+
+
 def _write_state(key: str, state: dict) -> None:
     tmp = _path(key, f".json.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # it holds the gateway's secret
