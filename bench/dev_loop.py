@@ -72,6 +72,7 @@ PATH.svg` draws the best first and second builds per way as bars, a panel per pr
 from __future__ import annotations
 
 import argparse
+import compileall
 import contextlib
 import csv
 import json
@@ -527,6 +528,10 @@ def main() -> None:
         sail_dbt()
         print(f"dbt-sail from {SAIL_VENV}: {sail_versions()}", flush=True)
 
+    # each way's Python byte-compiled, as an installed package is (pip compiles what it installs; this checkout
+    # and a `--before` one would compile on every command where PYTHONDONTWRITEBYTECODE is set)
+    for folder in [ROOT / "deltalog", ROOT / "dbt" / "adapters" / "deltalog", *([args.before] if args.before else [])]:
+        compileall.compile_dir(str(folder), quiet=1)
     work = Path(tempfile.mkdtemp(prefix="dev-loop-"))
     env = dict(os.environ, DBT_DELTALOG_SERVER_DIR=str(work / "servers"), DO_NOT_TRACK="1",
                DBT_SEND_ANONYMOUS_USAGE_STATS="false")
