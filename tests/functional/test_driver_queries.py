@@ -72,6 +72,9 @@ ANSWERED_HERE = {
     "count distinct and min/max": "select count(distinct customer_id) as n, min(status) as lo, max(day) as hi "
                                   "from shop.orders having count(*) > 100",
     "limit": "select id from shop.orders where status = 'placed' limit 1",
+    "upper and lower of ASCII strings": "select id from shop.customers where upper(name) = 'A' or lower(name) = 'b'",
+    "whole numbers divided by powers of ten": "select id from shop.orders where id / 10.0 >= 1 "
+                                              "and customer_id / 100.0 > 0 or id / 1.000 = 8",
     "timestamps compared with themselves": "select o.id from shop.orders o join shop.orders p on o.ts = p.ts "
                                            "where o.id <> p.id",
 }
@@ -98,7 +101,9 @@ REFUSED = {
     "floats compared": ("select id from shop.orders where ratio = 0", "compares"),
     "floats grouped": ("select ratio, count(*) from shop.orders group by ratio having count(*) > 1", "grouped"),
     "string against a number": ("select id from shop.orders where status = 1", "compares"),
-    "a function": ("select id from shop.orders where upper(status) = 'PLACED'", "Upper"),
+    "a function": ("select id from shop.orders where length(status) = 6", "Length"),
+    "case mapping beyond ASCII": ("select id from shop.orders where upper(status) = 'PLACED'", "not ASCII"),
+    "a decimal divided by a power of ten": ("select id from shop.orders where amount / 10.0 > 0", "compares exact number, other"),
     "arithmetic that is read": ("select id from shop.open_orders where doubled > 1", "Mul"),
     "a decimal literal": ("select id from shop.orders where amount > 1.5", "compares exact number, other"),
     "time travel": ("select id from shop.orders version as of 0 where id is null", "not a relation of the warehouse"),

@@ -41,7 +41,7 @@ CUSTOMERS = """id,name
 """
 
 STG_PAYMENTS = """
-select id as payment_id, order_id, method, cents / 4 as amount, cents
+select id as payment_id, order_id, method, cents / 4 as amount, cents, cents / 100.0 as dollars
 from {{ ref('payments') }}
 """
 
@@ -54,13 +54,14 @@ with paid as (
         sum(case when method = 'coupon' then amount else 0 end) as coupon_amount,
         sum(amount) as total,
         sum(cents) as total_cents,
+        max(dollars) as top_dollars,
         count(*) as payments
     from {{ ref('stg_payments') }}
     group by order_id
 )
 select
     o.id as order_id, o.customer_id, o.day, o.status,
-    paid.card_amount, paid.coupon_amount, coalesce(paid.total, 0) as amount,
+    paid.card_amount, paid.coupon_amount, coalesce(paid.total, 0) as amount, paid.top_dollars,
     coalesce(paid.total_cents, 0) * 2 + 1 as odd_cents, -paid.payments as negated,
     if(o.status = 'returned', true, false) as is_returned
 from {{ ref('orders') }} o
@@ -74,7 +75,7 @@ with per_customer as (
     from {{ ref('orders') }}
     group by customer_id
 )
-select c.id as customer_id, c.name, p.first_order, p.last_order, coalesce(p.orders, 0) as orders, p.statuses
+select c.id as customer_id, c.name, upper(c.name) as name_code, p.first_order, p.last_order, coalesce(p.orders, 0) as orders, p.statuses
 from {{ ref('customers') }} c
 left join per_customer p on c.id = p.customer_id
 where c.id > 0

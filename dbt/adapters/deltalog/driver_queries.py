@@ -13,11 +13,14 @@ HAVING, LIMIT n, WITH, subqueries and [LEFT] JOIN ... ON; columns, string / whol
 literals; = <> < <= > >=, IN (...), IS [NOT] NULL, AND, OR, NOT; count, min, max. Comparisons and IN
 lists only between values of one kind (whole numbers and decimals, strings, booleans, dates, or one
 timestamp type), and floating-point values are never compared, grouped, joined on or made distinct
-(NaN and -0.0 are where engines differ). No function calls, arithmetic, casts, CASE, ORDER BY, window
-functions, time travel or relations outside the warehouse."""
+(NaN and -0.0 are where engines differ). upper() and lower() of strings (a value beyond ASCII sends the
+query to Spark: the engines map such letters differently), and a whole number divided by a decimal power
+of ten (`amount / 100.0`: an exact decimal in both). No other function calls, arithmetic, casts, CASE,
+ORDER BY, window functions, time travel or relations outside the warehouse."""
 from __future__ import annotations
 
 import atexit
+import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -206,10 +209,15 @@ def _checked(tree: Any, schema: Dict[str, Dict[str, str]], model: bool = False) 
         tree = qualify(tree, schema=mapping, dialect="spark")
         tree = pushdown_projections(tree)
         tree = annotate_types(tree, schema=mapping, dialect="spark")
+        wrappers = _exact_divisions(tree)
+        if wrappers:  # their results are decimals now, and so is what reads them
+            tree = annotate_types(tree, schema=mapping, dialect="spark")
     except SqlglotError as exc:
         raise NotHere(f"not resolved: {exc}") from None
     allowed = _MODEL_ALLOWED if model else _ALLOWED
     for node in tree.walk():
+        if id(node) in wrappers:
+            continue
         if type(node) not in allowed:
             raise NotHere(f"{type(node).__name__} ({node.sql(dialect='spark')[:80]})")
         if model:
@@ -249,13 +257,56 @@ def _checked(tree: Any, schema: Dict[str, Dict[str, str]], model: bool = False) 
             for extra in ("order", "qualify", "windows", "laterals", "pivots", "sort", "cluster", "distribute"):
                 if node.args.get(extra):
                     raise NotHere(f"{extra.upper()} in a SELECT")
+        elif isinstance(node, (exp.Upper, exp.Lower)) and _kind(node.this) != "string":
+            raise NotHere(f"{node.sql(dialect='spark')[:80]} of a value that is not a string")
+    _ascii_case_mapping(tree)
     return tree
+
+
+_POWER_OF_TEN = re.compile(r"10*\.0+")
+
+
+def _exact_divisions(tree: Any) -> set:
+    """A whole number divided by a decimal power of ten (`amount / 100.0`) is, in Spark, a decimal whose
+    scale (at least 6, Spark's rule) holds the quotient exactly; DuckDB's `/` would give a double. Each is
+    rewritten as DuckDB's exact decimal product (`CAST(amount AS DECIMAL(38, 0)) * 0.01`, cast to the
+    quotient's scale). The ids of the nodes written around the dividend, which the rules leave alone."""
+    T = exp.DataType.Type
+    wrappers: set = set()
+    for div in list(tree.find_all(exp.Div)):
+        divisor = div.expression
+        if not (isinstance(divisor, exp.Literal) and not divisor.is_string and _POWER_OF_TEN.fullmatch(divisor.this)):
+            continue
+        places = len(divisor.this.split(".")[0]) - 1
+        if places > 6 or len(divisor.this.split(".")[1]) > 6 \
+                or _type(div.this) not in (T.TINYINT, T.SMALLINT, T.INT, T.BIGINT):
+            continue  # the rules refuse it as it is
+        factor = exp.Literal.number("1" if places == 0 else f"0.{'0' * (places - 1)}1")
+        whole = exp.Cast(this=div.this.copy(), to=exp.DataType.build("DECIMAL(38, 0)"))
+        product = exp.Mul(this=whole, expression=factor)
+        quotient = exp.Cast(this=product, to=exp.DataType.build(f"DECIMAL(38, {places})"))
+        div.replace(quotient)
+        wrappers |= {id(quotient), id(product), id(whole), id(factor)}
+        wrappers |= {id(n) for n in (*whole.to.walk(), *quotient.to.walk())}
+    return wrappers
+
+
+def _ascii_case_mapping(tree: Any) -> None:
+    """upper() and lower() map ASCII letters alike in both engines; beyond ASCII (ß, dotted i, ...) Java's
+    and DuckDB's case mappings differ, so DuckDB raises on such a value and the query goes to Spark."""
+    for node in list(tree.find_all(exp.Upper, exp.Lower)):
+        value = node.this
+        ascii_only = exp.or_(exp.Is(this=value.copy(), expression=exp.Null()),
+                             exp.EQ(this=exp.Anonymous(this="strlen", expressions=[value.copy()]),
+                                    expression=exp.Length(this=value.copy())))
+        refusal = exp.Anonymous(this="error", expressions=[exp.Literal.string("not ASCII: Spark maps its case")])
+        node.replace(exp.Case(ifs=[exp.If(this=ascii_only, true=node.copy())], default=refusal))
 
 
 _ALLOWED = (exp.Select, exp.From, exp.Where, exp.Group, exp.Having, exp.Join, exp.With, exp.CTE, exp.Subquery,
             exp.Limit, exp.Alias, exp.TableAlias, exp.Column, exp.Identifier, exp.Star, exp.Table, exp.Literal,
             exp.Boolean, exp.Null, exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.And, exp.Or, exp.Not,
-            exp.Is, exp.In, exp.Paren, exp.Count, exp.Min, exp.Max, exp.Distinct)
+            exp.Is, exp.In, exp.Paren, exp.Count, exp.Min, exp.Max, exp.Distinct, exp.Upper, exp.Lower)
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
 # A model's values are kept, not only counted: its rules add sums, CASE, COALESCE and arithmetic, on whole
 # numbers and doubles only (decimal arithmetic's result types differ between the engines).

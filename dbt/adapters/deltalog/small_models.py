@@ -178,7 +178,8 @@ def _ansi(spark: Any) -> None:
 
 def _as_spark_types(rows: Any, target: Any) -> Any:
     """DuckDB's result in the column names and types of Spark's analysis; only conversions that keep
-    every value (whole numbers checked against the narrower type's range)."""
+    every value (whole numbers checked against the narrower type's range, decimals against its precision
+    and scale)."""
     import pyarrow as pa
 
     if rows.num_columns != len(target):
@@ -188,8 +189,9 @@ def _as_spark_types(rows: Any, target: Any) -> Any:
         have, want = column.type, field.type
         if have == want or (pa.types.is_string(want) and pa.types.is_large_string(have)):
             columns.append(column.cast(want))
-        elif pa.types.is_integer(want) and (pa.types.is_integer(have) or (
-                pa.types.is_decimal(have) and have.scale == 0)):
+        elif (pa.types.is_integer(want) and (pa.types.is_integer(have) or (
+                pa.types.is_decimal(have) and have.scale == 0))) or (
+                pa.types.is_decimal(want) and pa.types.is_decimal(have)):
             try:
                 columns.append(column.cast(want, safe=True))
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
