@@ -111,8 +111,10 @@ class _Inputs:
         if path in self._by_path:
             return self._by_path[path]
         from deltalog.errors import DeltaError
+        from deltalog.snapshot_reuse import latest_snapshot
+
         try:
-            snapshot = warehouse.table(schema, name).snapshot()
+            snapshot = latest_snapshot(warehouse.table(schema, name))
             self.total_bytes += snapshot.size_bytes
             if self.total_bytes > MAX_BYTES:
                 raise NotHere(f"{schema}.{name} and the query's other tables hold more than {MAX_BYTES} bytes")

@@ -64,8 +64,10 @@ def _inputs(warehouse: Any, sql: str, depth: int) -> Optional[List[Any]]:
 
 def _shape(warehouse: Any, schema: str, name: str, depth: int) -> Optional[List[Any]]:
     if warehouse.is_table(schema, name):
+        from deltalog.snapshot_reuse import latest_snapshot
+
         try:
-            metadata = warehouse.table(schema, name).snapshot().metadata
+            metadata = latest_snapshot(warehouse.table(schema, name)).metadata
         except DeltaError:
             return None
         return ["table", metadata.id, metadata.schema_string, list(metadata.partition_columns),

@@ -1,0 +1,47 @@
+"""The latest snapshot of a small table, reused while its log is unchanged.
+
+A reader that loads the same few small tables again and again in one process (a dbt build's data tests,
+each reading its tables' latest version) replays their logs each time. Here the log is listed and its
+newest commit read on every call, as a load does; the snapshot is replayed only when the newest version,
+the bytes of its commit (which name the commit's transaction: a table dropped and made again differs)
+or the checkpoint it starts from changed. For reading: a writer's transaction loads its own snapshot."""
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from .checkpoint_read import read_last_checkpoint
+from .log_segment import LogListing
+
+_MAX_TABLES = 256
+_MAX_FILES = 1000  # tables of more files are loaded every time: their snapshots are large to keep
+_kept: "OrderedDict[str, tuple[tuple, Any]]" = OrderedDict()
+_lock = threading.Lock()
+
+
+def latest_snapshot(table: Any) -> Any:
+    """`table.snapshot()` (a DeltaTable's latest version), reused while its log is unchanged."""
+    store = table.store
+    last = read_last_checkpoint(store)
+    start = last["version"] if last else 0
+    listing = LogListing(store.list_from(start))
+    latest = listing.latest()
+    commit = listing.commits.get(latest) if latest is not None else None
+    if commit is None or (start > 0 and start not in listing.checkpoints):
+        return table.snapshot()  # nothing to know it by: loaded as always
+    key = (latest, hashlib.sha256(store.read(commit.name)).digest(),
+           tuple(sorted((f.name, f.size) for f in listing.checkpoints.get(start, ()))))
+    with _lock:
+        kept = _kept.get(store.table_uri)
+        if kept is not None and kept[0] == key:
+            _kept.move_to_end(store.table_uri)
+            return kept[1]
+    snapshot = table.snapshot()
+    if snapshot.version == latest and snapshot.num_files <= _MAX_FILES:
+        with _lock:
+            _kept[store.table_uri] = (key, snapshot)
+            while len(_kept) > _MAX_TABLES:
+                _kept.popitem(last=False)
+    return snapshot
