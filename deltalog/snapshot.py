@@ -14,7 +14,7 @@ import contextlib
 import gc
 import logging
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any, Iterable
 from urllib.parse import unquote
@@ -475,14 +475,22 @@ def _collector_paused():
 
 
 def _load(store: LogStore, version: int | None) -> Snapshot:
-    with _collector_paused():
-        return _load_paused(store, version)
-
-
-def _load_paused(store: LogStore, version: int | None) -> Snapshot:
     if version is not None and version < 0:
         raise VersionNotFoundError(f"{store.table_uri}: version {version} does not exist (versions "
                                    f"start at 0)")
+    return load_listed(store, list_log(store, version), version)
+
+
+@dataclass(frozen=True)
+class ListedLog:
+    """What a load of the latest version (or of `version`) lists: the log from the checkpoint
+    `_last_checkpoint` names (`start`), or from 0 when that checkpoint is gone (`stale`)."""
+    listing: LogListing
+    start: int
+    stale: bool
+
+
+def list_log(store: LogStore, version: int | None = None) -> ListedLog:
     last = read_last_checkpoint(store)
     start = last["version"] if last and (version is None or last["version"] <= version) else 0
     listing = LogListing(store.list_from(start))
@@ -490,16 +498,22 @@ def _load_paused(store: LogStore, version: int | None) -> Snapshot:
     if stale:
         # `_last_checkpoint` points at a checkpoint that is gone: list the whole log.
         listing, start = LogListing(store.list_from(0)), 0
-    try:
-        snapshot = _load_from(store, listing, version)
-    except ChecksumMismatchError:
-        raise
-    except CorruptLogError:
-        if start == 0:
+    return ListedLog(listing, start, stale)
+
+
+def load_listed(store: LogStore, listed: ListedLog, version: int | None = None) -> Snapshot:
+    """The snapshot `listed` leads to (its latest version, or `version`)."""
+    with _collector_paused():
+        try:
+            snapshot = _load_from(store, listed.listing, version)
+        except ChecksumMismatchError:
             raise
-        # A corrupt checkpoint may need an earlier one (or commits from 0) outside this listing.
-        snapshot = _load_from(store, LogListing(store.list_from(0)), version)
-    snapshot.stale_last_checkpoint = stale
+        except CorruptLogError:
+            if listed.start == 0:
+                raise
+            # A corrupt checkpoint may need an earlier one (or commits from 0) outside this listing.
+            snapshot = _load_from(store, LogListing(store.list_from(0)), version)
+    snapshot.stale_last_checkpoint = listed.stale
     return snapshot
 
 

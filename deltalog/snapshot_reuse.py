@@ -12,8 +12,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from .checkpoint_read import read_last_checkpoint
-from .log_segment import LogListing
+from .snapshot import list_log, load_listed
 
 _MAX_TABLES = 256
 _MAX_FILES = 1000  # tables of more files are loaded every time: their snapshots are large to keep
@@ -24,21 +23,19 @@ _lock = threading.Lock()
 def latest_snapshot(table: Any) -> Any:
     """`table.snapshot()` (a DeltaTable's latest version), reused while its log is unchanged."""
     store = table.store
-    last = read_last_checkpoint(store)
-    start = last["version"] if last else 0
-    listing = LogListing(store.list_from(start))
-    latest = listing.latest()
-    commit = listing.commits.get(latest) if latest is not None else None
-    if commit is None or (start > 0 and start not in listing.checkpoints):
-        return table.snapshot()  # nothing to know it by: loaded as always
+    listed = list_log(store)  # the one listing: a miss loads from it
+    latest = listed.listing.latest()
+    commit = listed.listing.commits.get(latest) if latest is not None else None
+    if commit is None:
+        return load_listed(store, listed)  # nothing to know it by (or no table: the load says so)
     key = (latest, hashlib.sha256(store.read(commit.name)).digest(),
-           tuple(sorted((f.name, f.size) for f in listing.checkpoints.get(start, ()))))
+           tuple(sorted((f.name, f.size) for f in listed.listing.checkpoints.get(listed.start, ()))))
     with _lock:
         kept = _kept.get(store.table_uri)
         if kept is not None and kept[0] == key:
             _kept.move_to_end(store.table_uri)
             return kept[1]
-    snapshot = table.snapshot()
+    snapshot = load_listed(store, listed)
     if snapshot.version == latest and snapshot.num_files <= _MAX_FILES:
         with _lock:
             _kept[store.table_uri] = (key, snapshot)
