@@ -20,11 +20,12 @@ ORDER BY, window functions, time travel or relations outside the warehouse."""
 from __future__ import annotations
 
 import atexit
+import contextlib
 import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from deltalog.lazy_imports import load
 
@@ -400,24 +401,23 @@ def _not_float(node: Any, key: Any) -> None:
 
 
 def _run(sql: str, inputs: _Inputs) -> Answer:
-    load("duckdb")
-    import duckdb
-
-    cursor = _duckdb_cursor()
-    try:
-        for registered, table in inputs.tables.items():
-            cursor.register(registered, table)
+    with _duckdb_over(inputs) as cursor:
         result = cursor.execute(sql)
         rows = result.fetchall()
         columns = [(d[0], str(d[1])) for d in result.description]
-    except duckdb.Error as exc:  # not expected of what passed the checks: Spark's route decides
-        raise NotHere(f"DuckDB did not run it: {exc}") from None
-    finally:
-        cursor.close()
     return Answer(columns, rows, inputs.labels)
 
 
 def _run_arrow(sql: str, inputs: _Inputs) -> Any:
+    with _duckdb_over(inputs) as cursor:
+        result = cursor.sql(sql)
+        return (getattr(result, "to_arrow_table", None) or result.arrow)()  # DuckDB 2: to_arrow_table, 1.x: arrow
+
+
+@contextlib.contextmanager
+def _duckdb_over(inputs: _Inputs) -> Iterator[Any]:
+    """A DuckDB cursor with the inputs' rows registered under their names; a DuckDB error (an overflow, or
+    anything not expected of what passed the checks) is NotHere: Spark's route decides."""
     load("duckdb")
     import duckdb
 
@@ -425,10 +425,8 @@ def _run_arrow(sql: str, inputs: _Inputs) -> Any:
     try:
         for registered, table in inputs.tables.items():
             cursor.register(registered, table)
-        result = cursor.sql(sql)
-        # DuckDB 2 names it to_arrow_table, 1.x arrow
-        return (getattr(result, "to_arrow_table", None) or result.arrow)()
-    except duckdb.Error as exc:  # an overflow, or anything not expected of what passed the checks
+        yield cursor
+    except duckdb.Error as exc:
         raise NotHere(f"DuckDB did not run it: {exc}") from None
     finally:
         cursor.close()
