@@ -326,10 +326,12 @@ class DeltalogCursor:
     """DB-API-like cursor: each statement goes through the SQL gateway (sql_gateway.py); rows are
     fetched on demand."""
 
-    def __init__(self, open_spark: Callable[[], Any], warehouse: Warehouse, small_query_here: bool = False):
+    def __init__(self, open_spark: Callable[[], Any], warehouse: Warehouse, small_query_here: bool = False,
+                 reuse_answers: bool = False):
         self._open_spark = open_spark  # the session, called for only when a statement needs Spark
         self.warehouse = warehouse
         self.small_query_here = small_query_here  # a data test's: see sql_gateway.answer_small_query
+        self.reuse_answers = reuse_answers
         self._df = None
         self._rows: Optional[List] = None
         self._columns: Optional[List] = None
@@ -340,7 +342,7 @@ class DeltalogCursor:
             sql = sql[:-1].rstrip()
         if bindings:
             sql = sql % tuple(sql_literal(b) for b in bindings)
-        outcome = answer_small_query(self.warehouse, sql) if self.small_query_here else None
+        outcome = answer_small_query(self.warehouse, sql, self.reuse_answers) if self.small_query_here else None
         if outcome is None:
             outcome = execute(self._open_spark(), self.warehouse, sql, _dml_commit_info())
         self._df, self._rows, self._columns = outcome.dataframe, outcome.rows, outcome.columns
@@ -398,12 +400,13 @@ class DeltalogHandle:
     data tests answered in this process never wait for a JVM that is still starting."""
 
     def __init__(self, open_spark: Callable[[], Any], warehouse: Warehouse, connection: Optional[Connection] = None,
-                 small_tests_here: bool = False):
+                 small_tests_here: bool = False, reuse_answers: bool = False):
         self._open_spark = open_spark
         self._spark = None
         self.warehouse = warehouse
         self._connection = connection  # dbt names it after the node it runs
         self._small_tests_here = small_tests_here
+        self._reuse_answers = reuse_answers
         self._cursor: Optional[DeltalogCursor] = None
 
     @property
@@ -416,7 +419,8 @@ class DeltalogHandle:
     def cursor(self) -> DeltalogCursor:
         node = str(getattr(self._connection, "name", None) or "")
         self._cursor = DeltalogCursor(lambda: self.spark, self.warehouse,
-                                      small_query_here=self._small_tests_here and node.startswith("test."))
+                                      small_query_here=self._small_tests_here and node.startswith("test."),
+                                      reuse_answers=self._reuse_answers)
         return self._cursor
 
     def cancel(self) -> None:
@@ -483,7 +487,7 @@ class DeltalogConnectionManager(SparkConnectionManager):
                 except DeltaError as exc:
                     raise FailedToConnectError(str(exc)) from None
         handle = DeltalogHandle(lambda: cls._open_spark(creds, warehouse), warehouse, connection,
-                                creds.small_tests_here)
+                                creds.small_tests_here, creds.switched_on(spark_settings.ANSWER_REUSE))
         if creds.method == "connect" or not creds.master.startswith("local"):
             # a cluster's executors must share the warehouse: checked before anything is written
             handle.spark

@@ -12,6 +12,7 @@ CLASS_ARCHIVE = "spark.deltalog.classArchive"
 LATE_COMPILER = "spark.deltalog.lateOptimizingCompiler"
 START_EARLY = "spark.deltalog.startEarly"
 ARROW_SEEDS = "spark.deltalog.arrowSeeds"
+ANSWER_REUSE = "spark.deltalog.answerReuse"
 
 # On unless spark_conf sets them to false (docs/profiles.md says when one would)
 SWITCHES = {
@@ -19,6 +20,7 @@ SWITCHES = {
     LATE_COMPILER: "a local JVM's optimizing compiler starts after ten times the usual calls",
     START_EARLY: "the Spark session starts while dbt parses the project",
     ARROW_SEEDS: "a seed Spark's load would give the same table is written without Spark",
+    ANSWER_REUSE: "a data test answered here takes an earlier command's answer while nothing it reads changed",
 }
 
 # Set by the adapter in the conf it starts a local JVM with, never by a profile: where the JVM's log goes

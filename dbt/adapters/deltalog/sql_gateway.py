@@ -242,13 +242,14 @@ class Outcome:
     columns: Optional[List[Tuple[str, str]]] = None
 
 
-def answer_small_query(warehouse: Warehouse, sql: str) -> Optional[Outcome]:
+def answer_small_query(warehouse: Warehouse, sql: str, reuse: bool = False) -> Optional[Outcome]:
     """A data test's query over small warehouse tables, answered in this process without Spark when it
-    means the same there (driver_queries.py); None when Spark runs it (`execute`)."""
+    means the same there (driver_queries.py); None when Spark runs it (`execute`). `reuse`: an earlier
+    command's answer over the same versions is taken (answer_reuse.py)."""
     statement = read_statement(None, warehouse, sql)
     if statement.head not in ("SELECT", "WITH") or not statement.relations:
         return None
-    return _answer_here(warehouse, statement)
+    return _answer_here(warehouse, statement, reuse)
 
 
 def execute(spark, warehouse: Warehouse, sql: str, commit_info: Optional[Dict[str, Any]] = None) -> Outcome:
@@ -278,18 +279,30 @@ def execute(spark, warehouse: Warehouse, sql: str, commit_info: Optional[Dict[st
     return Outcome(dataframe=spark.sql(statement.text))
 
 
-def _answer_here(warehouse: Warehouse, statement: Statement) -> Optional[Outcome]:
+def _answer_here(warehouse: Warehouse, statement: Statement, reuse: bool) -> Optional[Outcome]:
     from dbt.adapters.events.logging import AdapterLogger
 
     from dbt.adapters.deltalog.driver_queries import NotHere, answer
 
     logger = AdapterLogger("deltalog")
+    kept = None
+    if reuse:
+        from dbt.adapters.deltalog.answer_reuse import known_by
+
+        kept = known_by(warehouse, statement.text, statement.relations, relations_of_sql)
+        answered = kept.answer()
+        if answered is not None:
+            logger.debug(f"answered in this process by DuckDB over {', '.join(answered.tables)}: an earlier "
+                         f"command's answer over the same versions, reused")
+            return Outcome(rows=answered.rows, columns=answered.columns)
     try:
         answered = answer(warehouse, statement.text, statement.relations, relations_of_sql)
     except NotHere as why:
         logger.debug(f"run by Spark, not in this process: {why}")
         return None
     logger.debug(f"answered in this process by DuckDB over {', '.join(answered.tables)}")
+    if kept is not None:
+        kept.keep(answered)
     return Outcome(rows=answered.rows, columns=answered.columns)
 
 
