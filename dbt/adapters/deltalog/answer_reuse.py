@@ -59,7 +59,7 @@ class Kept:
             return
         folder = _folder()
         try:
-            folder.mkdir(parents=True, exist_ok=True)
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)  # answers may hold values of the data
             _remove_unused(folder)
             part = folder / f"{self.key}.{os.getpid()}.{threading.get_ident()}.part"
             part.write_text(json.dumps({"columns": answer.columns, "rows": answer.rows, "tables": answer.tables}))
