@@ -172,6 +172,10 @@ def test_server_state_is_keyed_by_settings():
     assert base == spark_server.server_key("local[2]", {"a": "1"})
     assert base != spark_server.server_key("local[2]", {"a": "2"})
     assert base != spark_server.server_key("local[1]", {"a": "1"})
+    # a switch only the dbt process reads shares the server; one the JVM reads does not
+    assert base == spark_server.server_key("local[2]", {"a": "1", "spark.deltalog.answerReuse": "false",
+                                                        "spark.deltalog.startEarly": "false"})
+    assert base != spark_server.server_key("local[2]", {"a": "1", "spark.deltalog.classArchive": "false"})
     assert json.loads(json.dumps({"k": base}))["k"] == base
 
 

@@ -23,6 +23,9 @@ SWITCHES = {
     ANSWER_REUSE: "a data test answered here takes an earlier command's answer while nothing it reads changed",
 }
 
+# Read by the dbt process alone, never by Spark: one Spark server serves every value of them
+PROCESS_ONLY = (START_EARLY, ARROW_SEEDS, ANSWER_REUSE)
+
 # Set by the adapter in the conf it starts a local JVM with, never by a profile: where the JVM's log goes
 LOG_FILE = "spark.deltalog.logFile"
 

@@ -69,8 +69,12 @@ def _code_stamp() -> str:
 
 
 def server_key(master: str, spark_conf: Dict[str, str]) -> str:
-    """One server per master, Spark settings, Python interpreter and code version."""
-    ident = json.dumps({"master": master, "conf": {str(k): str(v) for k, v in sorted(spark_conf.items())},
+    """One server per master, Spark settings (not the switches only the dbt process reads), Python
+    interpreter and code version."""
+    from dbt.adapters.deltalog.spark_settings import PROCESS_ONLY
+
+    ident = json.dumps({"master": master, "conf": {str(k): str(v) for k, v in sorted(spark_conf.items())
+                                                   if k not in PROCESS_ONLY},
                         "python": sys.executable, "code": _code_stamp()}, sort_keys=True)
     return hashlib.sha1(ident.encode()).hexdigest()[:16]
 
