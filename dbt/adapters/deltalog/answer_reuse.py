@@ -20,17 +20,13 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, List, Optional
 
-from dbt.adapters.deltalog.driver_queries import Answer
+from dbt.adapters.deltalog.driver_queries import _VIEW_DEPTH, Answer, ReadSql, Relations
 
-_DEPTH = 20  # views within views, as driver_queries reads them
 _MAX_ROWS = 1000
 _UNUSED_DAYS = 14
 _KINDS = (int, bool, str, type(None))  # values kept exactly by JSON (a float or a decimal is not kept)
-
-Relations = List[Tuple[Optional[str], str, str]]
-ReadSql = Callable[[Any, str], Tuple[str, Relations]]
 
 
 @dataclass
@@ -84,7 +80,7 @@ def _walk(warehouse: Any, relations: Relations, read_sql: ReadSql, parts: list, 
           depth: int) -> bool:
     from deltalog.snapshot_reuse import latest_version_key
 
-    if depth > _DEPTH:
+    if depth > _VIEW_DEPTH:  # as deep as driver_queries inlines views
         return False
     for catalog, schema, name in relations:
         holder = warehouse.of(catalog)
