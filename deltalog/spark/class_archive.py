@@ -7,11 +7,15 @@ class path maps that archive instead of loading them again. On the 2-core machin
 session's start and first queries take a third less time (bench/dev_loop.py measures it in a dbt build).
 
 How it is kept, per Java runtime and Spark installation (`key`), in `folder()`:
-- no archive yet: the JVM records the classes it loaded into `<key>.<uuid>.part` when it exits
-  (`-XX:ArchiveClassesAtExit`), logging to `<part>.log`. When this process ends it lets its JVM exit and
-  hands the wait to a detached watcher (`hand_over`), so the command does not wait the ~10 s the JVM
-  takes to write it; once the JVM is gone and its log says the archive was written whole, the part is
-  renamed to `<key>.jsa`, atomically (several processes recording at once each rename a whole one).
+- no archive yet: the JVM starts without one, as it would with sharing off, and when the process that
+  started it ends, a recorder of its own is started in the background, at the lowest CPU priority
+  (dbt/adapters/deltalog/runtime/archive_recorder.py). A JVM that records starts about 1.7x
+  slower (13 s against 7.7 s to a local session on 2 cores, with `-XX:ArchiveClassesAtExit` and without),
+  so no user's command records: on a CI machine whose cache is gone by the next run, every run would
+  pay that and none would map the archive. The recorder takes a lock (`<key>.lock`: one at a time), starts
+  Spark with `-XX:ArchiveClassesAtExit=<key>.<uuid>.part`, runs a small workload, lets its JVM exit and
+  keeps the part as `<key>.jsa` once the JVM's log (`<part>.log`) says it was written whole: renamed,
+  atomically.
 - later starts map it (`-XX:SharedArchiveFile`). The JVM checks that the archive fits its runtime and
   class path and runs without it otherwise; a JVM that cannot start over it (a damaged file) is
   started again without it, and the archive is removed (`discard`).
@@ -104,8 +108,8 @@ def _remove_stale(where: str) -> None:
 
 
 def driver_options(conf: dict[str, str], class_path: str) -> tuple[str, Optional[str]]:
-    """The JVM options for this start (to add to the driver's), and the part the JVM records a new
-    archive into (None when it maps one, or when left alone: then the options are "")."""
+    """The JVM options for this start (to add to the driver's), and the archive a recorder should make
+    (None when the JVM maps it, or when left alone: then the options are "")."""
     given = conf.get("spark.driver.extraJavaOptions", "")
     if any(option in given for option in _USERS_CHOICE):
         return "", None
@@ -127,8 +131,12 @@ def driver_options(conf: dict[str, str], class_path: str) -> tuple[str, Optional
         # (a JVM that crashes over a damaged archive leaves its report here, not in the project folder)
         crash_report = os.path.join(where, "hs_err_pid%p.log")
         return f"-XX:SharedArchiveFile={archive} -XX:ErrorFile={crash_report} {_QUIET}", None
-    part = os.path.join(where, f"{name}.{uuid.uuid4().hex[:12]}.part")
-    return record_options(part), part
+    return "", archive
+
+
+def new_part(archive: str) -> str:
+    """Where a recording JVM writes `archive` before it is whole: a name of its own."""
+    return f"{archive[: -len(SUFFIX)]}.{uuid.uuid4().hex[:12]}.part"
 
 
 def archive_in(options: str) -> Optional[str]:
@@ -152,26 +160,6 @@ WRITTEN = "Written dynamic archive"  # the JVM's last log line of a whole archiv
 
 def record_options(part: str) -> str:
     return f"-XX:ArchiveClassesAtExit={part} {_QUIET} -Xlog:cds+dynamic=info:file={part}.log"
-
-
-def hand_over(process, part: str) -> None:
-    """At this process's end: let the JVM exit (pyspark's gateway exits when its input closes) and leave
-    the wait for its archive to a detached watcher (`adopt_when_written`), so that no command waits the
-    seconds the JVM takes to write it."""
-    import subprocess
-    import sys
-
-    try:
-        subprocess.Popen([sys.executable, "-m", "deltalog.spark.class_archive", str(process.pid), part],
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         start_new_session=True, close_fds=True)
-    except OSError:
-        pass
-    try:
-        if process.stdin is not None:
-            process.stdin.close()
-    except OSError:
-        pass
 
 
 def adopt_when_written(pid: int, part: str, timeout_s: float = 600) -> bool:
@@ -202,9 +190,3 @@ def adopt_when_written(pid: int, part: str, timeout_s: float = 600) -> bool:
     except OSError:
         pass
     return adopted
-
-
-if __name__ == "__main__":  # the watcher `hand_over` starts: <JVM pid> <part>
-    import sys
-
-    adopt_when_written(int(sys.argv[1]), sys.argv[2])

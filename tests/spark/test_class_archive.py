@@ -1,6 +1,7 @@
-"""The local driver's class-data-sharing archive (deltalog/spark/class_archive.py): recorded by a first
-JVM, mapped by the next, a damaged one discarded without failing the start; each JVM in a process of its
-own, as `dbt` commands start them, with the archives in a folder of the test's own."""
+"""The local driver's class-data-sharing archive (deltalog/spark/class_archive.py): a first JVM starts
+without one and its process leaves a recorder behind (runtime/archive_recorder.py), the next JVM maps
+the archive, a damaged one is discarded without failing the start; each JVM in a process of its own, as
+`dbt` commands start them, with the archives in a folder of the test's own."""
 from __future__ import annotations
 
 import json
@@ -28,7 +29,8 @@ print(json.dumps({"rows": [list(r) for r in rows], "options": [str(o) for o in o
 
 
 def _start(cache: Path, cwd: Path, conf: dict | None = None) -> dict:
-    env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+    # the recorder at the priority of the test's other work, not starved by the suite's other worker
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache), "DELTALOG_ARCHIVE_RECORDER_NICENESS": "0"}
     done = subprocess.run([sys.executable, "-c", START, json.dumps(conf or {})], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -40,13 +42,13 @@ def _archives(cache: Path) -> list[Path]:
     return sorted(folder.glob("*.jsa")) if folder.exists() else []
 
 
-def test_a_first_jvm_records_the_archive_the_next_maps_and_a_damaged_one_is_dropped(tmp_path):
+def test_a_recorder_makes_the_archive_the_next_jvm_maps_and_a_damaged_one_is_dropped(tmp_path):
     cache, project = tmp_path / "cache", tmp_path / "project"
     project.mkdir()
     first = _start(cache, project)
     assert first["rows"] == [[0, 34], [1, 33], [2, 33]]
-    assert any(o.startswith("-XX:ArchiveClassesAtExit=") for o in first["options"])
-    deadline = time.monotonic() + 300  # the command did not wait: a watcher adopts it once written whole
+    assert not any("ArchiveClassesAtExit" in o or "SharedArchiveFile" in o for o in first["options"])
+    deadline = time.monotonic() + 300  # the command did not wait: its recorder keeps it once written whole
     while not _archives(cache) and time.monotonic() < deadline:
         time.sleep(0.5)
     [archive] = _archives(cache)
@@ -71,8 +73,25 @@ def test_the_users_own_choice_leaves_the_jvm_alone(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     users = {"spark.driver.extraJavaOptions": "-Xmx2g -Xshare:off"}
     assert class_archive.driver_options(users, "") == ("", None)
-    options, part = class_archive.driver_options({}, "")
-    assert options.startswith("-XX:ArchiveClassesAtExit=") and part and part.endswith(".part")
+    options, missing = class_archive.driver_options({}, "")  # none yet: a recorder should make it
+    assert options == "" and missing and missing.endswith(class_archive.SUFFIX)
+    assert class_archive.new_part(missing).endswith(".part")
+
+
+def test_one_recorder_at_a_time(tmp_path, monkeypatch):
+    import fcntl
+
+    from dbt.adapters.deltalog.runtime import archive_recorder
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    folder = Path(class_archive.folder())
+    folder.mkdir(parents=True)
+    with open(folder / "recording.lock", "a") as held:  # as a running recorder holds it
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert archive_recorder._recorder_running()
+        assert archive_recorder.record("local[1]", {}) is False  # gone at once, no JVM started
+    assert not archive_recorder._recorder_running()
+    assert [p.name for p in folder.iterdir()] == ["recording.lock"]
 
 
 def test_a_rebuilt_jar_on_the_class_path_makes_a_new_key(tmp_path):

@@ -212,8 +212,22 @@ class Command:
         accept_commits()
 
 
-def start_spark(master: str, spark_conf: Optional[Dict[str, str]] = None, log_file: Optional[str] = None):
-    """A SparkSession in a JVM this process starts (or the one it already runs)."""
+def session_conf(master: str, spark_conf: Optional[Dict[str, Any]], log_file: Optional[str] = None, *,
+                 new_jvm: bool = True) -> Dict[str, str]:
+    """What a session is started with: our defaults, the profile's `spark_conf` over them and, for a JVM
+    this process starts, its class path and JVM options."""
+    from deltalog.spark.embedded import embedded_session_conf
+
+    conf = with_users_settings(default_conf(master, log_file), spark_conf or {})
+    if new_jvm:
+        conf.update(embedded_session_conf(conf, master))  # class path, JVM options: only for a JVM we start
+    return conf
+
+
+def start_spark(master: str, spark_conf: Optional[Dict[str, str]] = None, log_file: Optional[str] = None, *,
+                recording: Optional[str] = None):
+    """A SparkSession in a JVM this process starts (or the one it already runs); `recording`: the part
+    a new local JVM records its class archive into (only archive_recorder.py asks)."""
     ensure_java()
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -223,16 +237,12 @@ def start_spark(master: str, spark_conf: Optional[Dict[str, str]] = None, log_fi
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
-    from deltalog.spark.embedded import embedded_session_conf
-
     builder = SparkSession.builder.master(master).appName("dbt-deltalog")
-    conf = with_users_settings(default_conf(master, log_file), spark_conf or {})
-    if SparkContext._active_spark_context is None:
-        conf.update(embedded_session_conf(conf, master))  # class path, JVM options: only for a JVM we start
+    conf = session_conf(master, spark_conf, log_file, new_jvm=SparkContext._active_spark_context is None)
     for key, value in conf.items():
         builder = builder.config(key, value)
     if SparkContext._gateway is None:
-        _launch_jvm(master, conf)
+        _launch_jvm(master, conf, spark_conf or {}, recording)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
@@ -246,7 +256,7 @@ LATE_COMPILER_OPTIONS = ("-XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocat
                          "-XX:Tier4CompileThreshold=150000 -XX:Tier4BackEdgeThreshold=400000")
 
 
-def _launch_jvm(master: str, conf: Dict[str, str]) -> None:
+def _launch_jvm(master: str, conf: Dict[str, str], spark_conf: Dict[str, Any], recording: Optional[str]) -> None:
     """Start the JVM as pyspark would, with its console output (the module notice, JVM warnings,
     a crash report) in the Spark log file instead of between dbt's lines."""
     load("spark")
@@ -256,10 +266,12 @@ def _launch_jvm(master: str, conf: Dict[str, str]) -> None:
 
     from deltalog.spark import class_archive
 
-    archive_options, recording, compiler_options = "", None, ""
+    archive_options, missing, compiler_options = "", None, ""
     if master.startswith("local"):  # the JVM's start from a class-data-sharing archive (class_archive.py)
-        if spark_settings.switched_on(conf, spark_settings.CLASS_ARCHIVE):
-            archive_options, recording = class_archive.driver_options(conf, conf.get("spark.driver.extraClassPath", ""))
+        if recording is not None:
+            archive_options = class_archive.record_options(recording)
+        elif spark_settings.switched_on(conf, spark_settings.CLASS_ARCHIVE):
+            archive_options, missing = class_archive.driver_options(conf, conf.get("spark.driver.extraClassPath", ""))
         if spark_settings.switched_on(conf, spark_settings.LATE_COMPILER):
             compiler_options = LATE_COMPILER_OPTIONS
 
@@ -285,8 +297,10 @@ def _launch_jvm(master: str, conf: Dict[str, str]) -> None:
             gateway = launch("")
     except PySparkRuntimeError as exc:
         raise RuntimeError(f"{exc}; the JVM wrote: {tail(log_file)} (log: {log_file})") from None
-    if recording and getattr(gateway, "proc", None) is not None:
-        atexit.register(class_archive.hand_over, gateway.proc, recording)
+    if missing is not None:  # recorded by a JVM of its own once this process is done with this one
+        from dbt.adapters.deltalog.runtime import archive_recorder
+
+        atexit.register(archive_recorder.record_in_background, master, spark_conf)
     SparkContext._gateway, SparkContext._jvm = gateway, gateway.jvm
 
 

@@ -1,0 +1,138 @@
+"""The local Spark driver's class-data-sharing archive, recorded by a JVM of its own in the background.
+
+A dbt command whose local JVM started without an archive (deltalog/spark/class_archive.py) starts this
+module as a detached process when it ends (`record_in_background`). The recorder:
+- runs at the lowest CPU priority, so that the user's next command keeps the cores;
+- holds `recording.lock` in the archives' folder: one recorder at a time, and none once the archive
+  is there;
+- starts Spark as the command did (the same defaults, profile settings, class path), recording with
+  `-XX:ArchiveClassesAtExit`; runs a small workload through the engine (a Delta table written,
+  appended to and read back with SQL: joins, aggregates, a window), so the archive holds the classes a
+  build loads; lets the JVM exit and keeps its archive once written whole (`adopt_when_written`).
+A recorder that fails leaves no archive; the next command's JVM starts without one and starts another.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from typing import IO, Any, Dict, Optional
+
+# the recorder's niceness: it yields the cores to any command (tests lower it, to wait on it)
+NICENESS = int(os.environ.get("DELTALOG_ARCHIVE_RECORDER_NICENESS", "19"))
+
+
+def record_in_background(master: str, spark_conf: Dict[str, Any]) -> None:
+    """Start a recorder for the JVM `master` and `spark_conf` start (given on its input: the settings may
+    hold secrets, which a command line would show). In a process group of its own, so that a Ctrl-C
+    meant for the next command does not reach it, but in this session: Linux shares the cores between
+    sessions (autogroups) before it looks at priorities, and a session of its own would take half."""
+    if _recorder_running():
+        return
+    try:
+        recorder = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                    process_group=0, close_fds=True)
+        recorder.stdin.write(json.dumps({"master": master, "spark_conf": spark_conf}, default=str).encode())
+        recorder.stdin.close()
+    except (OSError, ValueError):
+        pass
+
+
+def _lock() -> Optional[IO]:
+    """The recorders' lock, held (released when the returned file closes); None when another holds it."""
+    import fcntl
+
+    from deltalog.spark import class_archive
+
+    try:
+        os.makedirs(class_archive.folder(), exist_ok=True)
+        lock = open(os.path.join(class_archive.folder(), "recording.lock"), "a")
+    except OSError:
+        return None
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.close()
+        return None
+    return lock
+
+
+def _recorder_running() -> bool:
+    lock = _lock()
+    if lock is None:
+        return True
+    lock.close()
+    return False
+
+
+def record(master: str, spark_conf: Dict[str, Any]) -> bool:
+    """Record the archive the JVM for `master` and `spark_conf` would map, unless it is there or
+    another recorder is at it. True when this recorder kept one."""
+    lock = _lock()
+    if lock is None:
+        return False
+    with lock:
+        return _record(master, spark_conf)
+
+
+def _record(master: str, spark_conf: Dict[str, Any]) -> bool:
+    from deltalog.spark import class_archive
+    from dbt.adapters.deltalog.runtime.jvm import session_conf, start_spark
+
+    conf = session_conf(master, spark_conf)
+    _, missing = class_archive.driver_options(conf, conf.get("spark.driver.extraClassPath", ""))
+    if missing is None:
+        return False
+    part = class_archive.new_part(missing)
+    with tempfile.TemporaryDirectory(prefix="deltalog-archive-") as scratch:
+        spark = start_spark(master, spark_conf, os.path.join(scratch, "spark.log"), recording=part)
+        jvm = spark.sparkContext._gateway.proc
+        try:
+            _exercise(spark, scratch)
+            spark.stop()
+        finally:  # the JVM writes the archive as it exits, of the classes loaded until then
+            jvm.stdin.close()  # pyspark's gateway exits when its input closes
+            jvm.wait(timeout=600)
+    return class_archive.adopt_when_written(jvm.pid, part, timeout_s=1)  # (a part not written whole: removed)
+
+
+def _exercise(spark, scratch: str) -> None:
+    """What a build does, small: Delta writes through the engine, SQL over the table read back."""
+    from deltalog import DeltaTable
+    from deltalog.spark.operations import write_dataframe
+    from deltalog.spark.reader import snapshot_dataframe
+
+    table = os.path.join(scratch, "table")
+    rows = spark.sql("select id, cast(id % 7 as string) as kind, cast(id / 4 as decimal(12, 2)) as amount, "
+                     "date_add(date'2024-01-01', cast(id % 30 as int)) as day, id % 5 = 0 as flag "
+                     "from range(2000)")
+    write_dataframe(rows, table, mode="overwrite")
+    write_dataframe(rows.limit(20), table, mode="append")
+    snapshot_dataframe(spark, DeltaTable(table).snapshot()).createOrReplaceTempView("recorded")
+    spark.sql("""with totals as (select kind, sum(amount) as amount, count(*) as n, max(day) as last_day
+                                 from recorded where not flag group by kind)
+                 select t.*, row_number() over (order by amount desc) as rank,
+                        case when n > 100 then 'many' else 'few' end as size
+                 from totals t join (select distinct kind from recorded) k on t.kind = k.kind
+                 order by rank""").collect()
+    spark.createDataFrame([(1, "a"), (2, "b")], "id long, name string").toPandas()
+
+
+def _yield_the_cores() -> None:
+    """The lowest priority, inherited by the JVM and its threads: Linux's idle class where it has one
+    (run only when nothing else would), niceness 19 elsewhere."""
+    try:
+        os.nice(NICENESS)
+        if NICENESS == 19 and hasattr(os, "SCHED_IDLE"):
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    except (AttributeError, OSError):
+        pass
+
+
+if __name__ == "__main__":
+    _yield_the_cores()
+    given = json.loads(sys.stdin.read())
+    record(given["master"], given["spark_conf"])
