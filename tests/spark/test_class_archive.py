@@ -30,7 +30,7 @@ print(json.dumps({"rows": [list(r) for r in rows], "options": [str(o) for o in o
 
 def _start(cache: Path, cwd: Path, conf: dict | None = None) -> dict:
     # the recorder at the priority of the test's other work, not starved by the suite's other worker
-    env = {**os.environ, "XDG_CACHE_HOME": str(cache), "DELTALOG_ARCHIVE_RECORDER_NICENESS": "0"}
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache), "DELTALOG_ARCHIVE_RECORDER_YIELDS": "0"}
     done = subprocess.run([sys.executable, "-c", START, json.dumps(conf or {})], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]

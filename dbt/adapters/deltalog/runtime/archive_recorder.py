@@ -2,9 +2,10 @@
 
 A dbt command whose local JVM started without an archive (deltalog/spark/class_archive.py) starts this
 module as a detached process when it ends (`record_in_background`). The recorder:
-- runs at the lowest CPU priority, so that the user's next command keeps the cores;
 - holds `recording.lock` in the archives' folder: one recorder at a time, and none once the archive
   is there;
+- waits until the machine is idle (a command that follows at once, as in a CI job, is not slowed), then
+  runs at the lowest CPU priority, so that a command started meanwhile keeps the cores;
 - starts Spark as the command did (the same defaults, profile settings, class path), recording with
   `-XX:ArchiveClassesAtExit`; runs a small workload through the engine (a Delta table written,
   appended to and read back with SQL: joins, aggregates, a window), so the archive holds the classes a
@@ -20,8 +21,11 @@ import sys
 import tempfile
 from typing import IO, Any, Dict, Optional
 
-# the recorder's niceness: it yields the cores to any command (tests lower it, to wait on it)
-NICENESS = int(os.environ.get("DELTALOG_ARCHIVE_RECORDER_NICENESS", "19"))
+# "0": the recorder neither waits for an idle machine nor lowers its priority (tests wait on it in a busy suite)
+YIELDS = os.environ.get("DELTALOG_ARCHIVE_RECORDER_YIELDS", "1") != "0"
+IDLE_SHARE = 0.6      # of the machine's CPU time idle ...
+IDLE_SECONDS = 3      # ... each second for this many in a row, before recording starts
+MAX_WAIT_S = 1800     # then it records anyway, at the lowest priority
 
 
 def record_in_background(master: str, spark_conf: Dict[str, Any]) -> None:
@@ -75,6 +79,8 @@ def record(master: str, spark_conf: Dict[str, Any]) -> bool:
     if lock is None:
         return False
     with lock:
+        if YIELDS:
+            _yield_the_cores()
         return _record(master, spark_conf)
 
 
@@ -122,17 +128,43 @@ def _exercise(spark, scratch: str) -> None:
 
 
 def _yield_the_cores() -> None:
-    """The lowest priority, inherited by the JVM and its threads: Linux's idle class where it has one
-    (run only when nothing else would), niceness 19 elsewhere."""
+    """Wait for an idle machine, then take the lowest priority, inherited by the JVM and its threads:
+    Linux's idle class where it has one (run only when nothing else would), niceness 19 elsewhere."""
+    _wait_until_idle()
     try:
-        os.nice(NICENESS)
-        if NICENESS == 19 and hasattr(os, "SCHED_IDLE"):
+        os.nice(19)
+        if hasattr(os, "SCHED_IDLE"):
             os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
     except (AttributeError, OSError):
         pass
 
 
+def _wait_until_idle() -> None:
+    import time
+
+    deadline = time.monotonic() + MAX_WAIT_S
+    before, quiet = _cpu_times(), 0
+    while before is not None and quiet < IDLE_SECONDS and time.monotonic() < deadline:
+        time.sleep(1)
+        now = _cpu_times()
+        if now is None:
+            return
+        busy, idle = now[0] - before[0], now[1] - before[1]
+        quiet = quiet + 1 if busy + idle > 0 and idle / (busy + idle) >= IDLE_SHARE else 0
+        before = now
+
+
+def _cpu_times() -> Optional[tuple]:
+    """The machine's (busy, idle) CPU time so far, from Linux's /proc/stat (None elsewhere: no wait)."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + fields[4]  # idle, waiting for I/O
+    return sum(fields) - idle, idle
+
+
 if __name__ == "__main__":
-    _yield_the_cores()
     given = json.loads(sys.stdin.read())
     record(given["master"], given["spark_conf"])
