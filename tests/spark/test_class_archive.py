@@ -115,3 +115,16 @@ def test_a_part_whose_log_does_not_say_written_is_never_adopted(tmp_path):
     (tmp_path / "spark-x-0123.abc.part.log").write_text(f"[2.0s][info][cds,dynamic] {class_archive.WRITTEN} 0x0\n")
     assert class_archive.adopt_when_written(gone.pid, str(part), timeout_s=5)
     assert [p.name for p in tmp_path.iterdir()] == ["spark-x-0123.jsa"]
+
+
+def test_the_recorder_waits_for_an_idle_machine(monkeypatch):
+    from dbt.adapters.deltalog.runtime import archive_recorder
+
+    # (busy, idle) CPU time so far: two busy seconds, an idle one, a busy one, then idle ones
+    times = iter([(0, 0), (90, 10), (180, 20), (190, 110), (280, 120), (290, 210), (300, 300), (310, 390)])
+    seconds = []
+    monkeypatch.setattr(archive_recorder, "_cpu_times", lambda: next(times))
+    monkeypatch.setattr("time.sleep", seconds.append)
+    archive_recorder._wait_until_idle()
+    assert len(seconds) == 7  # three idle seconds in a row: the last three
+    assert next(times, None) is None
