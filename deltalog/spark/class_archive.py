@@ -12,7 +12,7 @@ How it is kept, per Java runtime and Spark installation (`key`), in `folder()`:
   (dbt/adapters/deltalog/runtime/archive_recorder.py). A JVM that records starts about 1.7x
   slower (13 s against 7.7 s to a local session on 2 cores, with `-XX:ArchiveClassesAtExit` and without),
   so no user's command records: on a CI machine whose cache is gone by the next run, every run would
-  pay that and none would map the archive. The recorder takes a lock (`<key>.lock`: one at a time), starts
+  pay that and none would map the archive. The recorder takes a lock (`recording.lock`: one at a time), starts
   Spark with `-XX:ArchiveClassesAtExit=<key>.<uuid>.part`, runs a small workload, lets its JVM exit and
   keeps the part as `<key>.jsa` once the JVM's log (`<part>.log`) says it was written whole: renamed,
   atomically.
