@@ -128,3 +128,14 @@ def test_the_recorder_waits_for_an_idle_machine(monkeypatch):
     archive_recorder._wait_until_idle()
     assert len(seconds) == 7  # three idle seconds in a row: the last three
     assert next(times, None) is None
+
+
+def test_the_recorder_takes_only_the_settings_that_shape_the_jvm():
+    from dbt.adapters.deltalog.runtime import archive_recorder
+
+    profile = {"spark.driver.extraClassPath": "/opt/extra.jar", "spark.driver.extraJavaOptions": "-Xmx2g",
+               "spark.deltalog.lateOptimizingCompiler": "false", "spark.sql.catalogImplementation": "hive",
+               "spark.hadoop.fs.s3a.secret.key": "secret", "spark.jars.packages": "org.example:lib:1.0"}
+    assert archive_recorder.jvm_settings(profile) == {
+        "spark.driver.extraClassPath": "/opt/extra.jar", "spark.driver.extraJavaOptions": "-Xmx2g",
+        "spark.deltalog.lateOptimizingCompiler": "false"}

@@ -6,10 +6,11 @@ module as a detached process when it ends (`record_in_background`). The recorder
   is there;
 - waits until the machine is idle (a command that follows at once, as in a CI job, is not slowed), then
   runs at the lowest CPU priority, so that a command started meanwhile keeps the cores;
-- starts Spark as the command did (the same defaults, profile settings, class path), recording with
-  `-XX:ArchiveClassesAtExit`; runs a small workload through the engine (a Delta table written,
-  appended to and read back with SQL: joins, aggregates, a window), so the archive holds the classes a
-  build loads; lets the JVM exit and keeps its archive once written whole (`adopt_when_written`).
+- starts Spark as the command did (the same defaults, class path and JVM options; none of the
+  profile's catalogs or stores), recording with `-XX:ArchiveClassesAtExit`; runs a small workload
+  through the engine (a Delta table written, appended to and read back with SQL: joins, aggregates, a
+  window), so the archive holds the classes a build loads; lets the JVM exit and keeps its archive
+  once written whole (`adopt_when_written`).
 A recorder that fails leaves no archive; the next command's JVM starts without one and starts another.
 """
 from __future__ import annotations
@@ -26,14 +27,19 @@ YIELDS = os.environ.get("DELTALOG_ARCHIVE_RECORDER_YIELDS", "1") != "0"
 IDLE_SHARE = 0.6      # of the machine's CPU time idle ...
 IDLE_SECONDS = 3      # ... each second for this many in a row, before recording starts
 MAX_WAIT_S = 1800     # then it records anyway, at the lowest priority
+# The settings a recorder takes from the command: those that shape the driver's JVM (its class path and
+# options, which the archive must fit) and our switches. Not catalogs, metastores or object stores: the
+# recorder reaches no server, and their secrets do not travel.
+JVM_SETTINGS = ("spark.driver.", "spark.deltalog.")
 
 
 def record_in_background(master: str, spark_conf: Dict[str, Any]) -> None:
-    """Start a recorder for the JVM `master` and `spark_conf` start (given on its input: the settings may
-    hold secrets, which a command line would show), in a session of its own: a Ctrl-C or a closed
-    terminal meant for the user's commands does not reach it."""
+    """Start a recorder for the JVM `master` and `spark_conf` start (given on its input, not on a command
+    line anyone can read), in a session of its own: a Ctrl-C or a closed terminal meant for the user's
+    commands does not reach it."""
     if _recorder_running():
         return
+    spark_conf = jvm_settings(spark_conf)
     try:
         recorder = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE,
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -42,6 +48,10 @@ def record_in_background(master: str, spark_conf: Dict[str, Any]) -> None:
         recorder.stdin.close()
     except (OSError, ValueError):
         pass
+
+
+def jvm_settings(spark_conf: Dict[str, Any]) -> Dict[str, Any]:
+    return {key: value for key, value in spark_conf.items() if str(key).startswith(JVM_SETTINGS)}
 
 
 def _lock() -> Optional[IO]:
