@@ -32,7 +32,7 @@ import hashlib
 import os
 import shutil
 import uuid
-from typing import Optional
+from typing import IO, Optional
 
 from ..processes import alive
 
@@ -160,6 +160,34 @@ WRITTEN = "Written dynamic archive"  # the JVM's last log line of a whole archiv
 
 def record_options(part: str) -> str:
     return f"-XX:ArchiveClassesAtExit={part} {_QUIET} -Xlog:cds+dynamic=info:file={part}.log"
+
+
+def recording_lock() -> Optional[IO]:
+    """The recorders' lock (`recording.lock` in `folder()`), held until the returned file closes; None
+    when another recorder holds it, or where there are no file locks (then nothing records)."""
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    try:
+        os.makedirs(folder(), exist_ok=True)
+        lock = open(os.path.join(folder(), "recording.lock"), "a")
+    except OSError:
+        return None
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.close()
+        return None
+    return lock
+
+
+def recorder_running() -> bool:
+    lock = recording_lock()
+    if lock is None:
+        return True
+    lock.close()
+    return False
 
 
 def adopt_when_written(pid: int, part: str, timeout_s: float = 600) -> bool:

@@ -88,9 +88,9 @@ def test_one_recorder_at_a_time(tmp_path, monkeypatch):
     folder.mkdir(parents=True)
     with open(folder / "recording.lock", "a") as held:  # as a running recorder holds it
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        assert archive_recorder._recorder_running()
+        assert class_archive.recorder_running()
         assert archive_recorder.record("local[1]", {}) is False  # gone at once, no JVM started
-    assert not archive_recorder._recorder_running()
+    assert not class_archive.recorder_running()
     assert [p.name for p in folder.iterdir()] == ["recording.lock"]
 
 
@@ -131,11 +131,11 @@ def test_the_recorder_waits_for_an_idle_machine(monkeypatch):
 
 
 def test_the_recorder_takes_only_the_settings_that_shape_the_jvm():
-    from dbt.adapters.deltalog.runtime import archive_recorder
+    from dbt.adapters.deltalog.runtime import jvm
 
     profile = {"spark.driver.extraClassPath": "/opt/extra.jar", "spark.driver.extraJavaOptions": "-Xmx2g",
                "spark.deltalog.lateOptimizingCompiler": "false", "spark.sql.catalogImplementation": "hive",
                "spark.hadoop.fs.s3a.secret.key": "secret", "spark.jars.packages": "org.example:lib:1.0"}
-    assert archive_recorder.jvm_settings(profile) == {
+    assert jvm.jvm_settings(profile) == {
         "spark.driver.extraClassPath": "/opt/extra.jar", "spark.driver.extraJavaOptions": "-Xmx2g",
         "spark.deltalog.lateOptimizingCompiler": "false"}

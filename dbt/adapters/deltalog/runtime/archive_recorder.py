@@ -1,9 +1,9 @@
 """The local Spark driver's class-data-sharing archive, recorded by a JVM of its own in the background.
 
 A dbt command whose local JVM started without an archive (deltalog/spark/class_archive.py) starts this
-module as a detached process when it ends (`record_in_background`). The recorder:
-- holds `recording.lock` in the archives' folder: one recorder at a time, and none once the archive
-  is there;
+module as a detached process when it ends (`jvm.record_archive_later`). The recorder:
+- holds `recording.lock` in the archives' folder (`class_archive.recording_lock`): one recorder at a
+  time, and none once the archive is there;
 - waits until the machine is idle (a command that follows at once, as in a CI job, is not slowed), then
   runs at the lowest CPU priority, so that a command started meanwhile keeps the cores;
 - starts Spark as the command did (the same defaults, class path and JVM options; none of the
@@ -17,77 +17,23 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
-from typing import IO, Any, Dict, Optional
+from typing import Any, Dict, Optional
 
 # "0": the recorder neither waits for an idle machine nor lowers its priority (tests wait on it in a busy suite)
 YIELDS = os.environ.get("DELTALOG_ARCHIVE_RECORDER_YIELDS", "1") != "0"
 IDLE_SHARE = 0.6      # of the machine's CPU time idle ...
 IDLE_SECONDS = 3      # ... each second for this many in a row, before recording starts
 MAX_WAIT_S = 1800     # then it records anyway, at the lowest priority
-# The settings a recorder takes from the command: those that shape the driver's JVM (its class path and
-# options, which the archive must fit) and our switches. Not catalogs, metastores or object stores: the
-# recorder reaches no server, and their secrets do not travel.
-JVM_SETTINGS = ("spark.driver.", "spark.deltalog.")
-
-
-def record_in_background(master: str, spark_conf: Dict[str, Any]) -> None:
-    """Start a recorder for the JVM `master` and `spark_conf` start (given on its input, not on a command
-    line anyone can read), in a session of its own: a Ctrl-C or a closed terminal meant for the user's
-    commands does not reach it."""
-    if _recorder_running():
-        return
-    spark_conf = jvm_settings(spark_conf)
-    try:
-        recorder = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE,
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                    start_new_session=True, close_fds=True)
-        recorder.stdin.write(json.dumps({"master": master, "spark_conf": spark_conf}, default=str).encode())
-        recorder.stdin.close()
-    except (OSError, ValueError):
-        pass
-
-
-def jvm_settings(spark_conf: Dict[str, Any]) -> Dict[str, Any]:
-    return {key: value for key, value in spark_conf.items() if str(key).startswith(JVM_SETTINGS)}
-
-
-def _lock() -> Optional[IO]:
-    """The recorders' lock, held (released when the returned file closes); None when another holds it
-    (or where there are no file locks: then no recorder)."""
-    from deltalog.spark import class_archive
-
-    try:
-        import fcntl
-    except ImportError:
-        return None
-    try:
-        os.makedirs(class_archive.folder(), exist_ok=True)
-        lock = open(os.path.join(class_archive.folder(), "recording.lock"), "a")
-    except OSError:
-        return None
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        lock.close()
-        return None
-    return lock
-
-
-def _recorder_running() -> bool:
-    lock = _lock()
-    if lock is None:
-        return True
-    lock.close()
-    return False
 
 
 def record(master: str, spark_conf: Dict[str, Any]) -> bool:
     """Record the archive the JVM for `master` and `spark_conf` would map, unless it is there or
     another recorder is at it. True when this recorder kept one."""
-    lock = _lock()
+    from deltalog.spark import class_archive
+
+    lock = class_archive.recording_lock()
     if lock is None:
         return False
     with lock:

@@ -298,10 +298,40 @@ def _launch_jvm(master: str, conf: Dict[str, str], spark_conf: Dict[str, Any], r
     except PySparkRuntimeError as exc:
         raise RuntimeError(f"{exc}; the JVM wrote: {tail(log_file)} (log: {log_file})") from None
     if missing is not None:  # recorded by a JVM of its own once this process is done with this one
-        from dbt.adapters.deltalog.runtime import archive_recorder
-
-        atexit.register(archive_recorder.record_in_background, master, spark_conf)
+        atexit.register(record_archive_later, master, spark_conf)
     SparkContext._gateway, SparkContext._jvm = gateway, gateway.jvm
+
+
+# The settings a recorder takes from the command: those that shape the driver's JVM (its class path and
+# options, which the archive must fit) and our switches. Not catalogs, metastores or object stores: the
+# recorder reaches no server, and their secrets do not travel.
+JVM_SETTINGS = ("spark.driver.", "spark.deltalog.")
+
+
+def jvm_settings(spark_conf: Dict[str, Any]) -> Dict[str, Any]:
+    return {key: value for key, value in spark_conf.items() if str(key).startswith(JVM_SETTINGS)}
+
+
+def record_archive_later(master: str, spark_conf: Dict[str, Any]) -> None:
+    """Start runtime/archive_recorder.py for the JVM `master` and `spark_conf` start (its settings given
+    on its input, not on a command line anyone can read), unless one is running; in a session of its
+    own, so that a Ctrl-C or a closed terminal meant for the user's commands does not reach it."""
+    import json
+    import subprocess
+
+    from deltalog.spark import class_archive
+
+    if class_archive.recorder_running():
+        return
+    try:
+        recorder = subprocess.Popen([sys.executable, "-m", "dbt.adapters.deltalog.runtime.archive_recorder"],
+                                    stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                    start_new_session=True, close_fds=True)
+        recorder.stdin.write(json.dumps({"master": master, "spark_conf": jvm_settings(spark_conf)},
+                                        default=str).encode())
+        recorder.stdin.close()
+    except (OSError, ValueError):
+        pass
 
 
 def _joined_options(conf: Dict[str, str], extra: str) -> str:
