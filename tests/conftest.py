@@ -51,6 +51,40 @@ def pytest_configure(config):
         config.option.loadscopereorder = False
 
 
+# Runs of only these start no local JVM of this environment's Spark, or a few (tests/delta_spark runs in a
+# pyspark 4.2 environment of its own, one session per worker): recording an archive first would cost more
+# than it saves.
+_FEW_JVMS = ("tests/engine", "tests/docs", "tests/fuzz", "tests/delta_spark")
+
+
+def pytest_sessionstart(session):
+    """The local driver's class archive, recorded before the first test when this Java and Spark have
+    none. The suite's few hundred JVM starts then map it (a third faster each). A command's own recorder
+    (runtime/archive_recorder.py) waits for an idle machine, which a running suite never is: in a fresh
+    clone every JVM of the run would start without one. Once, in the controller, before xdist's workers
+    start; in a process of its own, so this one never holds a JVM."""
+    if hasattr(session.config, "workerinput"):
+        return
+    paths = [os.path.relpath(os.path.abspath(str(a).split("::")[0]), ROOT).replace(os.sep, "/")
+             for a in session.config.args] or ["tests"]
+    if all(p.startswith(_FEW_JVMS) for p in paths):
+        return
+    import json
+    import subprocess
+
+    from dbt.adapters.deltalog.runtime.jvm import session_conf
+    from deltalog.spark import class_archive
+
+    master, spark_conf = "local[2]", {"spark.sql.shuffle.partitions": "2"}
+    conf = session_conf(master, spark_conf)
+    if class_archive.driver_options(conf, conf.get("spark.driver.extraClassPath", ""))[1] is None:
+        return  # there already, or sharing is off
+    subprocess.run([sys.executable, "-m", "dbt.adapters.deltalog.runtime.archive_recorder"],
+                   input=json.dumps({"master": master, "spark_conf": spark_conf}), text=True,
+                   env={**os.environ, "DELTALOG_ARCHIVE_RECORDER_YIELDS": "0"},
+                   capture_output=True, timeout=600, check=False)
+
+
 def pytest_collection_modifyitems(config, items):
     rank = {path: i for i, path in enumerate(SLOWEST_FIRST)}
 
