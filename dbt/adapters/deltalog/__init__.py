@@ -1,18 +1,47 @@
+"""The dbt-deltalog plugin: dbt imports this package and takes its `Plugin`.
+
+The plugin, and the adapter's classes with it, are imported when first asked for (PEP 562's module
+`__getattr__`), not when the package is: a process that runs one part of it (the Spark server, the class
+archive's recorder: `python -m dbt.adapters.deltalog.runtime....`) then starts without dbt's adapter
+machinery, about a second of imports on the way to its JVM."""
 import gc
+import importlib
+from typing import Any
 
-from dbt.adapters.base import AdapterPlugin
+# where each name dbt or a user may import from the package is defined
+_DEFINED_IN = {
+    "DeltalogAdapter": "impl",
+    "DeltalogConnectionManager": "connections",
+    "DeltalogCredentials": "connections",
+    "DeltalogRelation": "relation",
+}
 
-from dbt.adapters.deltalog.connections import DeltalogConnectionManager, DeltalogCredentials  # noqa: F401
-from dbt.adapters.deltalog.impl import DeltalogAdapter
-from dbt.adapters.deltalog.relation import DeltalogRelation  # noqa: F401
-from dbt.include import deltalog
 
-Plugin = AdapterPlugin(
-    adapter=DeltalogAdapter,  # type: ignore[arg-type]
-    credentials=DeltalogCredentials,
-    include_path=deltalog.PACKAGE_PATH,
-    dependencies=["spark"],
-)
+def __getattr__(name: str) -> Any:
+    if name == "Plugin":
+        return _load_plugin()
+    if name in _DEFINED_IN:
+        return getattr(importlib.import_module(f"{__name__}.{_DEFINED_IN[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _load_plugin() -> Any:
+    from dbt.adapters.base import AdapterPlugin
+
+    from dbt.adapters.deltalog.connections import DeltalogCredentials
+    from dbt.adapters.deltalog.impl import DeltalogAdapter
+    from dbt.include import deltalog
+
+    plugin = AdapterPlugin(
+        adapter=DeltalogAdapter,  # type: ignore[arg-type]
+        credentials=DeltalogCredentials,
+        include_path=deltalog.PACKAGE_PATH,
+        dependencies=["spark"],
+    )
+    globals()["Plugin"] = plugin  # later lookups find it without __getattr__
+    _settle_the_collector()
+    return plugin
+
 
 # A dbt command is a short process that keeps what it imported, and most of what it builds (the manifest,
 # its nodes), to its end, and makes little cyclic garbage. So, once, when the plugin loads:
@@ -22,6 +51,9 @@ Plugin = AdapterPlugin(
 #   thresholds. bench/dev_loop.py's 28-node build spent 0.6 s collecting and 0.7 s exiting; now
 #   0.15 s and 0.2 s.
 _PYTHON_DEFAULT_THRESHOLDS = (700, 10, 10)
-if gc.get_threshold() == _PYTHON_DEFAULT_THRESHOLDS:
-    gc.set_threshold(10_000, 10, 10)
-gc.freeze()
+
+
+def _settle_the_collector() -> None:
+    if gc.get_threshold() == _PYTHON_DEFAULT_THRESHOLDS:
+        gc.set_threshold(10_000, 10, 10)
+    gc.freeze()
