@@ -34,6 +34,7 @@ import shutil
 import uuid
 from typing import IO, Optional
 
+from .. import user_cache
 from ..processes import alive
 
 SUFFIX = ".jsa"
@@ -45,8 +46,7 @@ _QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 
 def folder() -> str:
     """Where archives are kept: `$XDG_CACHE_HOME/deltalog/class-archives` (default `~/.cache/...`)."""
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(cache, "deltalog", "class-archives")
+    return user_cache.folder("class-archives")
 
 
 def _java_binary() -> Optional[str]:

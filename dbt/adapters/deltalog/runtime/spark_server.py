@@ -34,6 +34,7 @@ import time
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from dbt.adapters.deltalog.runtime.jvm import tail
+from deltalog import user_cache
 from deltalog.lazy_imports import load
 from deltalog.processes import alive
 
@@ -47,8 +48,7 @@ class SparkServerError(RuntimeError):
 
 
 def state_dir() -> str:
-    path = os.environ.get(_STATE_DIR_ENV) or os.path.join(
-        os.path.expanduser("~"), ".cache", "dbt-deltalog", "spark-servers")
+    path = os.environ.get(_STATE_DIR_ENV) or user_cache.folder("spark-servers")
     os.makedirs(path, mode=0o700, exist_ok=True)
     return path
 
