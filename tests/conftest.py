@@ -51,7 +51,7 @@ def pytest_configure(config):
         config.option.loadscopereorder = False
 
 
-# Runs of only these start no local JVM of this environment's Spark, or a few (tests/delta_spark runs in a
+# Folders whose tests start no local JVM of this environment's Spark, or a few (tests/delta_spark runs in a
 # pyspark 4.2 environment of its own, one session per worker): recording an archive first would cost more
 # than it saves.
 _FEW_JVMS = ("tests/engine", "tests/docs", "tests/fuzz", "tests/delta_spark")
@@ -61,13 +61,15 @@ def pytest_sessionstart(session):
     """The local driver's class archive, recorded before the first test when this Java and Spark have
     none. The suite's few hundred JVM starts then map it (a third faster each). A command's own recorder
     (runtime/archive_recorder.py) waits for an idle machine, which a running suite never is: in a fresh
-    clone every JVM of the run would start without one. Once, in the controller, before xdist's workers
-    start; in a process of its own, so this one never holds a JVM."""
+    clone every JVM of the run would start without one. Only for a run of whole folders (the suite, a
+    group), not of named files (a developer's one test, the nested runs' selections), where the recording
+    (about 50 s) would cost more than it saves. Once, in the controller, before xdist's workers start; in a
+    process of its own, so this one never holds a JVM."""
     if hasattr(session.config, "workerinput"):
         return
-    paths = [os.path.relpath(os.path.abspath(str(a).split("::")[0]), ROOT).replace(os.sep, "/")
-             for a in session.config.args] or ["tests"]
-    if all(p.startswith(_FEW_JVMS) for p in paths):
+    args = [str(a).split("::")[0] for a in session.config.args] or ["."]
+    folders = [os.path.relpath(os.path.abspath(a), ROOT).replace(os.sep, "/") for a in args if os.path.isdir(a)]
+    if not folders or len(folders) < len(args) or all(f.startswith(_FEW_JVMS) for f in folders):
         return
     import json
     import subprocess

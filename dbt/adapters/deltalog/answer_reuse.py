@@ -8,9 +8,9 @@ as the log names it: deltalog.snapshot_reuse), each dbt view's SQL on the way, a
 code, DuckDB's and sqlglot's versions, the time zone). A later command whose key is the same takes the
 answer without reading a row; one commit to any table it reads, or a changed view or test, is a new key.
 
-Kept as one small JSON file per answer in the user's cache folder (`$XDG_CACHE_HOME` or `~/.cache`,
-`deltalog/answers`, deltalog/user_cache.py); files unused for 14 days are removed. `spark.deltalog.answerReuse: false` in
-the profile's `spark_conf` switches it off."""
+Kept as one small JSON file per answer in the user's cache folder (`$XDG_CACHE_HOME/deltalog/answers`,
+`~/.cache/...` without it: deltalog/user_cache.py); files unused for 14 days are removed.
+`spark.deltalog.answerReuse: false` in the profile's `spark_conf` switches it off."""
 from __future__ import annotations
 
 import hashlib
