@@ -8,17 +8,15 @@ and unit tests, where dbt-core's minor versions differ) to keep CI's time; `DELT
 (or `DELTALOG_FULL_SUITE=1`) runs all of tests/functional there."""
 from __future__ import annotations
 
-import hashlib
 import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support import python_env
+
 ROOT = Path(__file__).resolve().parents[2]
-VENV = ROOT / ".ci-cache" / "dbt-1.11"
 PIN = "dbt-core>=1.11,<1.12"
 SELECTION = ["tests/functional/test_basic.py", "tests/functional/test_snapshot_hard_deletes.py",
              "tests/functional/test_unit_testing.py"]
@@ -27,27 +25,8 @@ FULL = os.environ.get("DELTALOG_DBT_VERSIONS_FULL") == "1" or os.environ.get("DE
 pytestmark = [pytest.mark.dbt, pytest.mark.dbt_versions]
 
 
-def _stamp() -> str:
-    return hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + PIN.encode()).hexdigest()
-
-
 def _environment() -> Path:
-    python = VENV / "bin" / "python"
-    stamp = VENV / ".stamp"
-    if python.exists() and stamp.exists() and stamp.read_text() == _stamp():
-        return python
-    shutil.rmtree(VENV, ignore_errors=True)
-    subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-    install = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "-e", f"{ROOT}[test]", PIN],
-                             capture_output=True, text=True, timeout=1800)
-    if install.returncode != 0:
-        shutil.rmtree(VENV, ignore_errors=True)
-        reason = f"an environment with {PIN} could not be installed: {install.stderr.strip()[-800:]}"
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(reason)
-        pytest.skip(reason)
-    stamp.write_text(_stamp())
-    return python
+    return python_env.environment("dbt-1.11", ["-e", f"{ROOT}[test]", PIN], stamped_files=("pyproject.toml",))
 
 
 def test_functional_suite_on_dbt_core_1_11(tmp_path):

@@ -6,19 +6,16 @@ too: Maven Central serves Spark's Kafka source for Spark 4.2, none yet for pyspa
 Maven Central cannot be reached; in CI it fails instead."""
 from __future__ import annotations
 
-import hashlib
 import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support import python_env
 from tests.support.maven import MavenUnavailable, in_ci, jars
 
 ROOT = Path(__file__).resolve().parents[2]
-VENV = ROOT / ".ci-cache" / "pyspark-4.2"
 PIN = "pyspark==4.2.0"
 
 pytestmark = [pytest.mark.spark, pytest.mark.delta_spark]
@@ -30,25 +27,9 @@ def _skip_or_fail(reason: str):
     pytest.skip(reason)
 
 
-def _stamp() -> str:
-    return hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + (ROOT / "constraints.txt").read_bytes()
-                          + PIN.encode()).hexdigest()
-
-
 def environment() -> Path:
-    python = VENV / "bin" / "python"
-    stamp = VENV / ".stamp"
-    if python.exists() and stamp.exists() and stamp.read_text() == _stamp():
-        return python
-    shutil.rmtree(VENV, ignore_errors=True)
-    subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-    install = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "-e", f"{ROOT}[test]", PIN,
-                              "-c", str(ROOT / "constraints.txt")], capture_output=True, text=True, timeout=1800)
-    if install.returncode != 0:
-        shutil.rmtree(VENV, ignore_errors=True)
-        _skip_or_fail(f"an environment with {PIN} could not be installed: {install.stderr.strip()[-800:]}")
-    stamp.write_text(_stamp())
-    return python
+    return python_env.environment("pyspark-4.2", ["-e", f"{ROOT}[test]", PIN, "-c", str(ROOT / "constraints.txt")],
+                                  stamped_files=("pyproject.toml", "constraints.txt"))
 
 
 def test_delta_spark_beside_deltalog(tmp_path):

@@ -11,18 +11,15 @@ cannot be reached, and failed instead in CI."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.support import iceberg_readers as ice
-from tests.support.maven import in_ci
+from tests.support import python_env
 
 ROOT = Path(__file__).resolve().parents[2]
-VENV = ROOT / ".ci-cache" / "duckdb-iceberg"
 PINS = ["duckdb==1.5.5", "duckdb-extension-iceberg==1.5.5", "duckdb-extension-avro==1.5.5", "pytz"]
 
 pytestmark = [pytest.mark.spark]
@@ -44,22 +41,7 @@ print(json.dumps(out))
 
 
 def _environment() -> Path:
-    python = VENV / "bin" / "python"
-    stamp = VENV / ".stamp"
-    if python.exists() and stamp.exists() and stamp.read_text() == " ".join(PINS):
-        return python
-    shutil.rmtree(VENV, ignore_errors=True)
-    subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-    install = subprocess.run([str(python), "-m", "pip", "install", "--quiet", *PINS], capture_output=True, text=True,
-                             timeout=900)
-    if install.returncode != 0:
-        shutil.rmtree(VENV, ignore_errors=True)
-        reason = f"DuckDB's Iceberg extension wheels could not be installed: {install.stderr.strip()[-600:]}"
-        if in_ci():
-            pytest.fail(reason)
-        pytest.skip(reason)
-    stamp.write_text(" ".join(PINS))
-    return python
+    return python_env.environment("duckdb-iceberg", PINS, what="DuckDB's Iceberg extension wheels")
 
 
 def _as_text(rows: list) -> list:

@@ -10,18 +10,16 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.support import iceberg_readers as ice
+from tests.support import python_env
 from tests.support.maven import MavenUnavailable, in_ci, jars
 
 ROOT = Path(__file__).resolve().parents[2]
-VENV = ROOT / ".ci-cache" / "pyspark-4.1"
 PIN = "pyspark==4.1.1"
 
 pytestmark = [pytest.mark.spark]
@@ -53,19 +51,7 @@ def _skip_or_fail(reason: str):
 
 
 def _environment() -> Path:
-    python = VENV / "bin" / "python"
-    stamp = VENV / ".stamp"
-    if python.exists() and stamp.exists() and stamp.read_text() == PIN:
-        return python
-    shutil.rmtree(VENV, ignore_errors=True)
-    subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-    install = subprocess.run([str(python), "-m", "pip", "install", "--quiet", PIN], capture_output=True, text=True,
-                             timeout=1800)
-    if install.returncode != 0:
-        shutil.rmtree(VENV, ignore_errors=True)
-        _skip_or_fail(f"an environment with {PIN} could not be installed: {install.stderr.strip()[-600:]}")
-    stamp.write_text(PIN)
-    return python
+    return python_env.environment("pyspark-4.1", [PIN])
 
 
 def _text(value) -> str:
