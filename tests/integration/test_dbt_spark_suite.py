@@ -1,7 +1,9 @@
 """dbt-spark's own functional suite (`tests/functional` of its sdist on PyPI, pinned), run against this
 adapter: its conftest is replaced by ours (tests/dbt_spark_suite/conftest_for_dbt_spark.py: the deltalog profile, no
 skip by profile), and the tests that cannot apply here are skipped with the reason given in
-tests/dbt_spark_suite/cannot_apply.py. Every other test must pass. Skipped, saying why, where PyPI
+tests/dbt_spark_suite/cannot_apply.py. Every other test must pass. CI leaves out the classes our own
+tests/functional runs with the same settings (tests/dbt_spark_suite/same_as_ours.py); `DELTALOG_FULL_SUITE=1`
+runs them. Skipped, saying why, where PyPI
 cannot be reached (never in CI)."""
 from __future__ import annotations
 
@@ -47,6 +49,7 @@ def _suite(into: Path) -> Path:
     # ours replaces theirs (named otherwise here, so that our own test run does not load it)
     shutil.copy(HARNESS / "conftest_for_dbt_spark.py", root / "tests" / "functional" / "conftest.py")
     shutil.copy(HARNESS / "cannot_apply.py", root / "tests" / "functional" / "cannot_apply.py")
+    shutil.copy(HARNESS / "same_as_ours.py", root / "tests" / "functional" / "same_as_ours.py")
     (root / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\n")
     return root
 
