@@ -21,6 +21,7 @@ Data and projects
   dbt_process      dbt commands run as a user runs them, each its own process, on a small project
   shop_oracle      what the shop project's tables must hold, recomputed from its seed CSVs with pandas alone
   shop_project     the shop project's nodes by kind, their schemas, batch 2's flags, the every-kind selection
+  python_env       the environments some tests run in beside this one (another pyspark or dbt-core), made with uv
 
 Test helpers
   selection        what the suite runs of its slowest cases; DELTALOG_FULL_SUITE=1 runs them all
