@@ -25,7 +25,7 @@ from typing import Dict, Tuple
 # listed too: two threads entering one package by two of its submodules is the failure this avoids.
 GROUPS: Dict[str, Tuple[str, ...]] = {
     "spark": (
-        "py4j", "py4j.java_gateway", "py4j.protocol",
+        "py4j", "py4j.java_gateway", "py4j.protocol", "py4j.clientserver",
         "pyspark", "pyspark.sql", "pyspark.sql.functions", "pyspark.sql.types", "pyspark.sql.window",
         "pyspark.sql.datasource", "pyspark.sql.streaming", "pyspark.sql.streaming.datasource",
         "pyspark.errors", "pyspark.java_gateway", "pyspark.storagelevel",

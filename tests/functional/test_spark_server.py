@@ -207,3 +207,42 @@ def test_a_command_that_ends_while_its_server_starts_leaves_one_server(tmp_path)
     if starting:  # the seed ended before its server was up: the run attached to that very server
         assert spark_server._starting_pid(server["key"]) is None
         assert int(starting[0].read_text()) == server["pid"]
+
+
+ATTACH_FROM_A_THREAD = r"""
+import json, os, sys, threading
+from dbt.adapters.deltalog.runtime import spark_server
+
+changed = []
+for name in ("__setitem__", "__delitem__"):
+    original = getattr(os._Environ, name)
+    def watch(self, key, *rest, _original=original, _name=name):
+        changed.append((_name, key))
+        return _original(self, key, *rest)
+    setattr(os._Environ, name, watch)
+before = dict(os.environ)
+done = []
+thread = threading.Thread(target=lambda: done.append(spark_server.attach("local[1]", {}).range(3).count()))
+thread.start()
+while thread.is_alive():  # what dbt's parse does meanwhile: its secrets' scrubbing reads the environment
+    [v for k, v in os.environ.items()]
+thread.join()
+gateway = [c for c in changed if c[1].startswith("PYSPARK_GATEWAY")]
+print(json.dumps({"rows": done, "gateway_changes": gateway,
+                  "gateway_left": sorted(k for k in os.environ if k.startswith("PYSPARK_GATEWAY") and k not in before)}))
+"""
+
+
+def test_attaching_from_a_thread_leaves_the_environment_alone(tmp_path):
+    """A command attaches to the server in a thread while dbt parses in the main one, which reads
+    os.environ (dbt's secret scrubbing iterates it): the attach must neither set nor remove a variable
+    there. Through pyspark's launch_gateway it set PYSPARK_GATEWAY_PORT and removed it again, and the
+    main thread's iteration failed with a KeyError for it (the soak's `dbt seed`, once in CI)."""
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", ATTACH_FROM_A_THREAD], capture_output=True, text=True,
+                         timeout=300, cwd=tmp_path, env={**os.environ, "CI": "true"})
+    assert run.returncode == 0, run.stderr[-3000:]
+    seen = json.loads(run.stdout.strip().splitlines()[-1])
+    assert seen == {"rows": [3], "gateway_changes": [], "gateway_left": []}, seen

@@ -262,25 +262,15 @@ def _connect(state: dict, on_interrupt: Optional[Callable[[Any], None]] = None):
     """A new Spark session in the server's JVM, or None when it does not answer."""
     load("spark")
     from pyspark import SparkConf, SparkContext
-    from pyspark.java_gateway import launch_gateway
     from pyspark.sql import SparkSession
 
-    saved = {k: os.environ.get(k) for k in ("PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET")}
-    os.environ["PYSPARK_GATEWAY_PORT"] = str(state["port"])
-    os.environ["PYSPARK_GATEWAY_SECRET"] = state["secret"]
     try:
-        gateway = launch_gateway()  # with those two set, pyspark connects instead of starting a JVM
+        gateway = _gateway(state["port"], state["secret"])
         jvm = gateway.jvm
         base = getattr(jvm, "org.apache.spark.sql.classic.SparkSession").getDefaultSession().get()
         jsc = jvm.org.apache.spark.api.java.JavaSparkContext(base.sparkContext())
     except Exception:
         return None
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     SparkContext._gateway, SparkContext._jvm = gateway, jvm
     sc = SparkContext(gateway=gateway, jsc=jsc, conf=SparkConf(_jconf=jsc.getConf()))
@@ -288,6 +278,34 @@ def _connect(state: dict, on_interrupt: Optional[Callable[[Any], None]] = None):
     if threading.current_thread() is threading.main_thread():
         handle_interrupts(spark, on_interrupt)
     return spark
+
+
+# what pyspark's launch_gateway imports into a new gateway's JVM view, for SparkContext and its friends
+_JAVA_IMPORTS = ("org.apache.spark.SparkConf", "org.apache.spark.api.java.*", "org.apache.spark.api.python.*",
+                 "org.apache.spark.ml.python.*", "org.apache.spark.mllib.api.python.*", "org.apache.spark.resource.*",
+                 "org.apache.spark.sql.Encoders", "org.apache.spark.sql.OnSuccessCall", "org.apache.spark.sql.functions",
+                 "org.apache.spark.sql.classic.*", "org.apache.spark.sql.api.python.*", "org.apache.spark.sql.hive.*",
+                 "scala.Tuple2")
+
+
+def _gateway(port: int, secret: str):
+    """A py4j gateway to the server's JVM, made as pyspark's launch_gateway makes one for a JVM that is
+    already there. Not through launch_gateway: it reads the port from os.environ, and setting then
+    removing it there from the attaching thread broke dbt's parse in the main thread, which iterates
+    os.environ (a KeyError for the key removed meanwhile)."""
+    load("spark")
+    from py4j.clientserver import ClientServer, JavaParameters, PythonParameters
+    from py4j.java_gateway import GatewayParameters, JavaGateway, java_import
+
+    if os.environ.get("PYSPARK_PIN_THREAD", "true").lower() == "true":
+        gateway = ClientServer(java_parameters=JavaParameters(port=port, auth_token=secret, auto_convert=True),
+                               python_parameters=PythonParameters(port=0, eager_load=False))
+    else:
+        gateway = JavaGateway(gateway_parameters=GatewayParameters(port=port, auth_token=secret, auto_convert=True))
+    gateway.proc = None
+    for name in _JAVA_IMPORTS:
+        java_import(gateway.jvm, name)
+    return gateway
 
 
 def handle_interrupts(spark, on_interrupt: Optional[Callable[[Any], None]]) -> None:
