@@ -47,6 +47,15 @@ def _properties(port: int, controller: int, logs: str) -> str:
     ]) + "\n"
 
 
+def _cluster_id() -> str:
+    """A random cluster id as Kafka's own Uuid.randomUuid makes one: never starting with '-', which
+    StorageTool's argument parser would take for an option (1 run in 64 failed to start the broker)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
 @contextlib.contextmanager
 def kafka_broker() -> Iterator[Broker]:
     classpath = os.pathsep.join(jars("kafka"))
@@ -56,7 +65,7 @@ def kafka_broker() -> Iterator[Broker]:
     config = os.path.join(work, "server.properties")
     with open(config, "w") as f:
         f.write(_properties(port, controller, os.path.join(work, "logs")))
-    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    cluster_id = _cluster_id()
     subprocess.run([java, "-cp", classpath, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", config],
                    check=True, capture_output=True, timeout=120)
     log = open(os.path.join(work, "kafka.log"), "wb")
