@@ -1,6 +1,8 @@
 """A user's second day: a small market project with `threads: 8` taken through `dbt seed`, `dbt run`,
 `dbt snapshot` and a second `dbt run` with another var, each command its own process, as a user runs
-them, with the long-lived Spark server and without it (a JVM per command).
+them, with the long-lived Spark server and without it (a JVM per command). CI's selection runs it without
+the server: the soak (tests/integration/test_soak.py) takes threads 8 with the server through the same
+commands and more.
 
 The second run used to fail one or two models at random with "cannot import name 'SQLContext' from
 partially initialized module 'pyspark.sql'" or "deadlock detected by _ModuleLock('pyspark.sql')": its
@@ -17,6 +19,7 @@ import deltalake
 import pytest
 
 from tests.support import dbt_process as cli
+from tests.support.selection import full_only
 
 pytestmark = [pytest.mark.dbt, pytest.mark.spark]
 
@@ -130,7 +133,10 @@ def _ok(result, command: str) -> None:
     assert "partially initialized module" not in out and "deadlock detected" not in out, out[-6000:]
 
 
-@pytest.mark.parametrize("server", [True, False], ids=["server", "jvm-per-command"])
+@pytest.mark.parametrize("server", [
+    pytest.param(True, marks=full_only("the soak (tests/integration/test_soak.py) runs seed, build, five runs, "
+                                       "snapshot and 11 more commands with threads 8 on the server")),
+    False], ids=["server", "jvm-per-command"])
 def test_second_day_with_eight_threads(tmp_path, server):
     from dbt.adapters.deltalog.runtime.spark_server import stop_servers
 
