@@ -107,6 +107,8 @@ def test_local_warehouse_that_executors_do_not_share_fails_before_writing(cluste
         os.listdir(os.path.join(warehouse, ".deltalog-shared-check")) == []
 
 
+@full_only("the S3 build below runs the same models on this cluster, and test_executor_loss.py builds a table "
+           "model and a merge on a cluster's shared local warehouse")
 def test_shared_warehouse_builds_on_the_cluster(cluster, tmp_path):
     warehouse = str(tmp_path / "warehouse")
     project = _project(str(tmp_path), warehouse, cluster.master_url)
@@ -132,7 +134,8 @@ def test_shared_warehouse_builds_on_the_cluster(cluster, tmp_path):
 
 
 @pytest.mark.parametrize("connector", [pytest.param(False, marks=full_only(
-    "the same build through S3A below; executors writing through pyarrow are covered by the shared warehouse")),
+    "the same build through S3A below; Python workers writing to S3 with pyarrow: test_object_store_warehouse.py's "
+    "S3 build")),
     True], ids=["pyarrow", "s3a"])
 def test_s3_warehouse_builds_on_the_cluster_with_the_other_machine_writing(cluster, tmp_path, connector):
     """The worker in the private namespace writes its files straight to S3: nothing is stranded on its
@@ -149,6 +152,9 @@ def test_s3_warehouse_builds_on_the_cluster_with_the_other_machine_writing(clust
                            s3a_spark_conf() if connector else None)
         first = _run(cluster.master_url, project, "run", "--vars", "{run: 0}")
         assert first["success"], first["output"][-4000:]
+        assert first["master"] == cluster.master_url
+        assert first["jar_on_executors"] is True
+        assert first["shuffle_partitions"] == "4"  # 2 executor cores x 2
         log = open(os.path.join(project, "logs", "dbt.log"), errors="replace").read()
         assert ("Spark's own Parquet writer" in log) == connector
         assert ("(org.apache.hadoop.fs.s3a.S3AFileSystem) is on the class path" in log) == connector
@@ -160,6 +166,8 @@ def test_s3_warehouse_builds_on_the_cluster_with_the_other_machine_writing(clust
         clustered = deltalake.DeltaTable(s3.uri("wh", "analytics", "clustered"), storage_options=options)
         got = sorted((r["id"], r["k"], r["run"]) for r in clustered.to_pyarrow_table().to_pylist())
         assert got == sorted([(i, i % 13, 0) for i in range(150)] + [(i, i % 13, 1) for i in range(150, 250)])
+        operations = [h["operation"] for h in clustered.history()]
+        assert operations.count("MERGE") == 1 and operations.count("OPTIMIZE") == 2, operations
         assert not os.path.exists(os.path.join(project, "warehouse"))
 
 
