@@ -83,6 +83,25 @@ def _run(master: str, project: str, *args: str) -> dict:
                          f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
 
 
+def _check_first_run(report: dict, master: str) -> None:
+    """The first `dbt run` succeeded on the cluster, with the jar on its executors."""
+    assert report["success"], report["output"][-4000:]
+    assert report["master"] == master
+    assert report["jar_on_executors"] is True
+    assert report["shuffle_partitions"] == "4"  # 2 executor cores x 2
+
+
+def _check_tables(grouped, clustered) -> None:
+    """The tables after both runs, as delta-rs reads them: the clustered model merged once and clustered
+    after each run."""
+    assert sorted((r["k"], r["n"]) for r in grouped.to_pyarrow_table().to_pylist()) == sorted(
+        (k, sum(1 for i in range(1000) if i % 119 == k)) for k in range(119))
+    got = sorted((r["id"], r["k"], r["run"]) for r in clustered.to_pyarrow_table().to_pylist())
+    assert got == sorted([(i, i % 13, 0) for i in range(150)] + [(i, i % 13, 1) for i in range(150, 250)])
+    operations = [h["operation"] for h in clustered.history()]
+    assert operations.count("MERGE") == 1 and operations.count("OPTIMIZE") == 2, operations
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     why = private_mounts_available()
@@ -112,25 +131,13 @@ def test_local_warehouse_that_executors_do_not_share_fails_before_writing(cluste
 def test_shared_warehouse_builds_on_the_cluster(cluster, tmp_path):
     warehouse = str(tmp_path / "warehouse")
     project = _project(str(tmp_path), warehouse, cluster.master_url)
-    first = _run(cluster.master_url, project, "run", "--vars", "{run: 0}")
-    assert first["success"], first["output"][-4000:]
-    assert first["master"] == cluster.master_url
-    assert first["jar_on_executors"] is True
-    assert first["shuffle_partitions"] == "4"  # 2 executor cores x 2
-
+    _check_first_run(_run(cluster.master_url, project, "run", "--vars", "{run: 0}"), cluster.master_url)
     grouped = deltalake.DeltaTable(os.path.join(warehouse, "analytics", "grouped"))
-    rows = grouped.to_pyarrow_table().to_pylist()
-    assert sorted((r["k"], r["n"]) for r in rows) == sorted(
-        (k, sum(1 for i in range(1000) if i % 119 == k)) for k in range(119))
     assert len(grouped.file_uris()) <= 4
 
     second = _run(cluster.master_url, project, "run", "--vars", "{run: 1}", "--select", "clustered")
     assert second["success"], second["output"][-4000:]
-    clustered = deltalake.DeltaTable(os.path.join(warehouse, "analytics", "clustered"))
-    got = sorted((r["id"], r["k"], r["run"]) for r in clustered.to_pyarrow_table().to_pylist())
-    assert got == sorted([(i, i % 13, 0) for i in range(150)] + [(i, i % 13, 1) for i in range(150, 250)])
-    operations = [h["operation"] for h in clustered.history()]
-    assert operations.count("MERGE") == 1 and operations.count("OPTIMIZE") == 2, operations
+    _check_tables(grouped, deltalake.DeltaTable(os.path.join(warehouse, "analytics", "clustered")))
 
 
 @pytest.mark.parametrize("connector", [pytest.param(False, marks=full_only(
@@ -150,24 +157,14 @@ def test_s3_warehouse_builds_on_the_cluster_with_the_other_machine_writing(clust
         options = s3.storage_options()
         project = _project(str(tmp_path), s3.uri("wh"), cluster.master_url, options,
                            s3a_spark_conf() if connector else None)
-        first = _run(cluster.master_url, project, "run", "--vars", "{run: 0}")
-        assert first["success"], first["output"][-4000:]
-        assert first["master"] == cluster.master_url
-        assert first["jar_on_executors"] is True
-        assert first["shuffle_partitions"] == "4"  # 2 executor cores x 2
+        _check_first_run(_run(cluster.master_url, project, "run", "--vars", "{run: 0}"), cluster.master_url)
         log = open(os.path.join(project, "logs", "dbt.log"), errors="replace").read()
         assert ("Spark's own Parquet writer" in log) == connector
         assert ("(org.apache.hadoop.fs.s3a.S3AFileSystem) is on the class path" in log) == connector
         second = _run(cluster.master_url, project, "run", "--vars", "{run: 1}", "--select", "clustered")
         assert second["success"], second["output"][-4000:]
-        grouped = deltalake.DeltaTable(s3.uri("wh", "analytics", "grouped"), storage_options=options)
-        assert sorted((r["k"], r["n"]) for r in grouped.to_pyarrow_table().to_pylist()) == sorted(
-            (k, sum(1 for i in range(1000) if i % 119 == k)) for k in range(119))
-        clustered = deltalake.DeltaTable(s3.uri("wh", "analytics", "clustered"), storage_options=options)
-        got = sorted((r["id"], r["k"], r["run"]) for r in clustered.to_pyarrow_table().to_pylist())
-        assert got == sorted([(i, i % 13, 0) for i in range(150)] + [(i, i % 13, 1) for i in range(150, 250)])
-        operations = [h["operation"] for h in clustered.history()]
-        assert operations.count("MERGE") == 1 and operations.count("OPTIMIZE") == 2, operations
+        _check_tables(deltalake.DeltaTable(s3.uri("wh", "analytics", "grouped"), storage_options=options),
+                      deltalake.DeltaTable(s3.uri("wh", "analytics", "clustered"), storage_options=options))
         assert not os.path.exists(os.path.join(project, "warehouse"))
 
 

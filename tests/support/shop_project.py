@@ -19,7 +19,7 @@ SCHEMA_OF = {**{s: "shop_raw" for s in SEEDS}, **{t: "shop" for t in TABLES + IN
              **{s: "shop_snapshots" for s in SNAPSHOTS}}
 SPARK_LITTER = ["metastore_db", "derby.log", "spark-warehouse"]
 # The models that cover every kind of node (seeds, views, tables, the incremental strategies, a python
-# model, a snapshot): what CI's selection builds where the project is built again elsewhere (on S3); this file
-# builds the whole project, and DELTALOG_FULL_SUITE=1 the whole project there too.
+# model, a snapshot): what CI's selection builds where the project is built again elsewhere (on S3);
+# tests/integration/test_shop_project.py builds the whole project, and DELTALOG_FULL_SUITE=1 the whole project there too.
 EVERY_KIND = ["--select", "+orders_merge +dim_customers +product_sales +orders_snapshot +payments_daily "
               "+orders_microbatch", "--indirect-selection", "cautious"]
