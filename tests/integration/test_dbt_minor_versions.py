@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,9 @@ pytestmark = [pytest.mark.dbt, pytest.mark.dbt_versions]
 
 
 def _environment() -> Path:
-    return python_env.environment("dbt-1.11", ["-e", f"{ROOT}[test]", PIN], stamped_files=("pyproject.toml",))
+    # this environment's pyspark pinned: the same as the main one's, from a wheel built once (python_env.py)
+    return python_env.environment("dbt-1.11", ["-e", f"{ROOT}[test]", PIN, f"pyspark=={metadata.version('pyspark')}"],
+                                  stamped_files=("pyproject.toml",))
 
 
 def test_functional_suite_on_dbt_core_1_11(tmp_path):

@@ -77,7 +77,8 @@ def seaweedfs(bucket: str = "lake") -> Iterator[S3Server]:
     ports = {name: free_port() for name in ("master", "volume", "filer", "s3", "admin")}
     argv = [weed, "mini", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-dir={work}", f"-s3.config={config}",
             f"-bucket={bucket}", "-webdav=false", *[f"-{n}.port={p}" for n, p in ports.items()],
-            *[f"-{n}.port.grpc={free_port()}" for n in ("master", "volume", "filer")], "-admin.ui=false",
+            # every gRPC port given: a default (the HTTP port + 10000) past 65535 is refused
+            *[f"-{n}.port.grpc={free_port()}" for n in ("master", "volume", "filer", "s3", "admin")], "-admin.ui=false",
             *_fixed_port_listeners_off(weed)]
     endpoint = f"http://127.0.0.1:{ports['s3']}"
     server = S3Server(endpoint, bucket, argv, work, _start(argv, work))
