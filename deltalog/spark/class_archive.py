@@ -20,7 +20,7 @@ How it is kept, per Java runtime and Spark installation (`key`), in `folder()`:
   class path and runs without it otherwise; a JVM that cannot start over it (a damaged file) is
   started again without it, and the archive is removed (`discard`).
 - parts left by a process that was killed are removed after a day, archives no start used for 30 days
-  (another Spark or Java) too.
+  (another Spark or Java) too, and all but the `MAX_ARCHIVES` last used.
 
 Left alone when the user's JVM options already name an archive or turn sharing off (the adapter also
 leaves it off when its profile says `spark.deltalog.classArchive: false`). Only for a driver JVM this process starts on a local
@@ -91,18 +91,29 @@ def key(class_path: str) -> Optional[str]:
 
 PART_MAX_AGE_S = 86400            # a part this old was left by a killed process
 ARCHIVE_MAX_AGE_S = 30 * 86400    # an archive no start used for this long (an old Spark or Java) goes
+# ... and beyond this many, the least recently used: each installation of the package is a class path of
+# its own (its jar's path), so a CI runner making a fresh environment per job would add ~180 MB a job
+MAX_ARCHIVES = 4
 
 
 def _remove_stale(where: str) -> None:
     import time
 
     now = time.time()
+    archives = []
     for entry in os.listdir(where):
         path = os.path.join(where, entry)
         try:
             age = now - os.path.getmtime(path)
             if (entry.endswith((".part", ".part.log")) and age > PART_MAX_AGE_S) or (entry.endswith(SUFFIX) and age > ARCHIVE_MAX_AGE_S):
                 os.remove(path)
+            elif entry.endswith(SUFFIX):
+                archives.append((age, path))
+        except OSError:
+            pass
+    for _, path in sorted(archives)[MAX_ARCHIVES:]:  # a JVM that maps one keeps its mapping
+        try:
+            os.remove(path)
         except OSError:
             pass
 

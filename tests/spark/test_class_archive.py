@@ -103,6 +103,24 @@ def test_a_rebuilt_jar_on_the_class_path_makes_a_new_key(tmp_path):
     assert class_archive.key(str(jar)) != before
 
 
+def test_old_parts_and_archives_go_and_only_the_last_used_archives_stay(tmp_path):
+    """A killed recorder's part goes after a day, an archive after 30 days unused, and beyond
+    MAX_ARCHIVES the least recently used: a fresh environment per CI job must not fill the disk."""
+    now = time.time()
+    kept_part = tmp_path / "spark-4.3.0-a.0123.part"
+    old_part = tmp_path / "spark-4.3.0-b.4567.part"
+    old_archive = tmp_path / "spark-4.2.0-old.jsa"
+    used = [tmp_path / f"spark-4.3.0-used{i}.jsa" for i in range(class_archive.MAX_ARCHIVES + 2)]
+    for age, path in [(3600, kept_part), (2 * 86400, old_part), (31 * 86400, old_archive),
+                      *[(600 * (i + 1), p) for i, p in enumerate(used)]]:
+        path.write_bytes(b"x")
+        os.utime(path, (now - age, now - age))
+    (tmp_path / "recording.lock").touch()
+    class_archive._remove_stale(str(tmp_path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["recording.lock", kept_part.name, *[p.name for p in used[:class_archive.MAX_ARCHIVES]]])
+
+
 def test_a_part_whose_log_does_not_say_written_is_never_adopted(tmp_path):
     part = tmp_path / "spark-x-0123.abc.part"
     part.write_bytes(b"half an archive")
