@@ -19,8 +19,8 @@ How it is kept, per Java runtime and Spark installation (`key`), in `folder()`:
 - later starts map it (`-XX:SharedArchiveFile`). The JVM checks that the archive fits its runtime and
   class path and runs without it otherwise; a JVM that cannot start over it (a damaged file) is
   started again without it, and the archive is removed (`discard`).
-- parts left by a process that was killed are removed after a day, archives no start used for 30 days
-  (another Spark or Java) too, and all but the `MAX_ARCHIVES` last used.
+- parts left by a recorder that was killed are removed by the next recorder, or after a day; archives no
+  start used for 30 days (another Spark or Java) too, and all but the `MAX_ARCHIVES` last used.
 
 Left alone when the user's JVM options already name an archive or turn sharing off (the adapter also
 leaves it off when its profile says `spark.deltalog.classArchive: false`). Only for a driver JVM this process starts on a local
@@ -191,6 +191,22 @@ def recording_lock() -> Optional[IO]:
         lock.close()
         return None
     return lock
+
+
+def remove_parts() -> None:
+    """Parts of recorders that were killed: only the holder of `recording_lock()` calls this, and only a
+    holder writes parts (a killed recorder's JVM may still be writing one: it writes to a removed file)."""
+    where = folder()
+    try:
+        entries = os.listdir(where)
+    except OSError:
+        return
+    for entry in entries:
+        if entry.endswith((".part", ".part.log")):
+            try:
+                os.remove(os.path.join(where, entry))
+            except OSError:
+                pass
 
 
 def recorder_running() -> bool:

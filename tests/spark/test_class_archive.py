@@ -94,6 +94,24 @@ def test_one_recorder_at_a_time(tmp_path, monkeypatch):
     assert [p.name for p in folder.iterdir()] == ["recording.lock"]
 
 
+def test_a_recorder_removes_what_a_killed_one_left(tmp_path, monkeypatch):
+    from dbt.adapters.deltalog.runtime import archive_recorder
+    from dbt.adapters.deltalog.runtime.jvm import session_conf
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(archive_recorder, "YIELDS", False)
+    folder = Path(class_archive.folder())
+    folder.mkdir(parents=True)
+    conf = session_conf("local[1]", {})  # the recorder's: the archive named as it names it
+    options, archive = class_archive.driver_options(conf, conf["spark.driver.extraClassPath"])
+    part = Path(class_archive.new_part(archive))
+    part.write_bytes(b"half an archive")
+    Path(f"{part}.log").write_text("[1.0s][info][cds,dynamic] Copying 15452 klasses\n")
+    Path(archive).write_bytes(b"an archive")  # there: this recorder starts no JVM
+    assert archive_recorder.record("local[1]", {}) is False
+    assert sorted(p.name for p in folder.iterdir()) == sorted(["recording.lock", Path(archive).name])
+
+
 def test_a_rebuilt_jar_on_the_class_path_makes_a_new_key(tmp_path):
     jar = tmp_path / "x.jar"
     jar.write_bytes(b"one")

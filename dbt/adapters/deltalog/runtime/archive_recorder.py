@@ -3,7 +3,8 @@
 A dbt command whose local JVM started without an archive (deltalog/spark/class_archive.py) starts this
 module as a detached process when it ends (`jvm.record_archive_later`). The recorder:
 - holds `recording.lock` in the archives' folder (`class_archive.recording_lock`): one recorder at a
-  time, and none once the archive is there;
+  time (for any archive: two would take both cores from the user's commands), and none once the archive
+  is there; removes what killed recorders left;
 - waits until the machine is idle (a command that follows at once, as in a CI job, is not slowed), then
   runs at the lowest CPU priority, so that a command started meanwhile keeps the cores;
 - starts Spark as the command did (the same defaults, class path and JVM options; none of the
@@ -37,6 +38,7 @@ def record(master: str, spark_conf: Dict[str, Any]) -> bool:
     if lock is None:
         return False
     with lock:
+        class_archive.remove_parts()
         if YIELDS:
             _yield_the_cores()
         return _record(master, spark_conf)
