@@ -38,8 +38,10 @@ from .. import user_cache
 from ..processes import alive
 
 SUFFIX = ".jsa"
-# JVM options that already decide about class-data sharing: the user's choice stands
-_USERS_CHOICE = ("-XX:SharedArchiveFile", "-XX:ArchiveClassesAtExit", "-Xshare:off", "-XX:+AutoCreateSharedArchive")
+# JVM options that already decide about class-data sharing: the user's choice stands (JDK 24's AOT cache
+# too: a JDK 25 JVM given an AOT cache crashed as it wrote a dynamic archive over it)
+_USERS_CHOICE = ("-XX:SharedArchiveFile", "-XX:ArchiveClassesAtExit", "-Xshare:off", "-XX:+AutoCreateSharedArchive",
+                 "-XX:AOTCache", "-XX:AOTCacheOutput", "-XX:AOTMode", "-XX:AOTConfiguration")
 # the archive's own log lines (classes it skips, e.g. from signed jars) stay out of the JVM's log
 _QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 
@@ -105,7 +107,8 @@ def _remove_stale(where: str) -> None:
         path = os.path.join(where, entry)
         try:
             age = now - os.path.getmtime(path)
-            if (entry.endswith((".part", ".part.log")) and age > PART_MAX_AGE_S) or (entry.endswith(SUFFIX) and age > ARCHIVE_MAX_AGE_S):
+            left = entry.endswith((".part", ".part.log")) or entry.startswith("hs_err_pid")  # crash reports too
+            if (left and age > PART_MAX_AGE_S) or (entry.endswith(SUFFIX) and age > ARCHIVE_MAX_AGE_S):
                 os.remove(path)
             elif entry.endswith(SUFFIX):
                 archives.append((age, path))
@@ -139,10 +142,14 @@ def driver_options(conf: dict[str, str], class_path: str) -> tuple[str, Optional
             os.utime(archive)  # in use: kept
         except OSError:
             pass
-        # (a JVM that crashes over a damaged archive leaves its report here, not in the project folder)
-        crash_report = os.path.join(where, "hs_err_pid%p.log")
-        return f"-XX:SharedArchiveFile={archive} -XX:ErrorFile={crash_report} {_QUIET}", None
+        return f"-XX:SharedArchiveFile={archive} {_crash_report()} {_QUIET}", None
     return "", archive
+
+
+def _crash_report() -> str:
+    """A JVM that crashes over an archive, or as it writes one, leaves its report in the archives' folder,
+    not in the project folder."""
+    return f"-XX:ErrorFile={os.path.join(folder(), 'hs_err_pid%p.log')}"
 
 
 def new_part(archive: str) -> str:
@@ -170,7 +177,7 @@ WRITTEN = "Written dynamic archive"  # the JVM's last log line of a whole archiv
 
 
 def record_options(part: str) -> str:
-    return f"-XX:ArchiveClassesAtExit={part} {_QUIET} -Xlog:cds+dynamic=info:file={part}.log"
+    return f"-XX:ArchiveClassesAtExit={part} {_crash_report()} {_QUIET} -Xlog:cds+dynamic=info:file={part}.log"
 
 
 def recording_lock() -> Optional[IO]:

@@ -71,8 +71,10 @@ def test_a_recorder_makes_the_archive_the_next_jvm_maps_and_a_damaged_one_is_dro
 
 def test_the_users_own_choice_leaves_the_jvm_alone(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    users = {"spark.driver.extraJavaOptions": "-Xmx2g -Xshare:off"}
-    assert class_archive.driver_options(users, "") == ("", None)
+    for choice in ("-Xshare:off", "-XX:SharedArchiveFile=/x.jsa", "-XX:AOTCache=/x.aot", "-XX:AOTCacheOutput=/x.aot"):
+        users = {"spark.driver.extraJavaOptions": f"-Xmx2g {choice}"}
+        assert class_archive.driver_options(users, "") == ("", None)  # nothing added, no recorder
+    assert f"-XX:ErrorFile={tmp_path}/deltalog/class-archives/" in class_archive.record_options("/x.part")
     options, missing = class_archive.driver_options({}, "")  # none yet: a recorder should make it
     assert options == "" and missing and missing.endswith(class_archive.SUFFIX)
     assert class_archive.new_part(missing).endswith(".part")
@@ -127,9 +129,10 @@ def test_old_parts_and_archives_go_and_only_the_last_used_archives_stay(tmp_path
     now = time.time()
     kept_part = tmp_path / "spark-4.3.0-a.0123.part"
     old_part = tmp_path / "spark-4.3.0-b.4567.part"
+    old_report = tmp_path / "hs_err_pid123.log"
     old_archive = tmp_path / "spark-4.2.0-old.jsa"
     used = [tmp_path / f"spark-4.3.0-used{i}.jsa" for i in range(class_archive.MAX_ARCHIVES + 2)]
-    for age, path in [(3600, kept_part), (2 * 86400, old_part), (31 * 86400, old_archive),
+    for age, path in [(3600, kept_part), (2 * 86400, old_part), (2 * 86400, old_report), (31 * 86400, old_archive),
                       *[(600 * (i + 1), p) for i, p in enumerate(used)]]:
         path.write_bytes(b"x")
         os.utime(path, (now - age, now - age))
