@@ -131,17 +131,15 @@ def driver_options(conf: dict[str, str], class_path: str) -> tuple[str, Optional
     if name is None:
         return "", None
     where = folder()
+    archive = os.path.join(where, name + SUFFIX)
     try:
         os.makedirs(where, exist_ok=True)
+        if os.path.exists(archive):
+            os.utime(archive)  # in use: the last used, kept (before the others are weeded)
         _remove_stale(where)
     except OSError:
         return "", None
-    archive = os.path.join(where, name + SUFFIX)
     if os.path.exists(archive):
-        try:
-            os.utime(archive)  # in use: kept
-        except OSError:
-            pass
         return f"-XX:SharedArchiveFile={archive} {_crash_report()} {_QUIET}", None
     return "", archive
 

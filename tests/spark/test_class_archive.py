@@ -142,6 +142,20 @@ def test_old_parts_and_archives_go_and_only_the_last_used_archives_stay(tmp_path
         ["recording.lock", kept_part.name, *[p.name for p in used[:class_archive.MAX_ARCHIVES]]])
 
 
+def test_the_archive_a_start_maps_is_not_the_one_weeded_out(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    folder = Path(class_archive.folder())
+    folder.mkdir(parents=True)
+    archive = Path(class_archive.driver_options({}, "")[1])
+    others = [folder / f"spark-4.3.0-other{i}.jsa" for i in range(class_archive.MAX_ARCHIVES)]
+    for age, path in [(86400, archive), *[(60, p) for p in others]]:  # this one the least recently used
+        path.write_bytes(b"x")
+        os.utime(path, (time.time() - age, time.time() - age))
+    options, missing = class_archive.driver_options({}, "")
+    assert missing is None and f"-XX:SharedArchiveFile={archive}" in options
+    assert archive.exists() and len(list(folder.glob("*.jsa"))) == class_archive.MAX_ARCHIVES
+
+
 def test_a_part_whose_log_does_not_say_written_is_never_adopted(tmp_path):
     part = tmp_path / "spark-x-0123.abc.part"
     part.write_bytes(b"half an archive")
