@@ -57,28 +57,50 @@ def test_seeds_written_without_spark_never_start_it(tmp_path):
     assert cli.rows(project, "numbers") == [1, 2]
 
 
-def test_views_checked_before_and_tests_answered_here_never_wait_for_spark(tmp_path):
+def test_a_new_warehouse_within_the_model_rules_builds_without_spark(tmp_path):
     project = _seeded_project_starting_spark_late(tmp_path / "p", "no_jvm", {
         "doubled.sql": "{{ config(materialized='view') }} select id, id * 2 as twice from {{ ref('numbers') }}\n",
+        "totals.sql": "{{ config(materialized='table') }}\n"
+                      "select count(*) as n, sum(twice) as total, max(id) / 10.0 as tenth from {{ ref('doubled') }}\n",
         "schema.yml": "version: 2\nmodels:\n  - name: doubled\n    columns:\n      - name: id\n"
                       "        data_tests: [not_null, unique]\n"}, "id\n1\n2\n3\n")
 
+    # the first build: the seed written by the Arrow writer, the view's columns and the table's schema
+    # worked out here (the model rules cover their SQL), the tests answered by DuckDB: no JVM
     first = cli.dbt(project, "--debug", "build")
     assert first.returncode == 0, first.stdout[-3000:]
-    assert SESSION_REACHED in first.stdout  # the view's SQL is new: Spark checks it
+    assert "PASS=5" in first.stdout, first.stdout[-3000:]
+    assert SESSION_REACHED not in first.stdout, first.stdout[-3000:]
+    assert "doubled`: its SQL is within the model rules: its columns ['id', 'twice'] found without Spark" \
+        in first.stdout
+    assert "totals`: built in this process by DuckDB" in first.stdout
     # built again: the seed unchanged, the view's check kept, its tests answered by DuckDB: no JVM
     again = cli.dbt(project, "--debug", "build")
     assert again.returncode == 0, again.stdout[-3000:]
-    assert "PASS=4" in again.stdout, again.stdout[-3000:]
+    assert "PASS=5" in again.stdout, again.stdout[-3000:]
     assert SESSION_REACHED not in again.stdout, again.stdout[-3000:]
     assert again.stdout.count("answered in this process by DuckDB") == 2
+    assert "saved as it was, without a Spark job" in again.stdout
+    # a view outside the rules (a function call): Spark checks it, once
+    (project / "models" / "labelled.sql").write_text(
+        "{{ config(materialized='view') }} select id, concat('n', id) as label from {{ ref('numbers') }}\n")
+    third = cli.dbt(project, "--debug", "build")
+    assert third.returncode == 0, third.stdout[-3000:]
+    assert SESSION_REACHED in third.stdout and "PASS=6" in third.stdout
+    assert "the view's SQL is checked by Spark: Concat" in third.stdout, third.stdout[-3000:]
     # a test Spark must answer reaches the session then
     (project / "tests").mkdir()
     (project / "tests" / "twice_is_even.sql").write_text(
         "select * from {{ ref('doubled') }} where twice % 2 <> 0\n")
-    third = cli.dbt(project, "--debug", "build")
-    assert third.returncode == 0, third.stdout[-3000:]
-    assert third.stdout.count(SESSION_REACHED) >= 1 and "PASS=5" in third.stdout
+    fourth = cli.dbt(project, "--debug", "build")
+    assert fourth.returncode == 0, fourth.stdout[-3000:]
+    assert fourth.stdout.count(SESSION_REACHED) >= 1 and "PASS=7" in fourth.stdout
+    import decimal
+
+    import deltalake
+
+    totals = deltalake.DeltaTable(str(project / "warehouse" / "analytics" / "totals")).to_pyarrow_table()
+    assert totals.to_pylist() == [{"n": 3, "total": 12, "tenth": decimal.Decimal("0.300000")}]
 
 
 def test_ctrl_c_before_any_connection_reached_spark_still_refuses_the_commands_commits(tmp_path):

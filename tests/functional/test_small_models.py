@@ -81,12 +81,56 @@ left join per_customer p on c.id = p.customer_id
 where c.id > 0
 """
 
+KINDS = """id,big,ratio,label,day,flag,mid,small,tiny
+1,3000000000,1.5,ann,2026-01-03,true,100000,300,7
+2,,-2.25,bo,2026-01-04,false,-5,,-3
+3,7,,cy,,,,12,
+4,-12,0.5,bo,2026-01-09,true,0,-1,60
+"""
+KINDS_TYPES = {"mid": "int", "small": "smallint", "tiny": "tinyint"}
+
+# every construct the model rules allow, each typed here as Spark's analysis types it (spark_analysis.py)
+KINDS_MART = """
+with k as (select * from {{ ref('kinds') }})
+select
+    id, big, ratio, label, day, flag,
+    id + 1 as id_plus, id + big as Mixed_Sum, id * ratio as scaled, -big as neg_big, big - id * 2 as diff,
+    big / 2 as half, id / 100.0 as hundredths, big / 10.00 as tenths, id / 1.0 as ones,
+    case when flag then 1 else 0 end as flag_int, case when flag then ratio else 0 end as ratio_or_zero,
+    case when id > 1 then big else id end as wide_case, coalesce(big, 0) as big_or_zero,
+    if(id = 1, label, null) as first_label, case when flag then day end as flagged_day,
+    id in (1, 2) as small_id, day is null as no_day, not flag as unflagged, flag and id > 1 as both,
+    upper(label) as loud, lower(label) as quiet, 'x' as const_text, 42 as const_int, true as const_true,
+    mid + 1 as mid_plus, small + tiny as small_sum, tiny * 2 as tiny_twice, -small as neg_small,
+    small / 10.0 as small_tenths, tiny / 100.0 as tiny_hundredths, mid / 1000.000 as mid_thousandths,
+    coalesce(small, tiny) as small_or_tiny, case when flag then tiny else mid end as tiny_or_mid,
+    mid * ratio as mid_scaled, small + big as small_big, tiny / 2 as tiny_half
+from k
+where id < 100
+"""
+
+KINDS_TOTALS = """
+select label, count(*) as n, sum(id) as id_total, sum(ratio) as ratio_total, sum(big) as big_total,
+       min(day) as first_day, max(label) as top_label, count(distinct flag) as flags,
+       max(id) * 2 as doubled_max, sum(big / 2) as halves, sum(small) as small_total,
+       sum(tiny) as tiny_total, sum(mid) as mid_total, max(tiny) as top_tiny, min(small) as low_small
+from {{ ref('kinds') }}
+group by label
+"""
+
 # a window function is not in the rules: Spark builds it
 RANKED = """
 select id, row_number() over (order by id) as n from {{ ref('orders') }}
 """
 
-MARTS = {"orders_mart": ORDERS_MART, "customers_mart": CUSTOMERS_MART}
+MARTS = {"orders_mart": ORDERS_MART, "customers_mart": CUSTOMERS_MART, "kinds_mart": KINDS_MART,
+         "kinds_totals": KINDS_TOTALS}
+KEYS = {"orders_mart": "order_id", "customers_mart": "customer_id", "kinds_mart": "id", "kinds_totals": "label"}
+
+
+def _said(out, name):
+    """What the debug log says of a model's way (for a failing assertion's message)."""
+    return "\n".join(line for line in out.splitlines() if f"{name}`:" in line and "adapter" in line)
 
 
 def _last_commit(path):
@@ -102,8 +146,13 @@ def _rows(path, key):
 class TestSmallModelsHere:
     @pytest.fixture(scope="class")
     @classmethod
+    def project_config_update(cls):
+        return {"seeds": {"test": {"kinds": {"+column_types": KINDS_TYPES}}}}
+
+    @pytest.fixture(scope="class")
+    @classmethod
     def seeds(cls):
-        return {"payments.csv": PAYMENTS, "orders.csv": ORDERS, "customers.csv": CUSTOMERS}
+        return {"payments.csv": PAYMENTS, "orders.csv": ORDERS, "customers.csv": CUSTOMERS, "kinds.csv": KINDS}
 
     @pytest.fixture(scope="class")
     @classmethod
@@ -116,10 +165,12 @@ class TestSmallModelsHere:
                 **twins}
 
     def _compare(self, folder, operation):
-        for name, key in (("orders_mart", "order_id"), ("customers_mart", "customer_id")):
+        for name, key in KEYS.items():
             ours, spark = os.path.join(folder, name), os.path.join(folder, f"{name}_by_spark")
             a, b = Snapshot.load(ours), Snapshot.load(spark)
             assert a.protocol == b.protocol
+            assert [(f["name"], f["type"]) for f in a.schema_json["fields"]] == \
+                   [(f["name"], f["type"]) for f in b.schema_json["fields"]], name
             assert a.schema_json == b.schema_json
             assert a.configuration == b.configuration
             assert a.partition_columns == b.partition_columns == []
@@ -138,14 +189,21 @@ class TestSmallModelsHere:
             return refusal(adapter, relation, *args)
 
         monkeypatch.setattr(small_models, "_refusal", forced)
+        analysed = []
+        dataframe = DeltalogAdapter._dataframe
+        monkeypatch.setattr(DeltalogAdapter, "_dataframe", lambda self, sql: analysed.append(sql) or dataframe(self, sql))
         folder = os.path.join(deltalog_warehouse, project.test_schema)
         run_dbt(["seed"])
         _, out = run_dbt_and_capture(["--debug", "run"])
         for name in MARTS:
-            assert f"{name}`: built in this process by DuckDB" in out
+            assert f"{name}`: built in this process by DuckDB" in out, _said(out, name)
             assert f"{name}_by_spark`: built by Spark, not in this process: forced by the test" in out
         assert "ranked`: built by Spark, not in this process: Window" in out
+        # a new table: its schema was worked out here, not by Spark's analysis (only the twins' SQL)
+        assert len([sql for sql in analysed if "doubled_max" in sql]) == 1
+        assert "stg_payments`: its SQL is within the model rules: its columns" in out
         self._compare(folder, "CREATE TABLE AS SELECT")
+        analysed.clear()
         rows = {r["order_id"]: r for r in _rows(os.path.join(folder, "orders_mart"), "order_id")}
         assert rows[1]["card_amount"] == 256.25 and rows[1]["coupon_amount"] == 62.5 and rows[1]["amount"] == 318.75
         assert rows[3]["amount"] == 0.25 and rows[3]["odd_cents"] == 3 and rows[3]["negated"] == -2
@@ -155,9 +213,6 @@ class TestSmallModelsHere:
                [(1, 2, 2), (2, 1, 1), (3, 1, 0), (4, 0, None)]
 
         # a rebuild: one overwrite commit each way; Spark's analysis of the unchanged SQL is not made again
-        analysed = []
-        dataframe = DeltalogAdapter._dataframe
-        monkeypatch.setattr(DeltalogAdapter, "_dataframe", lambda self, sql: analysed.append(sql) or dataframe(self, sql))
         _, out = run_dbt_and_capture(["--debug", "run"])
         self._compare(folder, "CREATE OR REPLACE TABLE AS SELECT")
         assert deltalake.DeltaTable(os.path.join(folder, "orders_mart")).version() == 1

@@ -60,19 +60,51 @@ ReadSql = Callable[[Any, str], Tuple[str, Relations]]
 def answer(warehouse: Any, sql: str, relations: Relations, read_sql: ReadSql) -> Answer:
     """Run `sql` (as the SQL gateway rewrote it, naming `relations`) with DuckDB over the tables' rows;
     NotHere says why it cannot be. `read_sql` reads a dbt view's SQL the same way."""
-    checked, inputs = _prepared(warehouse, sql, relations, read_sql, model=False)
+    _, checked, inputs = _prepared(warehouse, sql, relations, read_sql, model=False)
+    inputs.read(_columns_read(checked))
     return _run(checked.sql(dialect="duckdb"), inputs)
 
 
-def model_query(warehouse: Any, sql: str, relations: Relations, read_sql: ReadSql) -> Callable[[], Tuple[Any, List[str]]]:
-    """A small model's query checked under the model rules (small_models.py; NotHere says why not), and
-    its inputs read: the function that runs it, giving its result as an Arrow table (DuckDB's types) and
-    `schema.table@version` of what it read."""
-    checked, inputs = _prepared(warehouse, sql, relations, read_sql, model=True)
-    return lambda: (_run_arrow(checked.sql(dialect="duckdb"), inputs), inputs.labels)
+def model_query(warehouse: Any, sql: str, relations: Relations, read_sql: ReadSql) -> "ModelQuery":
+    """A small model's or a view's query checked under the model rules (small_models.py; NotHere says why
+    not)."""
+    return ModelQuery(*_prepared(warehouse, sql, relations, read_sql, model=True))
 
 
-def _prepared(warehouse: Any, sql: str, relations: Relations, read_sql: ReadSql, model: bool) -> Tuple[Any, "_Inputs"]:
+@dataclass
+class ModelQuery:
+    inlined: Any  # the query with its relations inlined, before qualification: its names as written
+    checked: Any
+    inputs: "_Inputs"
+
+    def run(self) -> Tuple[Any, List[str]]:
+        """Its result as an Arrow table (DuckDB's types) and `schema.table@version` of what it read."""
+        self.inputs.read(_columns_read(self.checked))
+        return _run_arrow(self.checked.sql(dialect="duckdb"), self.inputs), self.inputs.labels
+
+    def delta_schema(self) -> dict:
+        """The Delta schema Spark's analysis would give its result (spark_analysis.py)."""
+        from dbt.adapters.deltalog import spark_analysis
+
+        names = spark_analysis.output_names(self.inlined, self.inputs.schema)
+        schemas = {registered: snapshot.schema_json for registered, snapshot in self.inputs.snapshots.items()}
+        return spark_analysis.delta_schema(self.checked, schemas, names)
+
+    def columns(self) -> List[str]:
+        """Its output column names as Spark's analysis gives them, once DuckDB has bound the query over
+        empty tables of its inputs' schemas (a column, a type or a GROUP BY it cannot resolve is NotHere)."""
+        from dbt.adapters.deltalog import spark_analysis
+
+        names = spark_analysis.output_names(self.inlined, self.inputs.schema)
+        self.inputs.read(_columns_read(self.checked), empty=True)
+        bound = _run_arrow(f"SELECT * FROM ({self.checked.sql(dialect='duckdb')}) LIMIT 0", self.inputs)
+        if bound.num_columns != len(names):
+            raise NotHere(f"DuckDB found {bound.num_columns} columns, {len(names)} names")
+        return names
+
+
+def _prepared(warehouse: Any, sql: str, relations: Relations, read_sql: ReadSql,
+              model: bool) -> Tuple[Any, Any, "_Inputs"]:
     try:
         tree = sqlglot.parse_one(sql, read="spark")
     except SqlglotError as exc:
@@ -81,9 +113,8 @@ def _prepared(warehouse: Any, sql: str, relations: Relations, read_sql: ReadSql,
     tree = _inline(tree, warehouse, relations, read_sql, inputs, 0)
     if inputs.total_bytes > MAX_BYTES:
         raise NotHere(f"its tables hold {inputs.total_bytes} bytes of Parquet, more than {MAX_BYTES}")
-    checked = _checked(tree, inputs.schema, model)
-    inputs.read(_columns_read(checked))
-    return checked, inputs
+    inlined = tree.copy() if model else None
+    return inlined, _checked(tree, inputs.schema, model), inputs
 
 
 def _columns_read(tree: Any) -> Dict[str, set]:
@@ -128,15 +159,21 @@ class _Inputs:
         self._by_path[path] = registered
         return registered
 
-    def read(self, columns: Dict[str, set]) -> None:
+    def read(self, columns: Dict[str, set], empty: bool = False) -> None:
         """Read the live rows of the columns the query reads (one column at least: count(*) needs the
-        rows)."""
+        rows); `empty`: none of them, only the columns' types."""
         from deltalog.errors import DeltaError
+        from deltalog.schema import to_arrow_schema
 
         for registered, snapshot in self.snapshots.items():
             names = [f["name"] for f in snapshot.schema_json["fields"]]
             wanted = [n for n in names if n.lower() in columns.get(registered, ())] or names[:1]
             try:
+                if empty:
+                    schema = to_arrow_schema({**snapshot.schema_json, "fields": [
+                        f for f in snapshot.schema_json["fields"] if f["name"] in wanted]})
+                    self.tables[registered] = schema.empty_table()
+                    continue
                 self.tables[registered] = _rows(snapshot, wanted)
             except (DeltaError, OSError) as exc:
                 raise NotHere(f"{snapshot.table_uri} is not read here: {exc}") from None
@@ -289,6 +326,7 @@ def _exact_divisions(tree: Any) -> set:
         product = exp.Mul(this=whole, expression=factor)
         quotient = exp.Cast(this=product, to=exp.DataType.build(f"DECIMAL(38, {places})"))
         div.replace(quotient)
+        quotient.meta["exact_division"] = (whole.this, divisor.this)  # for spark_analysis: Spark's type
         wrappers |= {id(quotient), id(product), id(whole), id(factor)}
         wrappers |= {id(n) for n in (*whole.to.walk(), *quotient.to.walk())}
     return wrappers

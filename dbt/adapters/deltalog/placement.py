@@ -133,15 +133,20 @@ def create_view(adapter: Any, relation: Any, sql: str, model: Any) -> None:
         AdapterLogger("deltalog").debug(f"{relation}: its SQL and what it reads are as when Spark last checked "
                                         f"it: saved as it was, without a Spark job")
     else:
-        spark = adapter.spark
-        RUNTIME.views(spark).refresh_for_sql(adapter.warehouse, sql)
-        # check it compiles before it is saved
-        try:
-            columns = spark.sql(sql).columns
-        except Exception as exc:
-            from dbt.adapters.deltalog.connections import _short_error
+        columns = view_check.columns_here(adapter, sql)
+        if columns is not None:
+            AdapterLogger("deltalog").debug(f"{relation}: its SQL is within the model rules: its columns "
+                                            f"{columns} found without Spark")
+        else:
+            spark = adapter.spark
+            RUNTIME.views(spark).refresh_for_sql(adapter.warehouse, sql)
+            # check it compiles before it is saved
+            try:
+                columns = spark.sql(sql).columns
+            except Exception as exc:
+                from dbt.adapters.deltalog.connections import _short_error
 
-            raise DbtRuntimeError(_short_error(exc)) from exc
+                raise DbtRuntimeError(_short_error(exc)) from exc
         if warehouse.is_table(relation.schema, relation.identifier):
             adapter.drop_relation(relation.incorporate(type=RelationType.Table))
         warehouse.write_view_check(relation.schema, relation.identifier, None)  # never one of another SQL

@@ -59,11 +59,13 @@ class _Analysis:
         self.snapshot = None  # the existing table's
         self.fingerprint: Optional[str] = None
 
-    def schema(self) -> dict:
-        from dbt.adapters.deltalog import view_check
+    def schema(self, query: Any) -> dict:
+        """The kept analysis, else the one worked out here (spark_analysis.py), else Spark's."""
+        from dbt.adapters.deltalog import driver_queries, spark_analysis, spark_settings, view_check
         from dbt.adapters.deltalog.sql_gateway import quote_warehouse_refs
         from deltalog.errors import DeltaError
         from deltalog.history import commit_info
+        from deltalog.schema import check_column_names
 
         adapter, relation = self.adapter, self.relation
         self.fingerprint = view_check.fingerprint(adapter.warehouse, quote_warehouse_refs(self.sql, adapter.warehouse),
@@ -75,6 +77,13 @@ class _Analysis:
                 info = {}
             if info.get(MODEL_FINGERPRINT) == self.fingerprint:
                 return self.snapshot.schema_json
+        if adapter.config.credentials.switched_on(spark_settings.ANALYSIS_HERE):
+            try:
+                schema_json = query.delta_schema()
+                check_column_names(schema_json, f"{relation.schema}.{relation.identifier}")
+                return schema_json
+            except (driver_queries.NotHere, DeltaError) as why:
+                logger.debug(f"{relation}: Spark analyses it: {why}")
         from deltalog.spark.dml.write import dataframe_schema  # pyspark: only when Spark analyses
 
         self.dataframe = adapter._dataframe(self.sql)
@@ -143,16 +152,16 @@ def _write(adapter: Any, relation: Any, sql: str, model: Any, existed: bool, ana
     if any((schema, name) == (relation.schema, relation.identifier) for _, schema, name in statement.relations):
         raise NotHere("it reads its own table (Spark's path commits against the version it read)")
     try:  # the rules first: a model they refuse costs no more than its parse
-        run = driver_queries.model_query(adapter.warehouse, statement.text, statement.relations, relations_of_sql)
+        query = driver_queries.model_query(adapter.warehouse, statement.text, statement.relations, relations_of_sql)
     except driver_queries.NotHere as why:
         raise NotHere(str(why)) from None
     if RUNTIME.spark is not None:  # a session this command opened may have been SET otherwise (a hook)
         _ansi(RUNTIME.spark)
-    schema_json = analysis.schema()
+    schema_json = analysis.schema(query)
     if names_needing_mapping(schema_json):
         raise NotHere("column names that need column mapping")
     try:
-        rows, read = run()
+        rows, read = query.run()
     except driver_queries.NotHere as why:
         raise NotHere(str(why)) from None
     data = _as_spark_types(rows, to_arrow_schema(schema_json))

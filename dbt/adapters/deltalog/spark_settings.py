@@ -13,6 +13,7 @@ LATE_COMPILER = "spark.deltalog.lateOptimizingCompiler"
 START_EARLY = "spark.deltalog.startEarly"
 ARROW_SEEDS = "spark.deltalog.arrowSeeds"
 ANSWER_REUSE = "spark.deltalog.answerReuse"
+ANALYSIS_HERE = "spark.deltalog.analysisHere"
 
 # On unless spark_conf sets them to false (docs/profiles.md says when one would)
 SWITCHES = {
@@ -21,10 +22,12 @@ SWITCHES = {
     START_EARLY: "the Spark session starts while dbt parses the project",
     ARROW_SEEDS: "a seed Spark's load would give the same table is written without Spark",
     ANSWER_REUSE: "a data test answered here takes an earlier command's answer while nothing it reads changed",
+    ANALYSIS_HERE: "a small model's schema and a view's columns are worked out here when the model rules cover "
+                   "its SQL",
 }
 
 # Read by the dbt process alone, never by Spark: one Spark server serves every value of them
-PROCESS_ONLY = (START_EARLY, ARROW_SEEDS, ANSWER_REUSE)
+PROCESS_ONLY = (START_EARLY, ARROW_SEEDS, ANSWER_REUSE, ANALYSIS_HERE)
 
 # Set by the adapter in the conf it starts a local JVM with, never by a profile: where the JVM's log goes
 LOG_FILE = "spark.deltalog.logFile"

@@ -47,6 +47,33 @@ def record(warehouse: Any, schema: str, name: str, print_: Optional[str], column
                                {"fingerprint": print_, "columns": list(columns)})
 
 
+def columns_here(adapter: Any, sql: str) -> Optional[List[str]]:
+    """The columns of a new or changed view, found without Spark when the model rules cover its SQL
+    (`sql`, warehouse relations quoted): its names as Spark's analysis gives them, once DuckDB has bound
+    it over its inputs' schemas (spark_analysis.py). None: Spark checks it."""
+    from dbt.adapters.deltalog import driver_queries, spark_settings
+    from dbt.adapters.deltalog.sql_gateway import read_statement, relations_of_sql
+
+    creds = adapter.config.credentials
+    if not creds.switched_on(spark_settings.ANALYSIS_HERE):
+        return None
+    if any(str(k).startswith(("spark.sql.legacy.", "spark.sql.ansi.")) for k in (creds.spark_conf or {})):
+        return None  # the rules hold in Spark's ANSI mode, its default
+    from dbt.adapters.deltalog.runtime.session import RUNTIME
+
+    if RUNTIME.spark is not None and str(RUNTIME.spark.conf.get("spark.sql.ansi.enabled", "true")).lower() != "true":
+        return None  # a hook SET it otherwise
+    statement = read_statement(None, adapter.warehouse, sql)
+    try:
+        return driver_queries.model_query(adapter.warehouse, statement.text, statement.relations,
+                                          relations_of_sql).columns()
+    except driver_queries.NotHere as why:
+        from dbt.adapters.events.logging import AdapterLogger
+
+        AdapterLogger("deltalog").debug(f"the view's SQL is checked by Spark: {why}")
+        return None
+
+
 def _inputs(warehouse: Any, sql: str, depth: int) -> Optional[List[Any]]:
     """What each relation `sql` reads looks like, or None when one is not a warehouse table or view."""
     names = _relations(sql)
