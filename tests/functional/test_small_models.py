@@ -123,6 +123,11 @@ RANKED = """
 select id, row_number() over (order by id) as n from {{ ref('orders') }}
 """
 
+# a view's columns as Spark names them: aliases as written, a table's columns as the table spells them
+CASED_VIEW = "select p.id as PaymentID, p.*, cents * 2 as Twice from {{ ref('payments') }} p"
+# a column written in another case than its table's: Spark resolves it, and checks the view
+MISMATCHED_VIEW = "select ID, Method as method_name from {{ ref('payments') }}"
+
 MARTS = {"orders_mart": ORDERS_MART, "customers_mart": CUSTOMERS_MART, "kinds_mart": KINDS_MART,
          "kinds_totals": KINDS_TOTALS}
 KEYS = {"orders_mart": "order_id", "customers_mart": "customer_id", "kinds_mart": "id", "kinds_totals": "label"}
@@ -162,7 +167,7 @@ class TestSmallModelsHere:
             twins[f"{name}.sql"] = "{{ config(materialized='table') }}" + sql
             twins[f"{name}_by_spark.sql"] = "{{ config(materialized='table') }}" + sql
         return {"stg_payments.sql": STG_PAYMENTS, "ranked.sql": "{{ config(materialized='table') }}" + RANKED,
-                **twins}
+                "cased_view.sql": CASED_VIEW, "mismatched_view.sql": MISMATCHED_VIEW, **twins}
 
     def _compare(self, folder, operation):
         for name, key in KEYS.items():
@@ -202,6 +207,11 @@ class TestSmallModelsHere:
         # a new table: its schema was worked out here, not by Spark's analysis (only the twins' SQL)
         assert len([sql for sql in analysed if "doubled_max" in sql]) == 1
         assert "stg_payments`: its SQL is within the model rules: its columns" in out
+        assert "cased_view`: its SQL is within the model rules: its columns ['PaymentID', 'id', 'order_id', " \
+               "'method', 'cents', 'Twice'] found without Spark" in out, _said(out, "cased_view")
+        assert "the view's SQL is checked by Spark: not resolved as spelt" in out
+        with open(os.path.join(folder, "mismatched_view.view.check.json")) as f:
+            assert json.load(f)["columns"] == ["ID", "method_name"]  # Spark keeps the spelling of the SQL
         self._compare(folder, "CREATE TABLE AS SELECT")
         analysed.clear()
         rows = {r["order_id"]: r for r in _rows(os.path.join(folder, "orders_mart"), "order_id")}

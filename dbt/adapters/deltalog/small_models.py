@@ -8,7 +8,8 @@ commits, so this is done only when every part of it is known to be the same:
   CASE WHEN, COALESCE and + - * on whole numbers and doubles, and division by a nonzero whole-number literal)
   over warehouse tables and dbt views of at most `driver_queries.MAX_BYTES` of Parquet, in Spark's ANSI
   mode, the default;
-- the schema: Spark's analysis of the model's SQL gives the columns and types (no job runs), and each of
+- the schema: the columns and types Spark's analysis of the model's SQL gives, worked out here by Spark's
+  typing of what the rules allow (spark_analysis.py), else by Spark's analysis (no job runs); each of
   DuckDB's columns must convert to its type exactly (a sum past a bigint's range goes to Spark, which
   fails it as it would);
 - the commit: a `table` model (not incremental, not Python), with only the settings the Arrow writer
@@ -51,7 +52,7 @@ class _Analysis:
     """The Delta schema Spark's analysis gives the model's result. The same SQL over relations of the same
     shape, with the same settings, analyses the same: a table built here records the fingerprint of what
     the analysis depended on (view_check.py) in its commit, and while its last commit is that one, the
-    table's schema is the analysis, without Spark."""
+    table's schema is the analysis, with no work at all."""
 
     def __init__(self, adapter: Any, relation: Any, sql: str) -> None:
         self.adapter, self.relation, self.sql = adapter, relation, sql
@@ -61,7 +62,7 @@ class _Analysis:
 
     def schema(self, query: Any) -> dict:
         """The kept analysis, else the one worked out here (spark_analysis.py), else Spark's."""
-        from dbt.adapters.deltalog import driver_queries, spark_analysis, spark_settings, view_check
+        from dbt.adapters.deltalog import driver_queries, spark_settings, view_check
         from dbt.adapters.deltalog.sql_gateway import quote_warehouse_refs
         from deltalog.errors import DeltaError
         from deltalog.history import commit_info
