@@ -86,16 +86,22 @@ class ModelQuery:
         """The Delta schema Spark's analysis would give its result (spark_analysis.py)."""
         from dbt.adapters.deltalog import spark_analysis
 
-        names = spark_analysis.output_names(self.inlined, self.inputs.schema)
         schemas = {registered: snapshot.schema_json for registered, snapshot in self.inputs.snapshots.items()}
-        return spark_analysis.delta_schema(self.checked, schemas, names)
+        try:
+            names = spark_analysis.output_names(self.inlined, self.inputs.schema)
+            return spark_analysis.delta_schema(self.checked, schemas, names)
+        except spark_analysis.NotHere as why:
+            raise NotHere(str(why)) from None
 
     def columns(self) -> List[str]:
         """Its output column names as Spark's analysis gives them, once DuckDB has bound the query over
         empty tables of its inputs' schemas (a column, a type or a GROUP BY it cannot resolve is NotHere)."""
         from dbt.adapters.deltalog import spark_analysis
 
-        names = spark_analysis.output_names(self.inlined, self.inputs.schema)
+        try:
+            names = spark_analysis.output_names(self.inlined, self.inputs.schema)
+        except spark_analysis.NotHere as why:
+            raise NotHere(str(why)) from None
         self.inputs.read(_columns_read(self.checked), empty=True)
         bound = _run_arrow(f"SELECT * FROM ({self.checked.sql(dialect='duckdb')}) LIMIT 0", self.inputs)
         if bound.num_columns != len(names):

@@ -20,10 +20,15 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from sqlglot import exp
-from sqlglot.errors import SqlglotError
+from deltalog.lazy_imports import load
 
-from dbt.adapters.deltalog.driver_queries import NotHere
+load("sqlglot")
+from sqlglot import exp  # noqa: E402
+from sqlglot.errors import SqlglotError  # noqa: E402
+
+
+class NotHere(Exception):
+    """Why Spark analyses the query instead."""
 
 _WHOLE = ("byte", "short", "integer", "long")  # narrowest first
 # Spark's decimal for a whole-number type in decimal arithmetic (DecimalType.forType)
