@@ -6,8 +6,8 @@ analysis of it needs a session: on a cold JVM, its start, the build's critical p
 rules the analysis is small and fixed, and is done here by Spark's own rules:
 - names: each output column is a column, `*` or an aliased expression (an unaliased expression takes
   a name Spark makes up: Spark analyses it), spelt as written or as the table spells it; the query is
-  resolved with every identifier quoted, so a name written in another case than its column's, which
-  Spark resolves without a word, sends the query to Spark;
+  resolved case-sensitively, so a name written in another case than its column's (Spark resolves it
+  without a word, and keeps the spelling of the SQL) sends the query to Spark;
 - types, by Spark's type coercion: count is a bigint; min and max keep their argument's type; a sum
   of whole numbers is a bigint, of doubles a double; + - * of whole numbers take the wider one, with a
   double a double; `/` a double; a whole number divided by a decimal power of ten a decimal of Spark's
@@ -29,6 +29,7 @@ from sqlglot.errors import SqlglotError  # noqa: E402
 
 class NotHere(Exception):
     """Why Spark analyses the query instead."""
+
 
 _WHOLE = ("byte", "short", "integer", "long")  # narrowest first
 # Spark's decimal for a whole-number type in decimal arithmetic (DecimalType.forType)
