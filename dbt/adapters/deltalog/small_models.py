@@ -97,7 +97,7 @@ class _Analysis:
 
 def _refusal(adapter: Any, relation: Any, model: Any, existed: bool) -> Any:
     """NotHere says why Spark builds the model; else the existing table's snapshot (None: a new table)."""
-    from dbt.adapters.deltalog import arrow_seeds
+    from dbt.adapters.deltalog import arrow_seeds, spark_settings
     from deltalog.errors import DeltaError
 
     creds = adapter.config.credentials
@@ -108,9 +108,9 @@ def _refusal(adapter: Any, relation: Any, model: Any, existed: bool) -> Any:
         raise NotHere("not a SQL table model")
     if _get(config, "sql_header"):
         raise NotHere("sql_header")
-    legacy = sorted(k for k in (creds.spark_conf or {}) if str(k).startswith(("spark.sql.legacy.", "spark.sql.ansi.")))
-    if legacy:
-        raise NotHere(f"Spark settings {legacy}")
+    why = spark_settings.settings_refusal(creds.spark_conf)
+    if why:
+        raise NotHere(why)
     warehouse = adapter.warehouse_of(relation)
     if warehouse.is_view(relation.schema, relation.identifier):
         raise NotHere("a dbt view of the same name gives way first")
@@ -181,9 +181,11 @@ def _write(adapter: Any, relation: Any, sql: str, model: Any, existed: bool, ana
 
 
 def _ansi(spark: Any) -> None:
-    """The rules hold in Spark's ANSI mode (its default): overflows and bad casts fail there, as in DuckDB."""
-    if str(spark.conf.get("spark.sql.ansi.enabled", "true")).lower() != "true":
-        raise NotHere("spark.sql.ansi.enabled is not true")
+    from dbt.adapters.deltalog.spark_settings import settings_refusal
+
+    why = settings_refusal(None, spark)
+    if why:
+        raise NotHere(why)
 
 
 def _as_spark_types(rows: Any, target: Any) -> Any:

@@ -54,3 +54,15 @@ def problems(conf: Optional[Mapping[str, Any]]) -> list[str]:
         found.append("Its settings, each true unless set to false: "
                      + "; ".join(f"`{k}` ({meaning})" for k, meaning in SWITCHES.items()) + ".")
     return found
+
+
+def settings_refusal(spark_conf: Any, spark: Any = None) -> Optional[str]:
+    """Why the model rules do not hold under these Spark settings, else None. They hold in Spark's ANSI
+    mode (its default: overflows and bad casts fail there, as in DuckDB), so not with a profile's
+    `spark.sql.legacy.*` or `spark.sql.ansi.*` keys, nor in a session SET otherwise (a hook)."""
+    legacy = sorted(k for k in (spark_conf or {}) if str(k).startswith(("spark.sql.legacy.", "spark.sql.ansi.")))
+    if legacy:
+        return f"Spark settings {legacy}"
+    if spark is not None and str(spark.conf.get("spark.sql.ansi.enabled", "true")).lower() != "true":
+        return "spark.sql.ansi.enabled is not true"
+    return None

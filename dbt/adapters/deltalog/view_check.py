@@ -57,12 +57,10 @@ def columns_here(adapter: Any, sql: str) -> Optional[List[str]]:
     creds = adapter.config.credentials
     if not creds.switched_on(spark_settings.ANALYSIS_HERE):
         return None
-    if any(str(k).startswith(("spark.sql.legacy.", "spark.sql.ansi.")) for k in (creds.spark_conf or {})):
-        return None  # the rules hold in Spark's ANSI mode, its default
     from dbt.adapters.deltalog.runtime.session import RUNTIME
 
-    if RUNTIME.spark is not None and str(RUNTIME.spark.conf.get("spark.sql.ansi.enabled", "true")).lower() != "true":
-        return None  # a hook SET it otherwise
+    if spark_settings.settings_refusal(creds.spark_conf, RUNTIME.spark):
+        return None
     statement = read_statement(None, adapter.warehouse, sql)
     try:
         return driver_queries.model_query(adapter.warehouse, statement.text, statement.relations,
