@@ -253,6 +253,7 @@ def _checked(tree: Any, schema: Dict[str, Dict[str, str]], model: bool = False) 
     mapping = MappingSchema(schema, dialect="spark")
     try:
         tree = qualify(tree, schema=mapping, dialect="spark")
+        _unique_names(tree)
         tree = pushdown_projections(tree)
         tree = annotate_types(tree, schema=mapping, dialect="spark")
         wrappers = _exact_divisions(tree)
@@ -306,7 +307,44 @@ def _checked(tree: Any, schema: Dict[str, Dict[str, str]], model: bool = False) 
         elif isinstance(node, (exp.Upper, exp.Lower)) and _kind(node.this) != "string":
             raise NotHere(f"{node.sql(dialect='spark')[:80]} of a value that is not a string")
     _ascii_case_mapping(tree)
+    if model:
+        _sums_within_bigint(tree)
     return tree
+
+
+def _unique_names(tree: Any) -> None:
+    """A relation (a CTE, a subquery, an inlined view) whose columns repeat a name, ignoring case: Spark
+    refuses it (COLUMN_ALREADY_EXISTS, AMBIGUOUS_REFERENCE) where DuckDB would take one of the columns."""
+    for select in tree.find_all(exp.Select):
+        seen: Dict[str, str] = {}
+        for name in select.named_selects:
+            if name.lower() in seen:
+                raise NotHere(f"the column name {name!r} appears twice in {select.sql(dialect='spark')[:80]}")
+            seen[name.lower()] = name
+
+
+_LONG_MAX = 2**63 - 1
+
+
+def _sums_within_bigint(tree: Any) -> None:
+    """Spark sums whole numbers in a bigint and, in ANSI mode, fails at the first running total past
+    its range, whichever order the rows come in; DuckDB sums them in 128 bits, so an overflow Spark
+    raises would pass unseen into the arithmetic around the sum. Each sum is computed as a bigint here,
+    and only when the sum of its values' magnitudes fits one (then no running total can overflow, in
+    any order); otherwise DuckDB raises and the model goes to Spark."""
+    T = exp.DataType.Type
+    for node in list(tree.find_all(exp.Sum)):
+        if _type(node.this) not in (T.TINYINT, T.SMALLINT, T.INT, T.BIGINT):
+            continue
+        if isinstance(node.this, exp.Distinct):
+            raise NotHere(f"{node.sql(dialect='spark')[:80]}: a sum of distinct whole numbers")
+        magnitudes = exp.Sum(this=exp.Abs(this=exp.Cast(this=node.this.copy(), to=exp.DataType.build("INT128"))))
+        refusal = exp.Anonymous(this="error", expressions=[exp.Literal.string("past a bigint: Spark decides")])
+        checked = exp.Case(ifs=[exp.If(this=exp.GT(this=magnitudes, expression=exp.Literal.number(_LONG_MAX)),
+                                       true=refusal)],
+                           default=exp.Cast(this=node.copy(), to=exp.DataType.build("BIGINT")))
+        checked.meta["whole_sum"] = True  # spark_analysis: a bigint
+        node.replace(checked)
 
 
 _POWER_OF_TEN = re.compile(r"10*\.0+")

@@ -9,11 +9,12 @@ rules the analysis is small and fixed, and is done here by Spark's own rules:
   resolved case-sensitively, so a name written in another case than its column's (Spark resolves it
   without a word, and keeps the spelling of the SQL) sends the query to Spark;
 - types, by Spark's type coercion: count is a bigint; min and max keep their argument's type; a sum
-  of whole numbers is a bigint, of doubles a double; + - * of whole numbers take the wider one, with a
-  double a double; `/` a double; a whole number divided by a decimal power of ten a decimal of Spark's
-  division rule; CASE, IF and COALESCE the wider of their branches (whole numbers, or a double with
-  them, or all of one type); comparisons, AND, OR, NOT, IN and IS are booleans; an integer literal is
-  an int; upper() and lower() strings.
+  of whole numbers is a bigint (driver_queries keeps DuckDB's within one), of doubles a double; + - *
+  of whole numbers take the wider one, with a double a double; `/` a double; a whole number divided by
+  a decimal power of ten a decimal of Spark's division rule (a literal dividend counts its own digits);
+  CASE, IF and COALESCE the wider of their branches (whole numbers, or a double with them, or all of
+  one type); comparisons, AND, OR, NOT, IN and IS are booleans; an integer literal is an int; upper()
+  and lower() strings.
 Anything else raises NotHere: Spark analyses the query as before. The schema is then checked again by
 the rows DuckDB computes, which must convert to it exactly (small_models._as_spark_types)."""
 from __future__ import annotations
@@ -90,10 +91,12 @@ class _Types:
     def of(self, node: Any, scope: Any) -> str:  # noqa: C901 - one case per construct the rules allow
         if isinstance(node, (exp.Alias, exp.Paren)):
             return self.of(node.this, scope)
+        if "whole_sum" in (node.meta or {}):  # driver_queries._sums_within_bigint
+            return "long"
         if "exact_division" in (node.meta or {}):  # driver_queries._exact_divisions
             dividend, divisor = node.meta["exact_division"]
             kind = self.of(dividend, scope)
-            quotient = exact_quotient(kind, divisor) if kind in _WHOLE else None
+            quotient = exact_quotient(kind, divisor, _literal_digits(dividend)) if kind in _WHOLE else None
             if quotient is None:
                 raise NotHere(f"{node.sql(dialect='spark')[:80]}: a {kind} divided by {divisor}")
             return quotient
@@ -176,13 +179,26 @@ class _Types:
         return cls._number(node, typed)
 
 
-def exact_quotient(dividend: str, divisor: str) -> Optional[str]:
+def _literal_digits(node: Any) -> Optional[int]:
+    """The digits of a whole-number literal as Spark's parser reads it (`7`, `-3`, `(-3)`; not `-(3)`,
+    which Spark reads as a minus of a literal), else None."""
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal):
+        node = node.this
+    if isinstance(node, exp.Literal) and not node.is_string and node.is_int:
+        return len(str(abs(int(node.this))))
+    return None
+
+
+def exact_quotient(dividend: str, divisor: str, literal_digits: Optional[int] = None) -> Optional[str]:
     """Spark's type of a whole number of type `dividend` divided by the decimal literal `divisor` (its
-    text, `100.0`): the dividend is a decimal of its type's precision, the literal one of its digits, and
-    the quotient's scale is max(6, s1 + p2 + 1), its precision p1 - s1 + s2 + that scale (Spark's
-    DecimalPrecision, without loss below 38 digits). None past 38 digits."""
+    text, `100.0`): the dividend is a decimal of its type's precision (a literal: of its own digits,
+    Spark's DecimalPrecision promotes literals to their least precision), the divisor one of its digits,
+    and the quotient's scale is max(6, s1 + p2 + 1), its precision p1 - s1 + s2 + that scale (without
+    loss below 38 digits). None past 38 digits."""
     whole, _, fraction = divisor.partition(".")
-    p1 = _WHOLE_AS_DECIMAL[dividend]
+    p1 = literal_digits or _WHOLE_AS_DECIMAL[dividend]
     p2, s2 = len(whole.lstrip("0") + fraction) or 1, len(fraction)
     scale = max(6, p2 + 1)
     precision = p1 + s2 + scale
