@@ -43,6 +43,7 @@ SLOWEST_FIRST = [
     "tests/maintenance/test_zorder.py",
     "tests/functional/test_incremental_suites.py",
     "tests/functional/test_session.py",
+    "tests/functional/test_in_process_is_spark.py",
 ]
 
 

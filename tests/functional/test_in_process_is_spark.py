@@ -31,6 +31,7 @@ from tests.support.selection import FULL
 
 COUNT = int(os.environ.get("DELTALOG_DIFFERENTIAL_COUNT", 10_000 if FULL else 1_000))
 MODELS = TESTS = COUNT
+BATCH = 25  # queries Spark runs in one job
 BASE = int(os.environ.get("DELTALOG_DIFFERENTIAL_SEED", random.randrange(10**6) if FULL else 0))
 
 pytestmark = pytest.mark.spark
@@ -45,7 +46,14 @@ def warehouse(tmp_path_factory, spark):
     wh = Warehouse(str(root))
     for name, sql in sql_fuzz.VIEWS.items():
         wh.write_view_sql("fz", name, sql)
-    return wh
+    # a job over a few rows: one shuffle partition and no adaptive plan take a third off Spark's time,
+    # and change no result (a double sum's last digits are compared within 1e-12)
+    kept = {key: spark.conf.get(key) for key in ("spark.sql.shuffle.partitions", "spark.sql.adaptive.enabled")}
+    spark.conf.set("spark.sql.shuffle.partitions", "1")
+    spark.conf.set("spark.sql.adaptive.enabled", "false")
+    yield wh
+    for key, value in kept.items():
+        spark.conf.set(key, value)
 
 
 def _wrap(sql: str) -> str:
@@ -82,21 +90,71 @@ def _here_model(spark, warehouse, sql: str):
 
 def _spark_model(spark, warehouse, sql: str):
     """(schema, rows) of Spark's build, or the error Spark gives."""
+    return _spark_models(spark, warehouse, [sql])[0]
+
+
+def _spark_models(spark, warehouse, sqls: list) -> list:
+    """Spark's (schema, rows), or its error, for each query: each analysed alone and, to keep the fuzz's
+    Spark time small, all run in one job (their rows as JSON, unioned); when that job fails (one query's
+    overflow fails them all), each runs alone."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
     from deltalog.spark.dml.write import dataframe_schema
 
+    out, frames = {}, {}
+    for i, sql in enumerate(sqls):
+        try:
+            df = execute(spark, warehouse, sql).dataframe
+            out[i] = dataframe_schema(df, "fz.model")
+            frames[i] = df.select(F.lit(i).alias("q"), F.to_json(F.struct(*[df[c] for c in df.columns]),
+                                                                 {"ignoreNullFields": "false"}).alias("j"))
+        except Exception as exc:  # noqa: BLE001 - any failure of Spark's is the reference's answer
+            out[i] = _error(exc)
+    if not frames:
+        return [out[i] for i in range(len(sqls))]
     try:
-        df = execute(spark, warehouse, sql).dataframe
-        schema = dataframe_schema(df, "fz.model")
-        return schema, [r.asDict() for r in df.collect()]
-    except Exception as exc:  # noqa: BLE001 - any failure of Spark's is the reference's answer
-        return f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+        rows = reduce(lambda a, b: a.unionAll(b), frames.values()).collect()
+    except Exception as exc:  # noqa: BLE001
+        if len(frames) == 1:
+            out[next(iter(frames))] = _error(exc)
+            return [out[i] for i in range(len(sqls))]
+        return [out[i] if i not in frames else _spark_model(spark, warehouse, sqls[i]) for i in range(len(sqls))]
+    by_query: dict = {i: [] for i in frames}
+    for row in rows:
+        by_query[row.q].append(_from_json(row.j, out[row.q]))
+    return [(out[i], by_query[i]) if i in frames else out[i] for i in range(len(sqls))]
+
+
+def _error(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]}"
+
+
+def _from_json(text: str, schema: dict) -> dict:
+    import datetime as dt
+    import json
+
+    values = json.loads(text, parse_float=Decimal)
+    row = {}
+    for field in schema["fields"]:
+        v, kind = values.get(field["name"]), field["type"]
+        if v is not None:
+            if kind in ("double", "float"):
+                v = float(v)
+            elif kind.startswith("decimal"):
+                v = Decimal(str(v))
+            elif kind == "date":
+                v = dt.date.fromisoformat(v)
+        row[field["name"]] = v
+    return row
 
 
 def _value(v):
     if isinstance(v, float):
         return ("nan",) if math.isnan(v) else ("float", v, math.copysign(1, v))
     if isinstance(v, Decimal):
-        return ("decimal", v)
+        return ("decimal", v.normalize())
     return (type(v).__name__, v)
 
 
@@ -105,7 +163,8 @@ def _same_rows(here: list, spark: list, limited: bool) -> bool:
         return False
     if limited:  # a LIMIT without ORDER BY: which rows is either engine's choice
         return True
-    key = lambda row: repr([_value(v) for v in row.values()])  # noqa: E731
+    key = lambda row: repr([("float", f"{v:.9g}") if isinstance(v, float) else _value(v)  # noqa: E731
+                            for v in row.values()])
     for a, b in zip(sorted(here, key=key), sorted(spark, key=key)):
         if list(a) != list(b):  # names, in order
             return False
@@ -120,19 +179,26 @@ def _same_rows(here: list, spark: list, limited: bool) -> bool:
     return True
 
 
-def _difference(spark, warehouse, sql: str):
-    """(what differs between the dbt process's model and Spark's, or None; whether it was built here)."""
-    here = _here_model(spark, warehouse, sql)
-    if here is None:
-        return None, False
-    reference = _spark_model(spark, warehouse, sql)
+def _differences(spark, warehouse, sqls: list):
+    """For each query, (what differs between the dbt process's model and Spark's, or None; whether it
+    was built here)."""
+    here = [_here_model(spark, warehouse, sql) for sql in sqls]
+    built = [i for i, h in enumerate(here) if h is not None]
+    references = dict(zip(built, _spark_models(spark, warehouse, [sqls[i] for i in built])))
+    out = []
+    for i, sql in enumerate(sqls):
+        out.append((None if here[i] is None else _difference(here[i], references[i], sql), here[i] is not None))
+    return out
+
+
+def _difference(here, reference, sql: str):
     if isinstance(reference, str):
-        return f"Spark fails it ({reference}); here it is committed", True
+        return f"Spark fails it ({reference}); here it is committed"
     if here[0] != reference[0]:
-        return f"schema here {_types(here[0])}, Spark's {_types(reference[0])}", True
+        return f"schema here {_types(here[0])}, Spark's {_types(reference[0])}"
     if not _same_rows(here[1], reference[1], " limit " in sql):
-        return f"rows here {here[1][:5]}, Spark's {reference[1][:5]}", True
-    return None, True
+        return f"rows here {here[1][:5]}, Spark's {reference[1][:5]}"
+    return None
 
 
 def _types(schema: dict) -> str:
@@ -142,28 +208,37 @@ def _types(schema: dict) -> str:
 def test_models_built_here_are_spark_s(spark, warehouse):
     print(f"differential fuzz: {MODELS} models from seed {BASE}")
     differences, answered = [], 0
-    for seed in range(BASE, BASE + MODELS):
-        sql = sql_fuzz.model(seed)
-        why, here = _difference(spark, warehouse, sql)
-        answered += here
-        if why:
-            differences.append(f"seed {seed}: {sql}\n    {why}")
+    for first in range(BASE, BASE + MODELS, BATCH):
+        seeds = range(first, min(first + BATCH, BASE + MODELS))
+        sqls = [sql_fuzz.model(seed) for seed in seeds]
+        for seed, sql, (why, here) in zip(seeds, sqls, _differences(spark, warehouse, sqls)):
+            answered += here
+            if why:
+                differences.append(f"seed {seed}: {sql}\n    {why}")
     print(f"{answered} of {MODELS} built here")
     assert not differences, f"{len(differences)} models differ from Spark's:\n" + "\n".join(differences[:30])
     assert answered >= MODELS // 5, f"only {answered} of {MODELS} models were built here: the fuzz proves little"
 
 
-def _test_difference(spark, warehouse, sql: str, reuse: bool = False):
-    here = answer_small_query(warehouse, _wrap(sql), reuse=reuse)
-    if here is None:
-        return None, False
-    try:
-        reference = [tuple(r) for r in execute(spark, warehouse, _wrap(sql)).dataframe.collect()]
-    except Exception as exc:  # noqa: BLE001
-        return f"Spark fails it ({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); here: {here.rows}", True
-    if [tuple(r) for r in here.rows] != reference:
-        return f"here {here.rows}, Spark {reference}", True
-    return None, True
+def _test_differences(spark, warehouse, sqls: list, reuse: bool = False):
+    """For each data test, (what differs between its verdict here and Spark's, or None; whether it was
+    answered here)."""
+    here = [answer_small_query(warehouse, _wrap(sql), reuse=reuse) for sql in sqls]
+    answered = [i for i, h in enumerate(here) if h is not None]
+    references = dict(zip(answered, _spark_models(spark, warehouse, [_wrap(sqls[i]) for i in answered])))
+    out = []
+    for i, h in enumerate(here):
+        if h is None:
+            out.append((None, False))
+            continue
+        reference = references[i]
+        if isinstance(reference, str):
+            out.append((f"Spark fails it ({reference}); here: {h.rows}", True))
+            continue
+        spark_rows = [tuple(r.values()) for r in reference[1]]
+        out.append((None if [tuple(r) for r in h.rows] == spark_rows else f"here {h.rows}, Spark {spark_rows}",
+                    True))
+    return out
 
 
 def test_data_tests_answered_here_are_spark_s(spark, warehouse, tmp_path, monkeypatch):
@@ -171,12 +246,13 @@ def test_data_tests_answered_here_are_spark_s(spark, warehouse, tmp_path, monkey
     print(f"differential fuzz: {TESTS} data tests from seed {BASE}")
     seeds = range(BASE, BASE + TESTS)
     differences, answered = [], 0
-    for seed in seeds:
-        sql = sql_fuzz.data_test(seed)
-        why, here = _test_difference(spark, warehouse, sql)
-        answered += here
-        if why:
-            differences.append(f"seed {seed}: {sql}\n    {why}")
+    for first in range(BASE, BASE + TESTS, BATCH):
+        batch = range(first, min(first + BATCH, BASE + TESTS))
+        sqls = [sql_fuzz.data_test(seed) for seed in batch]
+        for seed, sql, (why, here) in zip(batch, sqls, _test_differences(spark, warehouse, sqls)):
+            answered += here
+            if why:
+                differences.append(f"seed {seed}: {sql}\n    {why}")
     # new rows land; each test over the changed table is answered anew, then reused
     import pyarrow as pa
 
@@ -185,11 +261,63 @@ def test_data_tests_answered_here_are_spark_s(spark, warehouse, tmp_path, monkey
                     mode="append")
     later = [s for s in seeds if "calm" in sql_fuzz.data_test(s)][: max(50, TESTS // 10)]
     for round_ in ("after new data", "reused"):
-        for seed in later:
-            sql = sql_fuzz.data_test(seed)
-            why, _ = _test_difference(spark, warehouse, sql, reuse=True)
+        sqls = [sql_fuzz.data_test(seed) for seed in later]
+        for seed, sql, (why, _) in zip(later, sqls, _test_differences(spark, warehouse, sqls, reuse=True)):
             if why:
                 differences.append(f"seed {seed} ({round_}): {sql}\n    {why}")
     print(f"{answered} of {TESTS} answered here")
     assert not differences, f"{len(differences)} data tests differ from Spark's:\n" + "\n".join(differences[:30])
     assert answered >= TESTS // 5, f"only {answered} of {TESTS} data tests were answered here"
+
+
+# What differed before the rules were mended (found by this fuzz and by hand): each is now Spark's table,
+# or refused (Spark builds it).
+ONCE_DIFFERED = {
+    "a sum past a bigint inside arithmetic": ("select sum(t.l) + 1 - 1 as s from fz.edge t where t.id = 1", True),
+    "a sum past a bigint, then a double": ("select sum(t.l) * 2 / 2 as s from fz.edge t where t.id = 1", True),
+    "a total past a bigint, divided": ("select sum(t.l) / 3 as s from fz.edge t where t.id in (1, 4)", True),
+    "a running total that may pass a bigint": ("select sum(t.l) as s from fz.edge t where t.id in (1, 2, 4)", True),
+    "a sum within a bigint": ("select t.k as g, sum(t.l) + 1 as s, sum(t.b) * 2 as b2 from fz.calm t group by t.k",
+                              False),
+    "an int literal over a decimal literal": ("select 7 / 100.0 as a, 12345 / 10.00 as b from fz.calm t", False),
+    "a negative literal over a decimal literal": ("select (-3) / 100.00 as a, -3 / 1.0 as b from fz.calm t", False),
+    "a minus of a literal over a decimal literal": ("select -(3) / 100.0 as a from fz.calm t", False),
+    "a repeated column name in a subquery": (
+        "select q.name from (select * from fz.calm c join fz.dim d on c.k = d.k) q", True),
+    "a view whose columns repeat a name": ("select k, name from fz.v_dup", True),
+    "a trailing comma": ("select t.id as a, from fz.calm t", True),
+    "which rows a LIMIT takes decides a failure": (
+        "select (t.i - -t.b) as c0 from fz.edge t left join fz.dim d on t.k = d.k limit 3", True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ONCE_DIFFERED))
+def test_what_once_differed_is_spark_s_or_refused(spark, warehouse, name):
+    sql, refused = ONCE_DIFFERED[name]
+    [(why, built_here)] = _differences(spark, warehouse, [sql])
+    assert why is None
+    assert built_here is not refused
+
+
+TESTS_ONCE_DIFFERED = [
+    "select k from fz.v_dup where name is null",  # Spark cannot read the view
+    "select count(distinct t.str) as c0, round(t.d, 1) as c1 from fz.calm t where t.id is null",  # unread, unknown
+    "select count(*) as n, t.str as s from fz.calm t",  # unread, neither grouped nor aggregated
+]
+
+
+@pytest.mark.parametrize("sql", TESTS_ONCE_DIFFERED)
+def test_data_tests_spark_fails_are_not_answered_here(spark, warehouse, sql):
+    assert _test_differences(spark, warehouse, [sql]) == [(None, False)]
+    assert isinstance(_spark_model(spark, warehouse, _wrap(sql)), str)  # Spark fails it
+
+
+def test_unproven_versions_of_duckdb_or_sqlglot_go_to_spark(warehouse, monkeypatch):
+    sql = "select t.id from fz.calm t where t.id is null"
+    assert answer_small_query(warehouse, _wrap(sql)) is not None
+    monkeypatch.setitem(driver_queries.PROVEN, "duckdb", ((0, 1), (0, 2)))
+    monkeypatch.setattr(driver_queries, "_unproven", None)
+    with pytest.raises(driver_queries.NotHere, match="duckdb .* is not a version the in-process path was proven on"):
+        statement = read_statement(None, warehouse, _wrap(sql))
+        driver_queries.answer(warehouse, statement.text, statement.relations, relations_of_sql)
+    monkeypatch.setattr(driver_queries, "_unproven", None)  # the next test reads the real versions again

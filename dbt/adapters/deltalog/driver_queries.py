@@ -109,12 +109,34 @@ class ModelQuery:
         return names
 
 
+# The versions the differential fuzz against Spark (tests/functional/test_in_process_is_spark.py) ran on,
+# as pyproject.toml pins them: a new release of either can change a result without a word, so under any
+# other the path refuses and Spark answers.
+PROVEN = {"duckdb": ((2, 0), (2, 1)), "sqlglot": ((30, 31), (31, 0))}
+_unproven: Optional[str] = None
+
+
+def _versions_refusal() -> Optional[str]:
+    global _unproven
+    if _unproven is None:
+        from importlib.metadata import version
+
+        _unproven = ""
+        for package, (low, high) in PROVEN.items():
+            have = version(package)
+            numbers = tuple(int(part) for part in re.findall(r"\d+", have)[:2])
+            if not low <= numbers < high:
+                _unproven = (f"{package} {have} is not a version the in-process path was proven on (from "
+                             f"{'.'.join(map(str, low))} to before {'.'.join(map(str, high))})")
+    return _unproven or None
+
+
 def _prepared(warehouse: Any, sql: str, relations: Relations, read_sql: ReadSql,
               model: bool) -> Tuple[Any, Any, "_Inputs"]:
-    try:
-        tree = sqlglot.parse_one(sql, read="spark")
-    except SqlglotError as exc:
-        raise NotHere(f"not parsed: {exc}") from None
+    unproven = _versions_refusal()
+    if unproven:
+        raise NotHere(unproven)
+    tree = _parsed(sql, "the query")
     inputs = _Inputs()
     tree = _inline(tree, warehouse, relations, read_sql, inputs, 0)
     if inputs.total_bytes > MAX_BYTES:
@@ -214,13 +236,33 @@ def _inline(tree: Any, warehouse: Any, relations: Relations, read_sql: ReadSql, 
         if view_sql is None:
             raise NotHere(f"{schema}.{name} is neither a table nor a view of the warehouse")
         view_text, view_relations = read_sql(holder, view_sql)
-        try:
-            view = sqlglot.parse_one(view_text, read="spark")
-        except SqlglotError as exc:
-            raise NotHere(f"the view {schema}.{name} is not parsed: {exc}") from None
-        view = _inline(view, holder, view_relations, read_sql, inputs, depth + 1)
+        view = _inline(_parsed(view_text, f"the view {schema}.{name}"), holder, view_relations, read_sql, inputs,
+                       depth + 1)
+        view.meta[_VIEW_BODY] = True  # analysed when the view was made: its unread columns do not matter
         table.replace(exp.Subquery(this=view, alias=alias))
     return tree
+
+
+_VIEW_BODY = "deltalog_view_body"
+# What may follow a comma in Spark's grammar is never one of these; sqlglot's parser lets a trailing comma
+# pass (`select a, from t`), Spark's refuses it.
+_NOT_AFTER_COMMA = {"FROM", "WHERE", "GROUP_BY", "HAVING", "ORDER_BY", "LIMIT", "R_PAREN", "UNION", "JOIN",
+                    "SEMICOLON", "QUALIFY", "WINDOW", "CLUSTER_BY", "DISTRIBUTE_BY", "SORT_BY"}
+
+
+def _parsed(sql: str, what: str) -> Any:
+    """`sql` parsed as Spark SQL, where Spark's parser would take it too."""
+    from sqlglot.dialects.dialect import Dialect
+
+    try:
+        toks = Dialect.get_or_raise("spark").tokenize(sql)
+        for comma, following in zip(toks, [*toks[1:], None]):
+            if comma.token_type.name == "COMMA" and (following is None or following.token_type.name in _NOT_AFTER_COMMA):
+                raise NotHere(f"{what} has a comma before {following.text if following else 'its end'} (Spark's "
+                              f"parser refuses it)")
+        return sqlglot.parse_one(sql, read="spark")
+    except SqlglotError as exc:
+        raise NotHere(f"{what} is not parsed: {exc}") from None
 
 
 # Delta's primitive types as sqlglot names them; any other column type keeps its table in Spark.
@@ -254,6 +296,7 @@ def _checked(tree: Any, schema: Dict[str, Dict[str, str]], model: bool = False) 
     try:
         tree = qualify(tree, schema=mapping, dialect="spark")
         _unique_names(tree)
+        _unread_columns_analyse(tree, _MODEL_ALLOWED if model else _ALLOWED)
         tree = pushdown_projections(tree)
         tree = annotate_types(tree, schema=mapping, dialect="spark")
         wrappers = _exact_divisions(tree)
@@ -310,6 +353,41 @@ def _checked(tree: Any, schema: Dict[str, Dict[str, str]], model: bool = False) 
     if model:
         _sums_within_bigint(tree)
     return tree
+
+
+def _unread_columns_analyse(tree: Any, allowed: tuple) -> None:
+    """The query's own columns (not a dbt view's, which were analysed when it was made) are checked here
+    before the unread ones are pruned: Spark's analysis fails a query over any of them, read or not. Each
+    is made of what the rules know, and in an aggregate, each column it names outside an aggregate is a
+    GROUP BY key (else Spark's MISSING_AGGREGATION)."""
+    for select in tree.find_all(exp.Select):
+        if _in_view_body(select):
+            continue
+        grouped = select.args.get("group")
+        keys = {key.sql() for key in grouped.expressions} if grouped else set()
+        aggregate = grouped is not None or any(p.find(exp.AggFunc) for p in select.expressions)
+        for projection in select.expressions:
+            for node in projection.walk():
+                if isinstance(node, exp.Select):
+                    break
+                if type(node) not in allowed:
+                    raise NotHere(f"{type(node).__name__} ({node.sql(dialect='spark')[:80]})")
+            if not aggregate:
+                continue
+            value = projection.this if isinstance(projection, exp.Alias) else projection
+            if value.sql() in keys:
+                continue
+            for column in value.find_all(exp.Column):
+                if column.sql() not in keys and not column.find_ancestor(exp.AggFunc):
+                    raise NotHere(f"{column.sql(dialect='spark')[:80]} is neither grouped nor aggregated")
+
+
+def _in_view_body(node: Any) -> bool:
+    while node is not None:
+        if _VIEW_BODY in (node.meta or {}):
+            return True
+        node = node.parent
+    return False
 
 
 def _unique_names(tree: Any) -> None:
@@ -418,6 +496,8 @@ def _model_rules(node: Any) -> None:
             raise NotHere(f"{node.sql(dialect='spark')[:80]} divides by other than a nonzero whole-number literal")
     elif isinstance(node, exp.If):
         _boolean(node.this)
+    elif isinstance(node, exp.Limit):  # which rows, and so which values fail, is each engine's own choice
+        raise NotHere("a model with LIMIT")
     if isinstance(node, (exp.Case, exp.Coalesce)) or (isinstance(node, exp.If) and not isinstance(node.parent, exp.Case)):
         if isinstance(node, exp.Case) and node.this is not None:
             raise NotHere(f"CASE x WHEN ... ({node.sql(dialect='spark')[:80]}), only CASE WHEN")
