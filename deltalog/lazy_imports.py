@@ -41,7 +41,8 @@ GROUPS: Dict[str, Tuple[str, ...]] = {
     "sqlglot": ("sqlglot", "sqlglot.errors", "sqlglot.tokens", "sqlglot.dialects", "sqlglot.dialects.spark",
                 "sqlglot.dialects.duckdb", "sqlglot.schema", "sqlglot.optimizer",
                 "sqlglot.optimizer.qualify", "sqlglot.optimizer.annotate_types",
-                "sqlglot.optimizer.pushdown_projections", "sqlglot.optimizer.scope", "sqlglot.dialects.postgres"),
+                "sqlglot.optimizer.pushdown_projections", "sqlglot.optimizer.scope", "sqlglot.dialects.postgres",
+                "sqlglot.dialects.dialect"),
     "duckdb": ("duckdb",),
     # Iceberg metadata of tables that ask for it (deltalog/iceberg/)
     "pyiceberg": ("pyiceberg", "pyiceberg.avro.file", "pyiceberg.conversions", "pyiceberg.io.pyarrow",
