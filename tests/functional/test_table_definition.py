@@ -165,6 +165,44 @@ class TestConstraintAddedLater:
         assert c.to_pyarrow_table().num_rows == 6
 
 
+REDEFINED = """
+{{ config(materialized='incremental', incremental_strategy=var('strategy', 'append'), unique_key='id',
+          tblproperties={'owner': var('owner', 'shop')}) }}
+select id, cast({{ var('amount', "cast(id as string)") }} as int) as amount from range({{ var('lo', 1) }}, 4)
+"""
+
+
+class TestFailedRunKeepsTheDefinition:
+    """An incremental run that changes the table's definition and whose write then fails leaves the
+    table as it was: its properties and its rows ("a failed run changes nothing")."""
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def models(cls):
+        return {"redefined.sql": REDEFINED}
+
+    @pytest.mark.parametrize("strategy", ["append", "merge"])
+    def test_the_new_definition_is_undone_with_the_write(self, project, deltalog_warehouse, strategy):
+        run_dbt(["run", "--full-refresh", "--vars", json.dumps({"strategy": strategy})])
+        before = table(deltalog_warehouse, project, "redefined")
+        rows = before.to_pyarrow_table().sort_by("id").to_pylist()
+        assert before.metadata().configuration["owner"] == "shop"
+        # a new property, then rows that fail in Spark's write (a cast ANSI mode refuses, at run time)
+        bad = {"strategy": strategy, "owner": "finance", "amount": "concat('x', cast(id as string))"}
+        _, out = run_dbt_and_capture(["run", "--vars", json.dumps(bad)], expect_pass=False)
+        assert "CAST_INVALID_INPUT" in out or "cannot be cast" in out
+        after = table(deltalog_warehouse, project, "redefined")
+        assert after.metadata().configuration["owner"] == "shop"
+        assert after.to_pyarrow_table().sort_by("id").to_pylist() == rows
+        ops = [h["operation"] for h in after.history()[:2]]
+        assert after.version() == before.version() + 2 and ops[1] == "SET TBLPROPERTIES", ops
+        # the same change with good rows lands: the property, then the rows
+        run_dbt(["run", "--vars", json.dumps({"strategy": strategy, "owner": "finance", "lo": 2})])
+        landed = table(deltalog_warehouse, project, "redefined")
+        assert landed.metadata().configuration["owner"] == "finance"
+        assert landed.to_pyarrow_table().num_rows == (5 if strategy == "append" else 3)
+
+
 BUCKETED = """
 {{ config(materialized='table', clustered_by=['id'], buckets=4) }}
 select 1 as id

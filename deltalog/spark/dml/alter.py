@@ -72,3 +72,30 @@ def alter_table(spark: SparkSession, table: DeltaTable | str, definition: TableD
     return txn.commit(operation=describe_change(snapshot.metadata, metadata),
                       parameters={"properties": changed_properties(snapshot.metadata, metadata)},
                       extra_commit_info=extra_commit_info)
+
+
+def undo_alter(table: DeltaTable | str, version: int, extra_commit_info: dict[str, Any] | None = None) -> int | None:
+    """Undo `alter_table`'s commit `version` when the write it came before failed: the table's metadata
+    and clustering columns as they were before it, in one commit (None: nothing to undo). Only while
+    `version` is still the latest: a later writer's commit, which read the new definition, stays. The
+    alteration changed no rows, so none are restored; a protocol it raised stays raised (Delta never
+    lowers one), unused."""
+    from ...clustering import clustering_columns, set_clustering
+    from ...snapshot import Snapshot
+
+    table = as_table(table)
+    txn = table.transaction()
+    current = txn.snapshot
+    if current is None or current.version != version:
+        return None
+    before = Snapshot.load(table.uri, version=version - 1, store=txn.store)
+    changed = metadata_differs(before.metadata, current.metadata)
+    if changed:
+        txn.update_metadata(before.metadata)
+    reclustered = clustering_columns(before) != clustering_columns(current) \
+        and set_clustering(txn, clustering_columns(before))
+    if not changed and not reclustered:
+        return None
+    return txn.commit(operation=describe_change(current.metadata, before.metadata) if changed else "CLUSTER BY",
+                      parameters={"properties": changed_properties(current.metadata, before.metadata)},
+                      extra_commit_info={**(extra_commit_info or {}), "undoes": version})

@@ -2,8 +2,10 @@
 aligned with the table, and exactly one commit by the strategy's module (`STRATEGIES`)."""
 from __future__ import annotations
 
-from typing import Any, List, Optional, Tuple
+import contextlib
+from typing import Any, Iterator, List, Optional, Tuple
 
+from dbt.adapters.events.logging import AdapterLogger
 from dbt_common.exceptions import CompilationError
 
 from deltalog.schema_evolution import ON_SCHEMA_CHANGE
@@ -14,6 +16,7 @@ from dbt.adapters.deltalog.sql_gateway import quote_warehouse_refs
 from dbt.adapters.deltalog.strategies import STRATEGIES, IncrementalWrite
 
 INCREMENTAL_STRATEGIES = list(STRATEGIES)
+logger = AdapterLogger("deltalog")
 
 
 def is_builtin(strategy: Optional[str]) -> bool:
@@ -46,7 +49,32 @@ def write_incremental(adapter: Any, relation: Any, sql: str, strategy: str, mode
     on_schema_change asks for one (a failed run changes nothing)."""
     config = config_value(model, "config") or {}
     strategy, on_schema_change = validate(strategy, model, False)
-    adapter._alter_to_definition(relation, model)  # (its commit first: the model then reads the table after it)
+    with definition_applied(adapter, relation, model):
+        return _write(adapter, relation, sql, strategy, on_schema_change, model, config)
+
+
+@contextlib.contextmanager
+def definition_applied(adapter: Any, relation: Any, model: Any) -> Iterator[None]:
+    """The model's definition (properties, constraints, comments, clustering) committed to the table
+    before its write, which reads the table after it and whose rows are checked against it; undone
+    when the write fails, so a failed run leaves the table's definition as it was, with its rows."""
+    from deltalog.spark.dml.alter import undo_alter
+
+    altered = adapter._alter_to_definition(relation, model)
+    try:
+        yield
+    except BaseException:
+        if altered is not None:
+            try:
+                undo_alter(adapter.table(relation), altered, extra_commit_info=adapter._commit_info(model))
+            except Exception as exc:  # noqa: BLE001 - the write's own error is the one to raise
+                logger.warning(f"{relation}: the write failed, and its definition's commit (version {altered}) "
+                               f"could not be undone: {exc}. The table's rows are as they were.")
+        raise
+
+
+def _write(adapter: Any, relation: Any, sql: str, strategy: str, on_schema_change: str, model: Any,
+           config: Any) -> Optional[int]:
     warn_declarations_not_applied(adapter, relation, model)
     df = adapter._model_dataframe(sql, model)
     read_version = version_read(adapter, relation, sql)

@@ -15,7 +15,15 @@ def snapshot_merge(adapter: Any, target: Any, staging: Any, columns: Any, model:
                    add_columns: Optional[List[Any]]) -> Optional[int]:
     """The staging view reads the snapshot's own table: the merge commits against the version it read,
     so a snapshot run landing in between is a named conflict, not a second set of rows computed from
-    the same old state."""
+    the same old state. The snapshot's definition is committed first, and undone if the merge fails."""
+    from dbt.adapters.deltalog.strategies.incremental import definition_applied
+
+    with definition_applied(adapter, target, model):
+        return _merge(adapter, target, staging, columns, model, add_columns)
+
+
+def _merge(adapter: Any, target: Any, staging: Any, columns: Any, model: Any,
+           add_columns: Optional[List[Any]]) -> Optional[int]:
     load("spark")
     from pyspark.sql.types import StructType
 
@@ -23,7 +31,6 @@ def snapshot_merge(adapter: Any, target: Any, staging: Any, columns: Any, model:
 
     q = quote_name
     spark = adapter.spark
-    adapter._alter_to_definition(target, model)
     # The staging view resolves the target's session view when it is read: register it at the latest
     # version (our own alteration included) and commit against that version.
     views = RUNTIME.views(spark)
