@@ -261,6 +261,23 @@ def file_path_of(root: str, p: str) -> str:
     return os.path.join(root, p)
 
 
+def location_uri(location: str) -> str:
+    """A location as a full URI with its file system's scheme, as Iceberg's metadata names its files and
+    folders (its spec asks for that; Trino's native local file system refuses a bare path): a local
+    absolute path becomes `file:///abs/path` (Hadoop's `file:/abs/path` too), an object store's URI
+    (`s3://`, `abfss://`, ...) stays as it is. Not URI-encoded: Iceberg readers take what follows the
+    scheme as the path. The same for a location already written so, so two locations, of old metadata
+    (bare paths) or new, are the same file when their `location_uri`s are equal."""
+    if location.startswith("file://"):
+        return location
+    if location.startswith("file:"):
+        return "file://" + location[len("file:"):]
+    scheme = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*):", location)
+    if scheme and len(scheme.group(1)) > 1:  # `C:` drive letters are paths, not schemes
+        return location
+    return "file://" + os.path.abspath(location)
+
+
 def new_data_file_path(folder: str = "", part: int = 0, extension: str = ".c000.snappy.parquet") -> str:
     """A fresh relative data file path (not URI-encoded): `col=v/part-00000-<uuid>.c000.snappy.parquet`."""
     name = f"part-{part:05d}-{uuid.uuid4()}{extension}"

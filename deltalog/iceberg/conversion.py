@@ -7,6 +7,9 @@ tables (deletion_vectors.py), and `version-hint.text` (N) for readers that open 
 adds or removes files is one Iceberg snapshot: adds only -> append, removes only -> delete, both with a
 data change -> overwrite, no data change (OPTIMIZE, compaction) -> replace. The snapshot's summary and the
 table's properties name the Delta version (`delta-version`) and its commit time (`delta-timestamp`).
+Every location the metadata names (the table's, metadata files, manifests, data and Puffin files) is a full
+URI, `file:///...` for a local table (`paths.location_uri`); metadata written before, with bare local paths,
+is still read and caught up.
 
 Incremental: a conversion replays only the Delta commits after the version the newest metadata names
 (appends write one manifest; a commit that removes files rewrites the manifests that list them). Past
@@ -42,7 +45,7 @@ from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 from ..actions import AddFile, CommitInfo, Metadata, RemoveFile, parse_commit
 from ..errors import UnsupportedFeatureError
 from ..storage.files import is_object_store_uri
-from ..paths import ICEBERG_METADATA_DIR, absolute_file_path
+from ..paths import ICEBERG_METADATA_DIR, absolute_file_path, location_uri
 from ..storage.log_store import LogStore
 from . import data_files, deletion_vectors, schema as schemas
 
@@ -112,7 +115,8 @@ def converted_version(table_uri: str, store: LogStore) -> int | None:
 
 
 def metadata_location(table_uri: str, number: int) -> str:
-    return f"{table_uri.rstrip('/')}/{METADATA_DIR}/v{number}.metadata.json"
+    """The `v<N>.metadata.json` of a table, named as its metadata names it (`paths.location_uri`)."""
+    return f"{location_uri(table_uri).rstrip('/')}/{METADATA_DIR}/v{number}.metadata.json"
 
 
 def latest_metadata(table_uri: str, store: LogStore, io: Any = None) -> tuple[int, Any]:
@@ -234,8 +238,9 @@ class _Layout:
 class _Builder:
     """The next metadata file: the current one's snapshots plus one per converted Delta version."""
 
-    def __init__(self, location: str, io: Any, current: Any, number: int, store: LogStore, format_version: int):
-        self.location = location.rstrip("/")
+    def __init__(self, table_uri: str, io: Any, current: Any, number: int, store: LogStore, format_version: int):
+        self.table_uri = table_uri.rstrip("/")
+        self.location = location_uri(self.table_uri)  # every location this metadata names starts so
         self.io = io
         self.store = store
         # Iceberg allows upgrading a table's format, never going back: a table that leaves V3 stays v3
@@ -312,7 +317,7 @@ class _Builder:
             return self.unchanged_metadata
         from ..snapshot import Snapshot  # a batch that changes the metadata after this commit: rare
 
-        return Snapshot.load(self.location, version=version, store=self.store).metadata
+        return Snapshot.load(self.table_uri, version=version, store=self.store).metadata
 
     def _head_manifests(self) -> list[ManifestFile]:
         if self.manifests is None:
@@ -326,7 +331,7 @@ class _Builder:
         return self.entries[manifest.manifest_path]
 
     def _file_location(self, path: str) -> str:
-        return absolute_file_path(self.location, path)
+        return location_uri(absolute_file_path(self.table_uri, path))
 
     def _snapshot(self, version: int, timestamp: int, op: Operation, adds: list, removes: list,
                   layout: _Layout, replace_all: bool = False) -> None:
@@ -350,8 +355,9 @@ class _Builder:
             targets = removed if deletes else gone  # a removed file's DV goes, whether or not the file does
             # an append reads no manifest: it lists the head's as they are, by reference
             entries = self._live_entries(manifest) if targets else []
-            names = [data_files.v3_field(e.data_file, "referenced_data_file") if deletes else e.data_file.file_path
-                     for e in entries]
+            # as `_file_location` names them: metadata written before file:// URIs names local files bare
+            names = [location_uri(data_files.v3_field(e.data_file, "referenced_data_file") if deletes
+                                  else e.data_file.file_path) for e in entries]
             if not targets.intersection(names):
                 manifests.append(manifest)
                 carried.append(manifest)

@@ -242,11 +242,11 @@ def test_iceberg_compat_v3_gives_deletion_vectors_and_row_ids_to_iceberg_v3(spar
     assert table.metadata.format_version == 3
     assert [s.summary.operation.value for s in table.metadata.snapshots] == ["append", "delete", "delete"]
     snapshot = Snapshot.load(path)
-    adds = {os.path.join(path, a.path): a for a in snapshot.add_files()}
+    adds = {"file://" + os.path.join(path, a.path): a for a in snapshot.add_files()}
     dvs = _deletion_vectors(table)
     assert set(dvs) == set(adds)  # every data file has one DV, the newest
     for data_path, (puffin, offset, size) in dvs.items():
-        with open(puffin, "rb") as f:
+        with table.io.new_input(puffin).open() as f:
             body = f.read()
         assert body[:4] == body[-4:] == b"PFA1"
         blob = body[offset:offset + size]
@@ -298,6 +298,86 @@ def test_vacuum_deletes_the_puffin_files_only_expired_snapshots_used(spark, tmp_
     assert [os.path.basename(p) for p, _, _ in _deletion_vectors(table).values()] == kept and len(kept) == 1
     assert ice.assert_every_snapshot_matches_delta(path) == len(table.metadata.snapshots)
     assert len(ice.delta_rows(path)) == 16
+
+
+def _puffin_references(body: bytes) -> list[str]:
+    """The `referenced-data-file` of each blob in a Puffin file's footer."""
+    length = int.from_bytes(body[-12:-8], "little")
+    footer = json.loads(body[-12 - length:-12])
+    return [b["properties"]["referenced-data-file"] for b in footer["blobs"]]
+
+
+def test_every_location_in_the_metadata_is_a_uri_with_its_scheme(spark, tmp_path):
+    """Iceberg's spec names files by full URIs, locally `file:///...`: Trino's native local file system
+    refuses a bare path, and its register_table wants the location the metadata names. The table's
+    location, the metadata log, manifest lists, manifests, data files, Puffin files and the data files
+    their deletion vectors reference are all such URIs, and pyiceberg reads the table through a file IO
+    that refuses any location without a scheme."""
+    from deltalog.iceberg.conversion import _live_entries
+    from deltalog.iceberg.data_files import v3_field
+    from deltalog.spark.operations import delete, write_dataframe
+
+    path = str(tmp_path / "t")
+    write_dataframe(_rows(spark, 0, 20).repartition(2), path, partition_by=["grp"], configuration=ICEBERG_V3)
+    delete(spark, path, "id < 3")  # a deletion vector: a Puffin file
+    write_dataframe(_rows(spark, 20, 5), path)
+    root = "file://" + os.path.abspath(path)
+    number, _ = latest_metadata(path, log_store_for(path))
+    with open(os.path.join(path, "metadata", f"v{number}.metadata.json")) as f:
+        document = json.load(f)
+    assert document["location"] == root
+    assert [e["metadata-file"] for e in document["metadata-log"]] == [
+        f"{root}/metadata/v{n}.metadata.json" for n in range(1, number)]
+    table = ice.strict_iceberg_table(f"{root}/metadata/v{number}.metadata.json")
+    named = {"manifest list": [], "manifest": [], "data file": [], "puffin file": [], "referenced data file": []}
+    for snapshot in table.metadata.snapshots:
+        named["manifest list"].append(snapshot.manifest_list)
+        for manifest in snapshot.manifests(table.io):
+            named["manifest"].append(manifest.manifest_path)
+            for entry in _live_entries(table.io, manifest):
+                if entry.data_file.file_format.name == "PUFFIN":
+                    named["puffin file"].append(entry.data_file.file_path)
+                    named["referenced data file"].append(v3_field(entry.data_file, "referenced_data_file"))
+                    with table.io.new_input(entry.data_file.file_path).open() as f:
+                        named["referenced data file"] += _puffin_references(f.read())
+                else:
+                    named["data file"].append(entry.data_file.file_path)
+    for kind, locations in named.items():
+        assert locations, f"no {kind} to check"
+        bare = [loc for loc in locations if not loc.startswith(f"{root}/")]
+        assert not bare, f"{kind}s named without the file:// scheme: {bare}"
+    assert ice.iceberg_rows(table) == ice.delta_rows(path) and len(ice.delta_rows(path)) == 22
+    for snapshot in table.metadata.snapshots:
+        version = int(snapshot.summary["delta-version"])
+        assert ice.iceberg_rows(table, snapshot.snapshot_id) == ice.delta_rows(path, version), version
+
+
+def test_metadata_naming_local_files_by_bare_paths_is_still_read_and_caught_up(spark, tmp_path, monkeypatch):
+    """Metadata written before its locations were URIs names local files by bare paths: the next
+    conversion removes the files a commit removed though its manifests name them bare, writes its own
+    locations as URIs, and VACUUM expires the snapshots naming the files it deleted, named either way."""
+    from deltalog.iceberg import conversion
+    from deltalog.operations.vacuum import vacuum
+    from deltalog.spark.operations import write_dataframe
+
+    path = str(tmp_path / "t")
+    monkeypatch.setattr(conversion, "location_uri", lambda location: location)  # the writer before
+    write_dataframe(_rows(spark, 0, 10), path, partition_by=["grp"], configuration=ICEBERG)
+    write_dataframe(_rows(spark, 10, 10), path)
+    assert ice.iceberg_table(path).metadata.location == os.path.abspath(path)
+    monkeypatch.undo()
+    write_dataframe(_rows(spark, 100, 5), path, mode="overwrite")  # removes every file named bare
+    write_dataframe(_rows(spark, 200, 5), path)
+    table = ice.iceberg_table(path)
+    assert table.metadata.location == "file://" + os.path.abspath(path)
+    assert ice.assert_every_snapshot_matches_delta(path) == 4
+    assert len(ice.delta_rows(path)) == 10
+    vacuum(path, retain_hours=0, force=True)
+    table = ice.iceberg_table(path)
+    assert [s.summary["delta-version"] for s in table.metadata.snapshots] == ["2", "3"]
+    assert ice.assert_every_snapshot_matches_delta(path) == 2
+    listed = {m.manifest_path.rsplit("/", 1)[1] for s in table.metadata.snapshots for m in s.manifests(table.io)}
+    assert {n for n in os.listdir(os.path.join(path, "metadata")) if n.endswith("-m0.avro")} == listed
 
 
 def test_refused_where_iceberg_readers_could_not_read_it(spark, tmp_path):

@@ -72,3 +72,41 @@ def registered_rows(path: str | Path, name: str, tmp_dir: Path) -> list:
     catalog.create_namespace_if_not_exists("analytics")
     registered = catalog.register_table(("analytics", name), table.metadata_location)
     return iceberg_rows(registered)
+
+
+def _scheme_strict_file_io():
+    from pyiceberg.io.pyarrow import PyArrowFileIO
+
+    class SchemeStrictFileIO(PyArrowFileIO):
+        """pyiceberg's file IO refusing a location without a file system scheme (`file:///...`,
+        `s3://...`), as Trino's native file systems do ("No factory for location")."""
+
+        @staticmethod
+        def _check(location: str) -> str:
+            assert "://" in location, f"{location}: no file system scheme"
+            return location
+
+        def new_input(self, location: str):
+            return super().new_input(self._check(location))
+
+        def new_output(self, location: str):
+            return super().new_output(self._check(location))
+
+        def delete(self, location) -> None:
+            super().delete(self._check(location if isinstance(location, str) else location.location))
+
+    return SchemeStrictFileIO
+
+
+def strict_iceberg_table(metadata_location: str):
+    """The table of a metadata file, read through a file IO that refuses any location without a scheme."""
+    from pyiceberg.table import StaticTable
+
+    return StaticTable.from_metadata(metadata_location,
+                                     properties={"py-io-impl": f"{__name__}.SchemeStrictFileIO"})
+
+
+def __getattr__(name: str):
+    if name == "SchemeStrictFileIO":  # made on first use: pyiceberg is imported by the tests that use it
+        return _scheme_strict_file_io()
+    raise AttributeError(name)
