@@ -87,3 +87,57 @@ class TestCustomStrategies:
             assert "get_incremental_nowhere_sql" in message and "merge" in message, message
         finally:
             path.unlink()
+
+
+OVERRIDES = """
+{# the project's merge never updates a row: new ids only #}
+{% macro get_incremental_merge_sql(arg_dict) %}
+  insert into {{ arg_dict['target_relation'] }}
+  select * from {{ arg_dict['temp_relation'] }} s where s.id not in (select id from {{ arg_dict['target_relation'] }})
+{% endmacro %}
+
+{# the adapter's dispatch of append, overridden: rows whose id is there already are left out #}
+{% macro deltalog__get_incremental_append_sql(arg_dict) %}
+  delete from {{ arg_dict['target_relation'] }} where id in (select id from {{ arg_dict['temp_relation'] }});
+  insert into {{ arg_dict['target_relation'] }} select * from {{ arg_dict['temp_relation'] }}
+{% endmacro %}
+
+{% macro get_incremental_delete_insert_sql(arg_dict) %}
+  merge into {{ arg_dict['target_relation'] }} t using {{ arg_dict['temp_relation'] }} s on t.id = s.id
+  when matched then update set *
+{% endmacro %}
+"""
+
+
+class TestBuiltinStrategyOverridden:
+    """A project's macro that overrides a built-in strategy's SQL (as dbt documents it) is what runs,
+    in one commit; one this adapter cannot run (a MERGE statement) fails the model naming it."""
+
+    @pytest.fixture(scope="class")
+    def macros(self):
+        return {"overrides.sql": OVERRIDES}
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {f"{s.replace('+', '_')}.sql": MODEL.format(strategy=s) for s in ("merge", "append", "delete+insert")}
+
+    @pytest.mark.parametrize("name, expected", [
+        ("merge", [(0, 0), (1, 1), (2, 2), (3, 3), (4, 4), (5, 50), (6, 60)]),  # built-in: 3 and 4 updated
+        ("append", [(0, 0), (1, 1), (2, 2), (3, 30), (4, 40), (5, 50), (6, 60)]),  # built-in: 3 and 4 twice
+    ])
+    def test_the_project_s_sql_runs_in_one_commit(self, project, deltalog_warehouse, name, expected):
+        run_dbt(["run", "-s", name])
+        run_dbt(["run", "-s", name, "--vars", json.dumps({"factor": 10, "lo": 3, "hi": 7})])
+        dt, rows = _table(deltalog_warehouse, project, name)
+        assert rows == expected
+        assert dt.version() == 1
+        assert dt.history(1)[0]["operationParameters"]["strategy"] == name
+
+    def test_an_override_that_cannot_run_is_named(self, project, deltalog_warehouse):
+        run_dbt(["run", "-s", "delete_insert"])
+        results = run_dbt(["run", "-s", "delete_insert"], expect_pass=False)
+        message = results.results[0].message
+        assert "get_incremental_delete_insert_sql" in message and "MERGE" in message, message
+        assert "Nothing was committed" in message
+        dt, rows = _table(deltalog_warehouse, project, "delete_insert")
+        assert dt.version() == 0 and rows == [(i, i) for i in range(5)]

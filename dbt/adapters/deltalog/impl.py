@@ -551,6 +551,14 @@ class DeltalogAdapter(MaintenanceMixin, SparkAdapter):
     def is_builtin_strategy(self, strategy: Optional[str]) -> bool:
         return incremental.is_builtin(strategy)
 
+    def valid_incremental_strategies(self) -> List[str]:
+        return list(incremental.INCREMENTAL_STRATEGIES)
+
+    @available
+    def overriding_strategy_macro(self, context: Any, strategy: Optional[str]) -> str:
+        """The project's macro that overrides a built-in strategy's SQL, or "" (strategies/incremental.py)."""
+        return incremental.overriding_macro(context, strategy)
+
     @available
     @_reported
     def run_custom_strategy(self, relation: BaseRelation, script: str, strategy: str, model: Any = None) -> AdapterResponse:

@@ -30,6 +30,12 @@ def run_custom_strategy(adapter: Any, relation: Any, script: str, strategy: str,
     try:
         for statement in statements(script):
             sql = quote_warehouse_refs(strip_leading_comments(statement), adapter.warehouse)
+            if sql.lstrip()[:5].upper() == "MERGE":
+                raise ValueError(
+                    f"the SQL of get_incremental_{strategy.replace('+', '_')}_sql (the project's macro) holds a "
+                    f"MERGE statement; a strategy's SQL may insert, delete and update (INSERT, DELETE, UPDATE), "
+                    f"all in one commit. Write the merge as those statements, or remove the macro to use the "
+                    f"built-in {strategy!r} strategy")
             dml = parse_dml(sql)
             if dml and (dml.schema.lower(), dml.name.lower()) == (
                     relation.schema.lower(), relation.identifier.lower()):

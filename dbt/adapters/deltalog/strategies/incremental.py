@@ -23,6 +23,25 @@ def is_builtin(strategy: Optional[str]) -> bool:
     return (strategy or "merge").lower() in INCREMENTAL_STRATEGIES
 
 
+# The packages whose macros are dbt's and the adapters' own; a strategy macro from any other is the project's.
+_OWN_PACKAGES = ("dbt", "dbt_spark", "dbt_deltalog")
+
+
+def overriding_macro(context: Any, strategy: Optional[str]) -> str:
+    """The name of a project macro that overrides a built-in strategy's SQL, as dbt lets a project do:
+    `get_incremental_<strategy>_sql` itself, or the adapter's dispatch of it (`deltalog__`, `spark__`,
+    `default__`); "" when there is none. The incremental materialization then runs that macro's SQL as
+    a custom strategy (one commit), instead of the built-in strategy's module."""
+    if not is_builtin(strategy):
+        return ""
+    name = f"get_incremental_{(strategy or 'merge').lower().replace('+', '_')}_sql"
+    for candidate in (name, f"deltalog__{name}", f"spark__{name}", f"default__{name}"):
+        macro = getattr(context.get(candidate) if hasattr(context, "get") else None, "macro", None)
+        if macro is not None and getattr(macro, "package_name", None) not in _OWN_PACKAGES:
+            return candidate
+    return ""
+
+
 def validate(strategy: Optional[str], model: Any, custom_macro: bool) -> Tuple[str, str]:
     """The model's strategy and on_schema_change, checked on every run (the first build too).
     `custom_macro`: the project defines `get_incremental_<strategy>_sql` (a custom strategy)."""

@@ -2,7 +2,8 @@
   {%- set target_relation = this.incorporate(type='table') -%}
   {%- set existing_relation = load_relation(this) -%}
   {%- set strategy = config.get('incremental_strategy') or 'merge' -%}
-  {%- set custom = not adapter.is_builtin_strategy(strategy) -%}
+  {#- a project's own strategy, or its override of a built-in one's SQL (dbt lets it): run as its SQL says -#}
+  {%- set custom = not adapter.is_builtin_strategy(strategy) or adapter.overriding_strategy_macro(context, strategy) -%}
   {%- set custom_macro = 'get_incremental_' ~ (strategy | replace('+', '_')) ~ '_sql' -%}
   {% do adapter.validate_incremental(strategy, model, custom and custom_macro in context) %}
   {%- set sql = deltalog_model_sql(compiled_code) -%}
