@@ -1,7 +1,8 @@
-"""Loading the plugin (dbt takes the package's `Plugin`) freezes what the process holds (gc.freeze) and
-makes the collector run less often, unless the process set its own thresholds: a dbt command's
-collections, and the one at exit, then skip dbt's and our modules. Objects made later are collected as
-before. A process that runs one part of the package (the Spark server) imports no more than that part."""
+"""Loading the plugin (dbt takes the package's `Plugin`) in the `dbt` command's process freezes what the
+process holds (gc.freeze) and makes the collector run less often, unless the process set its own
+thresholds: a dbt command's collections, and the one at exit, then skip dbt's and our modules. Objects
+made later are collected as before. A host process that imports dbt (an orchestrator running dbtRunner)
+keeps its collector as it was. A process that runs one part of the package (the Spark server) imports no more than that part."""
 
 import subprocess
 import sys
@@ -10,8 +11,9 @@ import textwrap
 
 def test_plugin_import_freezes_modules_and_later_cycles_are_still_collected():
     code = textwrap.dedent("""
-        import gc, weakref
+        import gc, sys, weakref
         assert gc.get_freeze_count() == 0
+        sys.argv[0] = "/somewhere/bin/dbt"  # the dbt command's console script
         from dbt.adapters.deltalog import Plugin  # as dbt's adapter factory takes it
         frozen = gc.get_freeze_count()
         assert frozen > 50_000, f"only {frozen} objects frozen"
@@ -36,7 +38,8 @@ def test_plugin_import_freezes_modules_and_later_cycles_are_still_collected():
 
 def test_a_process_s_own_collector_thresholds_are_kept():
     code = textwrap.dedent("""
-        import gc
+        import gc, sys
+        sys.argv[0] = "/somewhere/bin/dbt"
         gc.set_threshold(500, 5, 5)
         from dbt.adapters.deltalog import Plugin
         assert gc.get_threshold() == (500, 5, 5), gc.get_threshold()
@@ -44,6 +47,20 @@ def test_a_process_s_own_collector_thresholds_are_kept():
     """)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.startswith("ok"), done.stderr
+
+
+def test_a_host_process_keeps_its_collector_as_it_was():
+    code = textwrap.dedent("""
+        import gc
+        before = gc.get_threshold()
+        from dbt.cli.main import dbtRunner
+        from dbt.adapters.deltalog import Plugin
+        dbtRunner().invoke(["--version"])
+        assert gc.get_threshold() == before and gc.get_freeze_count() == 0, (gc.get_threshold(), gc.get_freeze_count())
+        print("ok")
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "ok" in done.stdout, done.stderr
 
 
 def test_the_spark_server_starts_without_dbts_adapter_machinery():

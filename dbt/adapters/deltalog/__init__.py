@@ -6,6 +6,8 @@ archive's recorder: `python -m dbt.adapters.deltalog.runtime....`) then starts w
 machinery, about a second of imports on the way to its JVM."""
 import gc
 import importlib
+import os
+import sys
 from typing import Any
 
 # where each name dbt or a user may import from the package is defined
@@ -44,7 +46,9 @@ def _load_plugin() -> Any:
 
 
 # A dbt command is a short process that keeps what it imported, and most of what it builds (the manifest,
-# its nodes), to its end, and makes little cyclic garbage. So, once, when the plugin loads:
+# its nodes), to its end, and makes little cyclic garbage. So, once, when the plugin loads in the `dbt`
+# command's own process (not in a host that imports dbt, as an orchestrator running dbtRunner does: its
+# collector is its own):
 # - what exists then (dbt's modules and ours) is frozen: no later collection, nor the one at exit, walks
 #   it again (frozen objects are still freed once unreferenced);
 # - the collector runs after 10,000 allocations instead of 700, unless the process chose its own
@@ -54,6 +58,16 @@ _PYTHON_DEFAULT_THRESHOLDS = (700, 10, 10)
 
 
 def _settle_the_collector() -> None:
+    if not _is_the_dbt_command():
+        return
     if gc.get_threshold() == _PYTHON_DEFAULT_THRESHOLDS:
         gc.set_threshold(10_000, 10, 10)
     gc.freeze()
+
+
+def _is_the_dbt_command() -> bool:
+    """This process is the `dbt` command (its console script, or `python -m dbt.cli.main`)."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    program = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    return program in ("dbt", "dbt.exe") or getattr(spec, "name", "").startswith("dbt.cli")
