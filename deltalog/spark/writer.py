@@ -55,7 +55,7 @@ from ..paths import (
 from ..schema import partition_column_types, uses_type, without_columns
 from ..sql_text import quote_identifier
 from ..stats import StatsCollector
-from . import hadoop
+from . import hadoop, session_settings
 from .embedded import jar_class
 
 log = logging.getLogger(__name__)
@@ -312,10 +312,20 @@ def write_files(df: DataFrame, table_uri: str, partition_columns: Sequence[str],
         df = enforce_constraints(df, schema_json, configuration or {}, root)
     if method not in ("native", "arrow"):
         raise ValueError(f"unknown write method {method!r}; use 'native' or 'arrow'")
+    # Delta readers need real Parquet timestamps (INT96 has no statistics and is deprecated); Spark 4
+    # shreds variants by default, which needs the variantShredding feature that delta-rs and most
+    # readers refuse. Only the session's settings reach Spark's Parquet writer: held for this write.
+    settings = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}
     if uses_type(schema_json, "variant"):
-        # Spark 4 shreds variants by default, which needs the variantShredding feature that delta-rs
-        # and most readers refuse; the plain (metadata, value) encoding is what every reader takes.
-        df.sparkSession.conf.set("spark.sql.variant.writeShredding.enabled", "false")
+        settings["spark.sql.variant.writeShredding.enabled"] = "false"
+    with session_settings.held(df.sparkSession, settings):
+        return _write_files(df, root, object_store, task_options, partition_columns, schema_json, configuration,
+                            method, store_partition_columns, parquet_options)
+
+
+def _write_files(df: DataFrame, root: str, object_store: bool, task_options: Any, partition_columns: list[str],
+                 schema_json: dict[str, Any], configuration: dict[str, str] | None, method: str,
+                 store_partition_columns: bool, parquet_options: dict[str, str] | None) -> list[AddFile]:
     if is_mapped(configuration):
         configuration = physical_stats_configuration(schema_json, configuration)
         df, schema_json, partition_columns = _physical_columns(df, schema_json, partition_columns, configuration)
@@ -436,13 +446,7 @@ def _write_native(df: DataFrame, root: str, partition_columns: list[str], schema
 
 
 def _parquet_writer(df: DataFrame, partition_columns: list[str], parquet_options: dict[str, str] | None) -> Any:
-    conf = df.sparkSession.conf
-    # Delta readers need real Parquet timestamps (INT96 has no statistics and is deprecated). Only the
-    # session setting reaches Spark's Parquet writer; it is left set, because restoring it could undo it
-    # under another thread's write in the same session.
-    if conf.get("spark.sql.parquet.outputTimestampType", None) != "TIMESTAMP_MICROS":
-        conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-    writer = df.write.option("compression", "snappy")
+    writer = df.write.option("compression", "snappy")  # (the session's settings: write_files holds them)
     for key, value in (parquet_options or {}).items():
         writer = writer.option(key, value)
     return writer.partitionBy(*partition_columns) if partition_columns else writer
@@ -455,12 +459,12 @@ def _write_direct(df: DataFrame, root: str, partition_columns: list[str], schema
     each file at its final key and name it in their task's commit message; the driver reads the footers
     of exactly those files (no listing, no rename)."""
     spark = df.sparkSession
-    _use_direct_commit_protocol(spark)
     protocol = jar_class(spark, hadoop.DIRECT_COMMIT_PROTOCOL)
     write_id = uuid.uuid4().hex
     try:
-        (_parquet_writer(df, partition_columns, parquet_options).mode("append")
-         .option(DIRECT_WRITE_OPTION, write_id).parquet(root))
+        with _direct_commit_protocol(spark):
+            (_parquet_writer(df, partition_columns, parquet_options).mode("append")
+             .option(DIRECT_WRITE_OPTION, write_id).parquet(root))
     finally:
         relatives = protocol.take(write_id)  # None when the job failed: its files are named by no version
     if relatives is None:
@@ -489,17 +493,16 @@ def _write_direct(df: DataFrame, root: str, partition_columns: list[str], schema
     return [a for a in adds if a is not None]
 
 
-def _use_direct_commit_protocol(spark: Any) -> None:
-    """Spark takes the commit protocol from the session, not from a write's options; the jar's protocol
-    is Spark's default one for every write without its option, so it stays set."""
+def _direct_commit_protocol(spark: Any) -> Any:
+    """Spark takes the commit protocol from the session, not from a write's options: the jar's protocol
+    is held for the write (for a write without deltalog's option it is Spark's default one, so another
+    write of the session meanwhile is unaffected)."""
     key = "spark.sql.sources.commitProtocolClass"
-    wanted = "io.deltalog." + hadoop.DIRECT_COMMIT_PROTOCOL
     current = spark.conf.get(key, None)
-    if current != wanted:
-        if current and "SQLHadoopMapReduceCommitProtocol" not in current:
-            log.warning(f"{key} was {current}; writes of this session without deltalog's option now use "
-                        f"Spark's default protocol (through {wanted})")
-        spark.conf.set(key, wanted)
+    if current and "SQLHadoopMapReduceCommitProtocol" not in current and "io.deltalog." not in current:
+        _log_once(f"{key} is {current}; while deltalog writes, the session's other writes use Spark's default "
+                  f"protocol")
+    return session_settings.held(spark, {key: "io.deltalog." + hadoop.DIRECT_COMMIT_PROTOCOL})
 
 
 def _adopt_staged_file(path: str, staging: str, root: str, partition_columns: list[str],
