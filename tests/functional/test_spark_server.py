@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -246,3 +248,50 @@ def test_attaching_from_a_thread_leaves_the_environment_alone(tmp_path):
     assert run.returncode == 0, run.stderr[-3000:]
     seen = json.loads(run.stdout.strip().splitlines()[-1])
     assert seen == {"rows": [3], "gateway_changes": [], "gateway_left": []}, seen
+
+
+def _reported(key: str, commands: int, timeout: float = 60) -> dict:
+    """The server's state once it has reported its heap after `commands` commands."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = spark_server.read_state(key) or {}
+        if state.get("heap") and state.get("commands", 0) >= commands:
+            return state
+        time.sleep(0.2)
+    raise AssertionError(f"no heap report after {commands} command(s): {spark_server.read_state(key)}")
+
+
+def test_a_server_reports_its_heap_and_restarts_between_commands_when_full(tmp_path, monkeypatch):
+    project = cli.project(tmp_path / "p")
+    for _ in range(2):
+        run = cli.dbt(project, "run", "-s", "numbers")
+        assert run.returncode == 0, run.stdout + run.stderr
+    server = _server()
+    state = _reported(server["key"], 2)
+    heap = state["heap"]
+    assert 0 < heap["heap_used"] <= heap["heap_max"] and 0 <= heap["old_after_gc"] <= heap["old_max"], heap
+    assert heap["heap_max"] > 900 << 20  # a share of the machine's memory, at least Spark's 1 GiB
+    status = subprocess.run([sys.executable, "-m", "dbt.adapters.deltalog.runtime.spark_server", "status"],
+                            capture_output=True, text=True, timeout=60)
+    assert "2 command(s) served, heap" in status.stdout, status.stdout
+    debug = cli.dbt(project, "debug")
+    assert "command(s) served, heap" in debug.stdout, debug.stdout
+    assert spark_server.stop_servers() == 1
+
+    # a server whose old generation is always past its restart share: it restarts after each command,
+    # and every command (a first, a second) lands whole
+    monkeypatch.setenv("DBT_DELTALOG_SERVER_RESTART_SHARE", "0.0")
+    pids = []
+    for _ in range(2):
+        run = cli.dbt(project, "run", "-s", "numbers")
+        assert run.returncode == 0, run.stdout + run.stderr
+        pid = _server()["pid"] if spark_server.list_servers() else None
+        deadline = time.monotonic() + 60
+        while pid and _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert pid is None or not _alive(pid), "the server did not restart after the command"
+        pids.append(pid)
+    log = (Path(spark_server.state_dir()) / f"{server['key']}.log").read_text()
+    assert "restarting: its old generation holds" in log, log[-2000:]
+    assert cli.rows(project, "numbers") == list(range(10))
+    assert deltalake.DeltaTable(str(project / "warehouse" / "analytics" / "numbers")).version() == 3

@@ -103,6 +103,27 @@ def _log_folder() -> Optional[str]:
         return None
 
 
+HISTORY_BOUNDS = {
+    "spark.sql.ui.retainedExecutions": "50",
+    "spark.ui.retainedJobs": "100",
+    "spark.ui.retainedStages": "100",
+    "spark.ui.retainedTasks": "10000",
+    "spark.ui.dagGraph.retainedRootRDDs": "100",
+    "spark.sql.streaming.ui.retainedQueries": "20",
+    "spark.sql.streaming.ui.retainedProgressUpdates": "20",
+}
+
+
+def driver_memory() -> str:
+    """The local driver's heap: an eighth of the machine's memory, from 1 GiB to 8 GiB (Spark's default is
+    1 GiB whatever the machine); `spark.driver.memory` in the profile's spark_conf decides instead."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return "1g"
+    return f"{min(8 << 10, max(1 << 10, total // 8 >> 20))}m"
+
+
 def default_conf(master: str, log_file: Optional[str] = None) -> Dict[str, str]:
     # Spark's own scratch space goes to a temp dir, removed when the process ends: no metastore_db/,
     # derby.log or spark-warehouse/ in the user's project folder. Tables live in the dbt warehouse.
@@ -125,6 +146,10 @@ def default_conf(master: str, log_file: Optional[str] = None) -> Dict[str, str]:
         # snapshot views list thousands of files; listing them in parallel jobs is slower
         "spark.sql.sources.parallelPartitionDiscovery.threshold": "100000",
         "spark.sql.session.timeZone": "UTC",
+        # Spark keeps each query's plan and metrics in its status store, with its jobs, stages and tasks
+        # (up to 1,000 executions, 100,000 tasks), UI or not; nothing of dbt's reads them back, and on
+        # the Spark server, which serves a day of commands, they filled the heap within twenty builds.
+        **HISTORY_BOUNDS,
     }
     if master.startswith("local"):
         # An embedded session serves this machine only: bind to the loopback address (no lookup of
@@ -132,6 +157,7 @@ def default_conf(master: str, log_file: Optional[str] = None) -> Dict[str, str]:
         conf["spark.driver.host"] = "127.0.0.1"
         conf["spark.driver.bindAddress"] = "127.0.0.1"
         cores = os.cpu_count() or 2
+        conf["spark.driver.memory"] = driver_memory()
         conf["spark.sql.shuffle.partitions"] = str(max(4, 2 * cores))
         conf["spark.default.parallelism"] = str(max(2, cores))
     return conf

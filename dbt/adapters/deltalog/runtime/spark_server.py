@@ -4,7 +4,10 @@ Starting a JVM and warming it up costs most of a small project's `dbt build`. Wi
 first command starts a background process that holds an embedded SparkSession; every later command
 with the same Spark settings attaches to its JVM through Py4J (what `spark-submit` itself does for a
 Python driver) in well under a second, in a Spark session of its own (temporary views, SQL settings),
-and the server stops after it has had no command attached for `idle_timeout` seconds.
+and the server stops after it has had no command attached for `idle_timeout` seconds. Once the commands
+attached have all ended, it reports its heap (its log, its state: `status`, `dbt debug`) and, when its
+old generation stays above RESTART_OLD_GENERATION_SHARE after a full collection, restarts: it stops
+between commands, never during one, and the next command starts a new one.
 
 Files in `state_dir()` (mode 0700), per server key (a hash of master, settings, interpreter, code):
   <key>.json   port, secret and pid of a running server (0600), written once its Spark is up
@@ -151,6 +154,10 @@ def serve(key: str, master: str, spark_conf: Dict[str, str], idle_timeout: float
                 # they cached is nobody's.
                 spark.sparkContext.cancelAllJobs()
                 spark.catalog.clearCache()
+                why = _after_commands(key, spark)
+                if why:
+                    print(f"dbt-deltalog Spark server {key} restarting: {why}", flush=True)
+                    break  # as when idle: the next command starts a new server
             if time.monotonic() - idle_since >= idle_timeout:
                 break  # keep the lock: no command attaches while the server goes away
             fcntl.flock(lease, fcntl.LOCK_UN)
@@ -158,6 +165,59 @@ def serve(key: str, master: str, spark_conf: Dict[str, str], idle_timeout: float
             os.remove(_path(key, ".json"))
         print(f"dbt-deltalog Spark server {key} stopping", flush=True)
         spark.stop()
+
+
+# The old generation, after a full collection, above this share of its most: the server restarts
+# between commands (a JVM that spends its time collecting garbage serves every command slowly).
+# DBT_DELTALOG_SERVER_RESTART_SHARE in the environment of the command that starts the server sets another.
+RESTART_OLD_GENERATION_SHARE = 0.7
+_RESTART_SHARE_ENV = "DBT_DELTALOG_SERVER_RESTART_SHARE"
+_COMMANDS = "deltalog.commands"  # a counter in the JVM's system properties: commands attached so far
+
+
+def heap(spark: Any, collect: bool = False) -> Dict[str, int]:
+    """The server JVM's heap: used and most, and its old generation's use after its last collection
+    (`collect`: after a full collection made now) and most, in bytes."""
+    jvm = spark.sparkContext._jvm
+    management = jvm.java.lang.management.ManagementFactory
+    if collect:
+        jvm.java.lang.System.gc()
+    usage = management.getMemoryMXBean().getHeapMemoryUsage()
+    out = {"heap_used": int(usage.getUsed()), "heap_max": int(usage.getMax())}
+    for pool in management.getMemoryPoolMXBeans():
+        if any(word in pool.getName() for word in ("Old Gen", "Tenured")):
+            after = pool.getCollectionUsage()
+            now = pool.getUsage()
+            out["old_used"] = int(now.getUsed())
+            out["old_after_gc"] = int(after.getUsed()) if after is not None else int(now.getUsed())
+            out["old_max"] = int(now.getMax())
+    return out
+
+
+def _commands(spark: Any) -> int:
+    counter = spark.sparkContext._jvm.java.lang.System.getProperties().get(_COMMANDS)
+    return int(counter.get(0)) if counter is not None else 0
+
+
+def _after_commands(key: str, spark: Any) -> Optional[str]:
+    """Once the commands attached have all ended: the heap reported (the server's log and state, which
+    `status` and `dbt debug` show), and why the server should restart, if it should."""
+    state = read_state(key) or {}
+    share = float(os.environ.get(_RESTART_SHARE_ENV) or RESTART_OLD_GENERATION_SHARE)
+    seen = heap(spark)
+    old_max = seen.get("old_max") or seen["heap_max"]
+    if old_max > 0 and seen.get("old_used", seen["heap_used"]) > share * old_max:
+        seen = heap(spark, collect=True)  # only a full collection tells what of it is live
+    commands = _commands(spark)
+    mb = 1 << 20
+    print(f"dbt-deltalog Spark server {key}: {commands} command(s) served; heap {seen['heap_used'] // mb} MB used "
+          f"of {seen['heap_max'] // mb} MB, old generation {seen.get('old_after_gc', 0) // mb} MB after its last "
+          f"collection", flush=True)
+    _write_state(key, dict(state, commands=commands, heap=seen, checked=time.time()))
+    if old_max > 0 and seen.get("old_after_gc", seen["heap_used"]) > share * old_max:
+        return (f"its old generation holds {seen['old_after_gc'] // mb} MB of {old_max // mb} MB after a full "
+                f"collection (more than {share:.0%})")
+    return None
 
 
 # --- commands attaching to it ---------------------------------------------------------------------
@@ -192,7 +252,16 @@ def attach(master: str, spark_conf: Dict[str, str], idle_timeout: float = DEFAUL
         raise
     _attached[key] = lease
     spark._deltalog_server = dict(state, key=key)  # what `dbt debug` and cancel() look at
+    _count_command(spark)
     return spark
+
+
+def _count_command(spark: Any) -> None:
+    jvm = spark.sparkContext._jvm
+    properties = jvm.java.lang.System.getProperties()
+    # (an AtomicLongArray: Py4J would hand back an AtomicLong, a Number, as a plain int)
+    properties.putIfAbsent(_COMMANDS, jvm.java.util.concurrent.atomic.AtomicLongArray(1))
+    properties.get(_COMMANDS).incrementAndGet(0)
 
 
 def _starting_pid(key: str) -> Optional[int]:
@@ -327,8 +396,19 @@ def describe(master: str, spark_conf: Dict[str, str]) -> str:
     if not state:
         return "not running; the next dbt command starts it"
     up = int(time.time() - state["started"])
-    return (f"running (pid {state['pid']}, up {up // 60} min {up % 60} s, stops after "
+    return (f"running (pid {state['pid']}, up {up // 60} min {up % 60} s, {_served(state)}; stops after "
             f"{int(state['idle_timeout'])} s with no dbt command attached)")
+
+
+def _served(state: dict) -> str:
+    """The commands a server served and its heap, as it last reported them."""
+    seen = state.get("heap")
+    if not seen:
+        return f"{state.get('commands', 0)} command(s) served"
+    mb = 1 << 20
+    return (f"{state.get('commands', 0)} command(s) served, heap {seen['heap_used'] // mb} MB of "
+            f"{seen['heap_max'] // mb} MB, old generation {seen.get('old_after_gc', 0) // mb} MB after its last "
+            f"collection")
 
 
 def list_servers() -> List[dict]:
@@ -373,7 +453,8 @@ def _main(argv: List[str]) -> int:
     if command == "status":
         servers = list_servers()
         for s in servers:
-            print(f"{s['key']}  pid {s['pid']}  master {s['master']}  up {int(time.time() - s['started'])} s")
+            print(f"{s['key']}  pid {s['pid']}  master {s['master']}  up {int(time.time() - s['started'])} s  "
+                  f"{_served(s)}")
         print(f"{len(servers)} dbt-deltalog Spark server(s) running ({state_dir()})")
         return 0
     if command == "stop":
