@@ -7,6 +7,7 @@ The benches import this module only when given `--plot`, so they run without mat
     python bench/plots.py realtime-files   realtime.json docs/img/realtime-files.svg
     python bench/plots.py dev-loop         dev_loop.json docs/img/dev-loop-builds.svg
     python bench/plots.py merge-sweep      merge.json    docs/img/merge-share-changed.svg
+    python bench/plots.py server-soak      soak.json     docs/img/server-soak.svg
 """
 from __future__ import annotations
 
@@ -117,6 +118,24 @@ def dev_loop_builds(results: dict, path: str) -> None:
     _save(fig, path)
 
 
+def server_soak(results: dict, path: str) -> None:
+    """`dbt build` wall time and the server JVM's heap after a full collection, against the build number."""
+    plt = _pyplot()
+    fig, (time_ax, heap_ax) = plt.subplots(1, 2, figsize=(WIDTH, 3.0))
+    for label, rows in results.items():
+        builds = [r["build"] for r in rows]
+        time_ax.plot(builds, [r["seconds"] for r in rows], label=label, linewidth=1)
+        heap_ax.plot(builds, [r["heap_after_gc_mb"] for r in rows], label=label, linewidth=1)
+    time_ax.set_xlabel("build")
+    time_ax.set_ylabel("wall time of dbt build (s)")
+    heap_ax.set_xlabel("build")
+    heap_ax.set_ylabel("server heap after a full GC (MB)")
+    for ax in (time_ax, heap_ax):
+        ax.set_ylim(bottom=0)
+        ax.legend(loc="upper left", fontsize=8)
+    _save(fig, path)
+
+
 def merge_sweep(results: dict, path: str) -> None:
     """Merge time against the share of rows changed (keys scattered over every file), copy-on-write and
     with deletion vectors, with the full rebuild of the table as a horizontal line."""
@@ -145,7 +164,7 @@ def merge_sweep(results: dict, path: str) -> None:
 
 
 PLOTS = {"realtime-latency": realtime_latency, "realtime-files": realtime_files, "dev-loop": dev_loop_builds,
-         "merge-sweep": merge_sweep}
+         "merge-sweep": merge_sweep, "server-soak": server_soak}
 
 if __name__ == "__main__":
     if len(sys.argv) != 4 or sys.argv[1] not in PLOTS:
