@@ -276,6 +276,12 @@ def test_a_server_reports_its_heap_and_restarts_between_commands_when_full(tmp_p
     assert "2 command(s) served, heap" in status.stdout, status.stdout
     debug = cli.dbt(project, "debug")
     assert "command(s) served, heap" in debug.stdout, debug.stdout
+    # what the commands' processes held when they ended (their DataFrames, and so the plans and broadcast
+    # values behind them) is released once none is attached
+    spark = spark_server._connect(_reported(server["key"], 3))  # two runs and the debug
+    bindings = spark_server._bindings(spark)
+    held = [bindings.get(k).getClass().getName() for k in list(bindings.keySet()) if bindings.get(k) is not None]
+    assert not [name for name in held if name.endswith(".Dataset")], held
     assert spark_server.stop_servers() == 1
 
     # a server whose old generation is always past its restart share: it restarts after each command,
