@@ -48,6 +48,20 @@ def heap_after_full_gc(pid: int) -> int:
     return sum(used) * 1024
 
 
+def settled(state_dir: Path, since: float, timeout: float = 10) -> None:
+    """Wait for the server to have done what it does once no command is attached (its report after the
+    build); a server that makes none (older code) is given 3 s."""
+    deadline = time.monotonic() + timeout
+    wall_since = time.time() - (time.monotonic() - since)
+    while time.monotonic() < deadline:
+        states = [json.loads(p.read_text()) for p in state_dir.glob("*.json") if not p.name.endswith(".conf.json")]
+        if states and "checked" not in states[0] and time.monotonic() > deadline - timeout + 3:
+            return
+        if states and states[0].get("checked", 0) > wall_since:
+            return
+        time.sleep(0.2)
+
+
 def server_pid(state_dir: Path) -> int:
     states = [json.loads(p.read_text()) for p in state_dir.glob("*.json") if not p.name.endswith(".conf.json")]
     if len(states) != 1:
@@ -74,6 +88,7 @@ def soak(label: str, builds: int, work: Path, pythonpath: str | None) -> list[di
             seconds = time.monotonic() - started
             if done.returncode != 0:
                 raise RuntimeError(f"{label}: build {n} failed:\n{done.stdout[-4000:]}")
+            settled(state_dir, time.monotonic())  # the report after this build ended
             pid = jvm_pid(server_pid(state_dir))
             used = heap_after_full_gc(pid)
             rows.append({"way": label, "build": n, "seconds": round(seconds, 2), "heap_after_gc_mb": used >> 20,
