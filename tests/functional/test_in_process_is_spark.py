@@ -277,6 +277,12 @@ ONCE_DIFFERED = {
     "a sum past a bigint, then a double": ("select sum(t.l) * 2 / 2 as s from fz.edge t where t.id = 1", True),
     "a total past a bigint, divided": ("select sum(t.l) / 3 as s from fz.edge t where t.id in (1, 4)", True),
     "a running total that may pass a bigint": ("select sum(t.l) as s from fz.edge t where t.id in (1, 2, 4)", True),
+    "a sum past a bigint in a group HAVING leaves out": (
+        "select t.day as g, (sum(coalesce(t.l, t.id)) * 2 / 2) as c1 from fz.edge t group by t.day "
+        "having (min(t.s) / 100.0) > 2147483647", True),
+    "a sum in a subquery, whose groups an outer query may leave out": (
+        "select q.s from (select t.day as g, sum(t.l) as s from fz.edge t group by t.day) q where q.g is not null",
+        True),
     "a sum within a bigint": ("select t.k as g, sum(t.l) + 1 as s, sum(t.b) * 2 as b2 from fz.calm t group by t.k",
                               False),
     "an int literal over a decimal literal": ("select 7 / 100.0 as a, 12345 / 10.00 as b from fz.calm t", False),

@@ -201,7 +201,11 @@ class TestSmallModelsHere:
         run_dbt(["seed"])
         _, out = run_dbt_and_capture(["--debug", "run"])
         for name in MARTS:
-            assert f"{name}`: built in this process by DuckDB" in out, _said(out, name)
+            if name == "orders_mart":  # its CTE sums whole numbers: Spark adds groups DuckDB may never compute
+                assert "orders_mart`: built by Spark, not in this process:" in out, _said(out, name)
+                assert "a sum of whole numbers whose groups a HAVING or an outer query may leave out" in out
+            else:
+                assert f"{name}`: built in this process by DuckDB" in out, _said(out, name)
             assert f"{name}_by_spark`: built by Spark, not in this process: forced by the test" in out
         assert "ranked`: built by Spark, not in this process: Window" in out
         # a new table: its schema was worked out here, not by Spark's analysis (only the twins' SQL)
@@ -227,7 +231,7 @@ class TestSmallModelsHere:
         self._compare(folder, "CREATE OR REPLACE TABLE AS SELECT")
         assert deltalake.DeltaTable(os.path.join(folder, "orders_mart")).version() == 1
         assert len([sql for sql in analysed if "per_customer" in sql]) == 1  # the twin's, for Spark's write
-        assert "dbtModelAnalysis" in _last_commit(os.path.join(folder, "orders_mart"))["commitInfo"]
+        assert "dbtModelAnalysis" in _last_commit(os.path.join(folder, "customers_mart"))["commitInfo"]
 
         # the SQL changed: Spark analyses it again, and the table takes the new schema
         write_file("{{ config(materialized='table') }}" + CUSTOMERS_MART.replace(
