@@ -205,16 +205,24 @@ def _types(schema: dict) -> str:
     return ", ".join(f"{f['name']} {f['type']}" for f in schema["fields"])
 
 
-def test_models_built_here_are_spark_s(spark, warehouse):
-    print(f"differential fuzz: {MODELS} models from seed {BASE}")
+def _fuzz(seeds: list, make_sql, compare, label: str = "") -> tuple:
+    """(each difference with its seed and SQL, how many were answered here) of the queries `make_sql` makes
+    of `seeds`, compared BATCH at a time by `compare` (`_differences` or `_test_differences`)."""
     differences, answered = [], 0
-    for first in range(BASE, BASE + MODELS, BATCH):
-        seeds = range(first, min(first + BATCH, BASE + MODELS))
-        sqls = [sql_fuzz.model(seed) for seed in seeds]
-        for seed, sql, (why, here) in zip(seeds, sqls, _differences(spark, warehouse, sqls)):
+    for first in range(0, len(seeds), BATCH):
+        batch = seeds[first:first + BATCH]
+        sqls = [make_sql(seed) for seed in batch]
+        for seed, sql, (why, here) in zip(batch, sqls, compare(sqls)):
             answered += here
             if why:
-                differences.append(f"seed {seed}: {sql}\n    {why}")
+                differences.append(f"seed {seed}{label}: {sql}\n    {why}")
+    return differences, answered
+
+
+def test_models_built_here_are_spark_s(spark, warehouse):
+    print(f"differential fuzz: {MODELS} models from seed {BASE}")
+    differences, answered = _fuzz(list(range(BASE, BASE + MODELS)), sql_fuzz.model,
+                                  lambda sqls: _differences(spark, warehouse, sqls))
     print(f"{answered} of {MODELS} built here")
     assert not differences, f"{len(differences)} models differ from Spark's:\n" + "\n".join(differences[:30])
     assert answered >= MODELS // 5, f"only {answered} of {MODELS} models were built here: the fuzz proves little"
@@ -244,15 +252,8 @@ def _test_differences(spark, warehouse, sqls: list, reuse: bool = False):
 def test_data_tests_answered_here_are_spark_s(spark, warehouse, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # answer reuse's own folder
     print(f"differential fuzz: {TESTS} data tests from seed {BASE}")
-    seeds = range(BASE, BASE + TESTS)
-    differences, answered = [], 0
-    for first in range(BASE, BASE + TESTS, BATCH):
-        batch = range(first, min(first + BATCH, BASE + TESTS))
-        sqls = [sql_fuzz.data_test(seed) for seed in batch]
-        for seed, sql, (why, here) in zip(batch, sqls, _test_differences(spark, warehouse, sqls)):
-            answered += here
-            if why:
-                differences.append(f"seed {seed}: {sql}\n    {why}")
+    seeds = list(range(BASE, BASE + TESTS))
+    differences, answered = _fuzz(seeds, sql_fuzz.data_test, lambda sqls: _test_differences(spark, warehouse, sqls))
     # new rows land; each test over the changed table is answered anew, then reused
     import pyarrow as pa
 
@@ -261,10 +262,8 @@ def test_data_tests_answered_here_are_spark_s(spark, warehouse, tmp_path, monkey
                     mode="append")
     later = [s for s in seeds if "calm" in sql_fuzz.data_test(s)][: max(50, TESTS // 10)]
     for round_ in ("after new data", "reused"):
-        sqls = [sql_fuzz.data_test(seed) for seed in later]
-        for seed, sql, (why, _) in zip(later, sqls, _test_differences(spark, warehouse, sqls, reuse=True)):
-            if why:
-                differences.append(f"seed {seed} ({round_}): {sql}\n    {why}")
+        differences += _fuzz(later, sql_fuzz.data_test, lambda sqls: _test_differences(spark, warehouse, sqls, reuse=True),
+                             f" ({round_})")[0]
     print(f"{answered} of {TESTS} answered here")
     assert not differences, f"{len(differences)} data tests differ from Spark's:\n" + "\n".join(differences[:30])
     assert answered >= TESTS // 5, f"only {answered} of {TESTS} data tests were answered here"
