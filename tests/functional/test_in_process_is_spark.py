@@ -10,7 +10,8 @@ difference: Spark builds the model. Data tests run twice more after new rows lan
 answer reuse on.
 
 CI runs the seeds 0..MODELS-1 and 0..TESTS-1; `DELTALOG_FULL_SUITE=1` runs 10× as many from a fresh base
-seed, printed; `DELTALOG_DIFFERENTIAL_SEED=N` re-runs from base N, `DELTALOG_DIFFERENTIAL_COUNT=N` N of each. A difference fails with the seed and SQL."""
+seed, printed; `DELTALOG_DIFFERENTIAL_SEED=N` re-runs from base N, `DELTALOG_DIFFERENTIAL_COUNT=N` N of
+each. A difference fails with the seed and SQL."""
 from __future__ import annotations
 
 import math
@@ -262,8 +263,8 @@ def test_data_tests_answered_here_are_spark_s(spark, warehouse, tmp_path, monkey
                     mode="append")
     later = [s for s in seeds if "calm" in sql_fuzz.data_test(s)][: max(50, TESTS // 10)]
     for round_ in ("after new data", "reused"):
-        differences += _fuzz(later, sql_fuzz.data_test, lambda sqls: _test_differences(spark, warehouse, sqls, reuse=True),
-                             f" ({round_})")[0]
+        again = lambda sqls: _test_differences(spark, warehouse, sqls, reuse=True)  # noqa: E731
+        differences += _fuzz(later, sql_fuzz.data_test, again, f" ({round_})")[0]
     print(f"{answered} of {TESTS} answered here")
     assert not differences, f"{len(differences)} data tests differ from Spark's:\n" + "\n".join(differences[:30])
     assert answered >= TESTS // 5, f"only {answered} of {TESTS} data tests were answered here"
